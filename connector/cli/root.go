@@ -1,0 +1,256 @@
+// Package cli implements the uncaged-workflow command line: the command
+// tree, argument checks and output formats. Command names, arguments and
+// stdout lines follow the original TypeScript CLI so scripts keep working;
+// every list and show command also has --json.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/engine/storage"
+)
+
+// Env is the process environment a command runs in; tests pass buffers and
+// a map-backed Getenv.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// exitError carries an exit code without a message (the message, if any,
+// has been printed already).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Run executes one command line and returns the process exit code: 0 on
+// success, 1 on any error (printed on stderr).
+func Run(args []string, env Env) int {
+	root := newRoot(env)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(env.Stderr, err.Error())
+	return 1
+}
+
+// app is what every command needs: where the storage root is and where to
+// write.
+type app struct {
+	env Env
+}
+
+func (a *app) layout() (storage.Layout, error) {
+	root, err := storage.ResolveRoot(a.env.Getenv)
+	if err != nil {
+		return storage.Layout{}, err
+	}
+	return storage.Layout{Root: root}, nil
+}
+
+func (a *app) out() io.Writer { return a.env.Stdout }
+
+// stderrIsTerminal says whether progress lines are worth drawing.
+func (a *app) stderrIsTerminal() bool {
+	f, ok := a.env.Stderr.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+const groupAnnotation = "uncaged-workflow/section"
+
+func newRoot(env Env) *cobra.Command {
+	a := &app{env: env}
+	root := &cobra.Command{
+		Use:           "uncaged-workflow",
+		Short:         "workflow engine CLI",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		// Like the original: no arguments prints the usage and fails, an
+		// unknown command names itself after the usage.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				fmt.Fprint(env.Stdout, rootUsage(cmd))
+				return exitError{1}
+			}
+			fmt.Fprintf(env.Stderr, "%s\nerror: unknown command %s\n", rootUsage(cmd), args[0])
+			return exitError{1}
+		},
+	}
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if cmd == root {
+			fmt.Fprint(env.Stdout, rootUsage(cmd))
+			return
+		}
+		fmt.Fprint(env.Stdout, commandHelp(cmd))
+	})
+	root.AddCommand(
+		a.workflowCmd(),
+		a.threadCmd(),
+		a.casCmd(),
+		a.versionCmd(),
+	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Annotations = map[string]string{groupAnnotation: "Shell:"}
+		}
+	}
+	return root
+}
+
+// group builds a command group: without a subcommand it lists its
+// subcommands and fails; an unknown subcommand is an error naming it.
+func group(use, section, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:         use,
+		Short:       short,
+		Annotations: map[string]string{groupAnnotation: section},
+		Args:        cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				fmt.Fprint(cmd.OutOrStdout(), groupHelp(cmd))
+				return exitError{1}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s\nerror: unknown %s subcommand: %s\n", rootUsage(cmd.Root()), cmd.Name(), args[0])
+			return exitError{1}
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// rootUsage is the full usage: one section per group, each row the command
+// with its arguments and what it does, columns aligned.
+func rootUsage(root *cobra.Command) string {
+	type row struct{ left, right string }
+	type section struct {
+		title string
+		rows  []row
+	}
+	var sections []*section
+	byTitle := map[string]*section{}
+	add := func(title string, r row) {
+		s, ok := byTitle[title]
+		if !ok {
+			s = &section{title: title}
+			byTitle[title] = s
+			sections = append(sections, s)
+		}
+		s.rows = append(s.rows, r)
+	}
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" {
+			continue
+		}
+		title := c.Annotations[groupAnnotation]
+		if title == "" {
+			title = "Other:"
+		}
+		subs := visible(c)
+		if len(subs) == 0 || c.Name() == "completion" {
+			add(title, row{strings.TrimSpace(c.Use), c.Short})
+			continue
+		}
+		for _, s := range subs {
+			add(title, row{c.Name() + " " + s.Use, s.Short})
+		}
+	}
+	width := 0
+	for _, s := range sections {
+		for _, r := range s.rows {
+			width = max(width, len(r.left))
+		}
+	}
+	var b strings.Builder
+	b.WriteString("uncaged-workflow — workflow engine CLI\n\n")
+	for _, s := range sections {
+		b.WriteString(s.title + "\n")
+		for _, r := range s.rows {
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, r.left, r.right)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Use <command> --help for subcommand details.\n\n")
+	b.WriteString("Environment variables:\n")
+	fmt.Fprintf(&b, "  %-31s  %s\n", storage.EnvRoot, "storage root (takes priority)")
+	fmt.Fprintf(&b, "  %-31s  %s\n", storage.EnvLegacyRoot, "storage root (default ~/.uncaged/workflow)")
+	return b.String()
+}
+
+// groupHelp lists a group's subcommands the way the original does.
+func groupHelp(cmd *cobra.Command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s subcommands:\n\n", cmd.Name())
+	for _, s := range visible(cmd) {
+		fmt.Fprintf(&b, "  uncaged-workflow %s %s\n      %s\n", cmd.Name(), s.Use, s.Short)
+	}
+	return b.String()
+}
+
+// commandHelp is the help of a group (its subcommand list) or of one
+// command (usage, description and flags).
+func commandHelp(cmd *cobra.Command) string {
+	if len(visible(cmd)) > 0 {
+		return groupHelp(cmd)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s\n\n%s\n", cmd.UseLine(), cmd.Short)
+	if cmd.Long != "" {
+		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(cmd.Long))
+	}
+	if flags := cmd.LocalFlags().FlagUsages(); flags != "" {
+		fmt.Fprintf(&b, "\nflags:\n%s", flags)
+	}
+	return b.String()
+}
+
+func visible(cmd *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	for _, s := range cmd.Commands() {
+		if !s.Hidden && s.Name() != "help" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// exactArgs checks the positional argument count with the original's
+// messages: missing arguments print `missing`, extra ones "too many
+// arguments" (or `extra` when given).
+func exactArgs(min, max int, missing, extra string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < min {
+			return errors.New(missing)
+		}
+		if max >= 0 && len(args) > max {
+			if extra == "" {
+				extra = "too many arguments"
+			}
+			return errors.New(extra)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+func (a *app) threadCmd() *cobra.Command {
+	return group("thread", "Thread execution:", "Inspect and manage threads",
+		a.threadListCmd(),
+		a.threadShowCmd(),
+		a.threadRmCmd(),
+	)
+}
+
+// threadRow is one thread in `thread list --json`.
+type threadRow struct {
+	ThreadID   string         `json:"threadId"`
+	BundleHash string         `json:"bundleHash"`
+	Workflow   *string        `json:"workflow"`
+	Source     threads.Source `json:"source"`
+	Status     threads.Status `json:"status"`
+	Head       string         `json:"head"`
+	Start      string         `json:"start"`
+	UpdatedAt  int64          `json:"updatedAt"`
+}
+
+func (a *app) threadListCmd() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:   "list [name]",
+		Short: "List threads, optionally filtered by workflow name",
+		Args:  exactArgs(0, 1, "", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lf.check(); err != nil {
+				return err
+			}
+			l, store, err := a.store()
+			if err != nil {
+				return err
+			}
+			reg, err := a.loadRegistry()
+			if err != nil {
+				return err
+			}
+			names := reg.BundleNames()
+			var recs []threads.Record
+			if len(args) == 1 {
+				if recs, err = threadsOfWorkflow(l, reg, args[0]); err != nil {
+					return err
+				}
+			} else if recs, err = threads.List(l); err != nil {
+				return err
+			}
+			recs = page(recs, lf)
+			if lf.json {
+				rows := make([]threadRow, 0, len(recs))
+				for _, r := range recs {
+					rows = append(rows, threadRow{
+						ThreadID: r.ThreadID, BundleHash: r.BundleHash, Workflow: optional(names[r.BundleHash]),
+						Source: r.Source, Status: statusOf(store, r), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
+					})
+				}
+				return writeJSON(a.out(), rows)
+			}
+			if len(recs) == 0 {
+				fmt.Fprintln(a.out(), "(no threads found)")
+				return nil
+			}
+			var b strings.Builder
+			for _, r := range recs {
+				name := names[r.BundleHash]
+				if name == "" {
+					name = "(unknown)"
+				}
+				b.WriteString(r.ThreadID + "\t" + r.BundleHash + "\t" + name + "\n")
+			}
+			_, err = fmt.Fprint(a.out(), b.String())
+			return err
+		},
+	}
+	lf.register(cmd)
+	return cmd
+}
+
+// threadsOfWorkflow lists the threads of every version of a workflow.
+func threadsOfWorkflow(l storage.Layout, reg *registry.Registry, name string) ([]threads.Record, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return nil, err
+	}
+	e, ok := reg.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("workflow not registered: %s", name)
+	}
+	seen := map[string]bool{}
+	var out []threads.Record
+	for _, h := range append([]string{e.Hash}, versionHashes(e)...) {
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		recs, err := threads.ListBundle(l, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	sortRecords(out)
+	return out, nil
+}
+
+func versionHashes(e registry.Entry) []string {
+	out := make([]string, 0, len(e.History))
+	for _, v := range e.History {
+		out = append(out, v.Hash)
+	}
+	return out
+}
+
+// statusOf derives a thread's status from its head. No engine host runs
+// threads in this build, so an unfinished thread reads as interrupted.
+func statusOf(store *cas.Store, r threads.Record) threads.Status {
+	end, _ := threads.HeadEnd(store, r.Head)
+	return threads.DeriveStatus(r.Source, end, threads.NotExecuting)
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// stepView is one step of `thread show`.
+type stepView struct {
+	Role        string  `json:"role"`
+	Hash        string  `json:"hash"`
+	Timestamp   int64   `json:"timestamp"`
+	Content     string  `json:"content"`
+	ChildThread *string `json:"childThread"`
+}
+
+// threadView is `thread show` output: the original's fields, plus status
+// and updatedAt.
+type threadView struct {
+	ThreadID    string         `json:"threadId"`
+	BundleHash  string         `json:"bundleHash"`
+	Head        string         `json:"head"`
+	Start       string         `json:"start"`
+	ParentState *string        `json:"parentState"`
+	Source      threads.Source `json:"source"`
+	Status      threads.Status `json:"status"`
+	UpdatedAt   int64          `json:"updatedAt"`
+	Steps       []stepView     `json:"steps"`
+}
+
+func (a *app) threadShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show <id>",
+		Short: "Show thread details and state",
+		Args:  exactArgs(1, 1, "show requires <id>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, store, err := a.store()
+			if err != nil {
+				return err
+			}
+			rec, err := resolveThread(l, args[0])
+			if err != nil {
+				return err
+			}
+			view := threadView{
+				ThreadID: rec.ThreadID, BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start,
+				Source: rec.Source, Status: statusOf(store, rec), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
+			}
+			if n, err := store.GetNode(rec.Start); err == nil {
+				if s, ok := n.(node.Start); ok {
+					view.ParentState = optional(s.Payload.ParentState)
+				}
+			}
+			frames, err := threads.Walk(store, rec.Head)
+			if err != nil {
+				return err
+			}
+			for _, f := range frames {
+				p := f.State.Payload
+				if p.Role == node.RoleEnd || p.Role == node.RoleFork {
+					continue
+				}
+				view.Steps = append(view.Steps, stepView{
+					Role: p.Role, Hash: f.Hash, Timestamp: p.Timestamp,
+					Content: contentText(store, p.Content), ChildThread: optional(p.ChildThread),
+				})
+			}
+			// The output is JSON either way; --json is accepted for symmetry.
+			return writeJSON(a.out(), view)
+		},
+	}
+	jsonFlag(cmd, &asJSON)
+	return cmd
+}
+
+// contentText is a content node's payload, or the original's placeholder.
+func contentText(store *cas.Store, hash string) string {
+	if n, err := store.GetNode(hash); err == nil {
+		if c, ok := n.(node.Content); ok {
+			return c.Payload
+		}
+	}
+	return "(content not in CAS; contentHash=" + hash + ")"
+}
+
+func (a *app) threadRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm <id>",
+		Short: "Remove a thread",
+		Args:  exactArgs(1, 1, "rm requires <id>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, _, err := a.store()
+			if err != nil {
+				return err
+			}
+			rec, err := resolveThread(l, args[0])
+			if err != nil {
+				return err
+			}
+			// Clear both indexes whatever the record said: a host may have
+			// moved the thread to history since it was resolved.
+			dir := l.BundleDir(rec.BundleHash)
+			if _, err := threads.Remove(dir, rec.ThreadID); err != nil {
+				return err
+			}
+			if _, err := threads.RemoveHistory(dir, rec.ThreadID); err != nil {
+				return err
+			}
+			for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID)} {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					fmt.Fprintf(a.env.Stderr, "warning: %v\n", err)
+				}
+			}
+			if _, err := a.collect(); err != nil {
+				return fmt.Errorf("removed thread %s, but garbage collection failed: %w", rec.ThreadID, err)
+			}
+			fmt.Fprintf(a.out(), "removed thread %s\n", rec.ThreadID)
+			return nil
+		},
+	}
+}
+
+// sortRecords orders threads by bundle hash, then id, as every list does.
+func sortRecords(recs []threads.Record) {
+	sort.Slice(recs, func(i, j int) bool {
+		if recs[i].BundleHash != recs[j].BundleHash {
+			return recs[i].BundleHash < recs[j].BundleHash
+		}
+		return recs[i].ThreadID < recs[j].ThreadID
+	})
+}
+
+// resolveThread finds a thread by the id a person typed. Ids are letters and
+// digits only (so an id can never escape the logs directory); a lower-case
+// id also finds its upper-case thread.
+func resolveThread(l storage.Layout, id string) (threads.Record, error) {
+	if err := checkThreadRef(id); err != nil {
+		return threads.Record{}, err
+	}
+	rec, err := threads.Resolve(l, id)
+	if errors.Is(err, threads.ErrNotFound) && strings.ToUpper(id) != id {
+		rec, err = threads.Resolve(l, strings.ToUpper(id))
+	}
+	if errors.Is(err, threads.ErrNotFound) {
+		return rec, fmt.Errorf("thread not found: %s", id)
+	}
+	return rec, err
+}
+
+func checkThreadRef(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("invalid thread id %q: want the 26-character id that thread list prints", id)
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return fmt.Errorf("invalid thread id %q: only letters and digits are allowed", id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/registry"
+)
+
+func (a *app) workflowCmd() *cobra.Command {
+	return group("workflow", "Workflow registry:", "Manage registered workflows",
+		a.workflowAddCmd(),
+		a.workflowListCmd(),
+		a.workflowShowCmd(),
+		a.workflowRmCmd(),
+		a.workflowHistoryCmd(),
+		a.workflowRollbackCmd(),
+	)
+}
+
+func (a *app) workflowAddCmd() *cobra.Command {
+	var types string
+	cmd := &cobra.Command{
+		Use:   "add <name> <file.esm.js> [--types <path>]",
+		Short: "Register a workflow bundle in the registry",
+		Args:  exactArgs(2, 2, "add requires <name> <file>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			typesGiven := cmd.Flags().Changed("types")
+			if typesGiven && types == "" {
+				return errors.New("missing value for --types")
+			}
+			return a.addWorkflow(args[0], args[1], types)
+		},
+	}
+	cmd.Flags().StringVar(&types, "types", "", "types file to store with the bundle (default: <stem>.d.ts beside it)")
+	return cmd
+}
+
+// addWorkflow registers a bundle file. Every check runs before anything is
+// written, so a rejected bundle leaves the store as it was.
+func (a *app) addWorkflow(name, file, typesPath string) error {
+	if err := registry.ValidateName(name); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(abs)
+	if err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("file not found: %s", file)
+	}
+	base := filepath.Base(abs)
+	switch {
+	case strings.HasSuffix(base, ".ts") && !strings.HasSuffix(base, ".d.ts"):
+		return errors.New("build your .ts file first, then add the .esm.js")
+	case !strings.HasSuffix(base, ".esm.js"):
+		return errors.New(`workflow file must end with ".esm.js"`)
+	}
+	bundle, err := os.ReadFile(abs)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(bundle))) == 0 {
+		return fmt.Errorf("workflow bundle %s is empty", file)
+	}
+	if !utf8.Valid(bundle) {
+		return fmt.Errorf("workflow bundle %s is not valid UTF-8 text", file)
+	}
+	var typesData []byte
+	if typesPath != "" {
+		if typesData, err = os.ReadFile(typesPath); err != nil {
+			return fmt.Errorf("types file not found: %s", typesPath)
+		}
+	} else {
+		def := filepath.Join(filepath.Dir(abs), strings.TrimSuffix(base, ".esm.js")+".d.ts")
+		typesData, err = os.ReadFile(def)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.env.Stderr, "optional types file not found (%s); skipped\n", filepath.Base(def))
+			typesData = nil
+		} else if err != nil {
+			return err
+		}
+	}
+	l, err := a.layout()
+	if err != nil {
+		return err
+	}
+	hash := ids.HashBytes(bundle)
+	// Check the registry is readable before storing files for it.
+	if _, err := registry.Load(l.RegistryFile()); err != nil {
+		return err
+	}
+	if err := registry.StoreFile(l.BundleFile(hash), "bundle", bundle); err != nil {
+		return err
+	}
+	if typesData != nil {
+		if err := registry.StoreFile(l.TypesFile(hash), "types file", typesData); err != nil {
+			return err
+		}
+	}
+	err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+		r.Register(name, hash, time.Now().UnixMilli())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out(), "registered workflow %q from %s as %s\n", name, base, hash)
+	return nil
+}
+
+// workflowRow is one workflow in `workflow list --json`.
+type workflowRow struct {
+	Name      string `json:"name"`
+	Hash      string `json:"hash"`
+	Timestamp int64  `json:"timestamp"`
+	Versions  int    `json:"versions"`
+}
+
+func (a *app) workflowListCmd() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List all registered workflows",
+		Args:  exactArgs(0, 0, "", "list takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lf.check(); err != nil {
+				return err
+			}
+			r, err := a.loadRegistry()
+			if err != nil {
+				return err
+			}
+			rows := []workflowRow{}
+			for _, name := range r.Names() {
+				e, _ := r.Get(name)
+				rows = append(rows, workflowRow{Name: name, Hash: e.Hash, Timestamp: e.Timestamp, Versions: 1 + len(e.History)})
+			}
+			rows = page(rows, lf)
+			if lf.json {
+				return writeJSON(a.out(), rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(a.out(), "(no workflows registered)")
+			}
+			for _, row := range rows {
+				fmt.Fprintf(a.out(), "%s\t%s\t%d\n", row.Name, row.Hash, row.Timestamp)
+			}
+			return nil
+		},
+	}
+	lf.register(cmd)
+	return cmd
+}
+
+func (a *app) loadRegistry() (*registry.Registry, error) {
+	l, err := a.layout()
+	if err != nil {
+		return nil, err
+	}
+	r, err := registry.Load(l.RegistryFile())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(a.env.Stderr, "warning: "+w)
+	}
+	return r, nil
+}
+
+func (a *app) workflowShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show <name>",
+		Short: "Show details of a registered workflow",
+		Args:  exactArgs(1, 1, "show requires <name>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := a.loadRegistry()
+			if err != nil {
+				return err
+			}
+			e, ok := r.Get(args[0])
+			if !ok {
+				return fmt.Errorf("workflow not found: %s", args[0])
+			}
+			if asJSON {
+				return writeJSON(a.out(), struct {
+					Name string `json:"name"`
+					registry.Entry
+				}{args[0], e})
+			}
+			b, err := registry.ShowYAML(args[0], e)
+			if err != nil {
+				return err
+			}
+			_, err = a.out().Write(b)
+			return err
+		},
+	}
+	jsonFlag(cmd, &asJSON)
+	return cmd
+}
+
+func (a *app) workflowRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm <name>",
+		Aliases: []string{"remove"},
+		Short:   "Remove a workflow from the registry",
+		Args:    exactArgs(1, 1, "rm requires <name>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+				return r.Unregister(args[0])
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "removed workflow %q from registry\n", args[0])
+			return nil
+		},
+	}
+}
+
+func (a *app) workflowHistoryCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "history <name>",
+		Short: "Show version history of a workflow",
+		Args:  exactArgs(1, 1, "history requires <name>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := a.loadRegistry()
+			if err != nil {
+				return err
+			}
+			e, ok := r.Get(args[0])
+			if !ok {
+				return fmt.Errorf("workflow not found: %s", args[0])
+			}
+			rows := e.VersionRows()
+			if asJSON {
+				return writeJSON(a.out(), rows)
+			}
+			for _, row := range rows {
+				line := row.Hash + "\t" + isoMillis(row.Timestamp)
+				if row.Current {
+					line += "\t(current)"
+				}
+				fmt.Fprintln(a.out(), line)
+			}
+			return nil
+		},
+	}
+	jsonFlag(cmd, &asJSON)
+	return cmd
+}
+
+func (a *app) workflowRollbackCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rollback <name> [hash]",
+		Short: "Rollback a workflow to a previous version",
+		Args:  exactArgs(1, 2, "rollback requires <name>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, target := args[0], ""
+			if len(args) == 2 {
+				h, err := ids.ParseHash(args[1])
+				if err != nil {
+					return err
+				}
+				target = h
+			}
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+				v, err := r.Rollback(name, target)
+				if err != nil {
+					return err
+				}
+				if _, err := os.Stat(l.BundleFile(v.Hash)); err != nil {
+					return fmt.Errorf("bundle file not found for hash %s", v.Hash)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "rolled back workflow %q\n", name)
+			return nil
+		},
+	}
+}
+
+// isoMillis formats ms since the epoch like JavaScript's toISOString.
+func isoMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}

@@ -1,0 +1,120 @@
+// Package atomicfile writes files so that readers see either the old or the
+// new contents, never a torn mix, and serialises read-modify-write cycles
+// across processes with advisory file locks.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Write replaces path with data: a temporary file in the same directory is
+// written, synced and renamed over path, then the directory is synced so the
+// rename survives a crash. Missing parent directories are created.
+func Write(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp.*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tmp.Close()
+			_ = os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmpName, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmpName, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return err
+	}
+	committed = true
+	return SyncDir(dir)
+}
+
+// SyncDir flushes a directory's entries (new names, renames) to disk.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Lock is an exclusive advisory lock held on "<path>.lock". It serialises
+// writers of path across goroutines and processes; readers need no lock
+// because writes are atomic renames.
+type Lock struct {
+	f *os.File
+}
+
+// Acquire blocks until it holds the lock for path. The lock file is created
+// next to path (and its directory with it) and is never removed: removing it
+// would let two processes lock different inodes.
+func Acquire(path string) (*Lock, error) {
+	lockPath := path + ".lock"
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release drops the lock. It is safe to call more than once.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	return err
+}
+
+// Update runs fn while holding the lock for path. fn reads the current state
+// and performs its own atomic writes.
+func Update(path string, fn func() error) error {
+	l, err := Acquire(path)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	return fn()
+}

@@ -1,0 +1,171 @@
+// Package cas is the content-addressed store: one file per node at
+// <dir>/<hash>.txt holding the exact bytes that were hashed. Writes are
+// atomic and idempotent, so any number of goroutines and processes may put
+// the same content at once.
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/node"
+)
+
+// ErrNotFound is returned by Get for a hash that is not stored.
+var ErrNotFound = errors.New("cas entry not found")
+
+const suffix = ".txt"
+
+// Store is a filesystem CAS rooted at one directory.
+type Store struct {
+	dir string
+}
+
+// Open returns the store in dir. The directory is created on first write.
+func Open(dir string) *Store { return &Store{dir: dir} }
+
+// Dir is the directory holding the blobs.
+func (s *Store) Dir() string { return s.dir }
+
+// Put stores content and returns its hash. Text that is already a node
+// envelope is stored unchanged; anything else is wrapped into a content node
+// first, so Put("hello") returns the hash of
+// "type: content\npayload: hello\nrefs: []\n" — as the original does.
+func (s *Store) Put(content string) (string, error) {
+	b := []byte(content)
+	if !node.IsNodeYAML(b) {
+		var err error
+		if b, err = node.NewContent(content, nil).Marshal(); err != nil {
+			return "", err
+		}
+	}
+	return s.PutBytes(b)
+}
+
+// PutNode serializes n and stores it.
+func (s *Store) PutNode(n node.Node) (string, error) {
+	b, err := n.Marshal()
+	if err != nil {
+		return "", err
+	}
+	return s.PutBytes(b)
+}
+
+// PutBytes stores b exactly as given and returns its hash. An existing blob
+// is left alone: its name is the hash of its contents.
+func (s *Store) PutBytes(b []byte) (string, error) {
+	h := ids.HashBytes(b)
+	p := s.path(h)
+	if _, err := os.Stat(p); err == nil {
+		return h, nil
+	}
+	if err := atomicfile.Write(p, b, 0o644); err != nil {
+		return "", fmt.Errorf("cas put %s: %w", h, err)
+	}
+	return h, nil
+}
+
+// Get returns the stored bytes of hash, or ErrNotFound.
+func (s *Store) Get(hash string) ([]byte, error) {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(s.path(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
+	}
+	return b, err
+}
+
+// GetNode reads and parses a node.
+func (s *Store) GetNode(hash string) (node.Node, error) {
+	b, err := s.Get(hash)
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("cas %s: %w", hash, err)
+	}
+	return n, nil
+}
+
+// Exists reports whether hash is stored.
+func (s *Store) Exists(hash string) (bool, error) {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(s.path(h))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}
+
+// Delete removes hash. Deleting a missing hash is not an error.
+func (s *Store) Delete(hash string) error {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(s.path(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// List returns every stored hash in directory order. Temporary files and
+// anything not named like a blob are skipped; a missing directory is empty.
+func (s *Store) List() ([]string, error) {
+	var out []string
+	err := s.Each(func(h string) error {
+		out = append(out, h)
+		return nil
+	})
+	return out, err
+}
+
+// Each calls fn for every stored hash without holding the whole list, for
+// stores with millions of blobs.
+func (s *Store) Each(fn func(hash string) error) error {
+	d, err := os.Open(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(4096)
+		for _, name := range names {
+			h, ok := strings.CutSuffix(name, suffix)
+			if !ok || !ids.IsHash(h) {
+				continue
+			}
+			if ferr := fn(h); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (s *Store) path(hash string) string { return filepath.Join(s.dir, hash+suffix) }

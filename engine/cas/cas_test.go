@@ -1,0 +1,147 @@
+package cas
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/uncaged/workflow/engine/node"
+)
+
+func TestPutWrapsRawTextLikeTheOriginal(t *testing.T) {
+	s := Open(filepath.Join(t.TempDir(), "cas"))
+	h, err := s.Put("hello")
+	if err != nil || h != "SSVQ0RZ55P9Y4" {
+		t.Fatalf("Put(hello) = %s, %v", h, err)
+	}
+	b, err := s.Get(h)
+	if err != nil || string(b) != "type: content\npayload: hello\nrefs: []\n" {
+		t.Fatalf("Get = %q, %v", b, err)
+	}
+	// A serialized node passes through unchanged: same hash as its bytes.
+	h2, err := s.Put(string(b))
+	if err != nil || h2 != h {
+		t.Fatalf("Put(node yaml) = %s, %v; want %s", h2, err, h)
+	}
+	// Idempotent and different content, different hash.
+	h3, _ := s.Put("hello")
+	h4, _ := s.Put("hello world")
+	if h3 != h || h4 == h {
+		t.Fatalf("idempotence/distinctness broken: %s %s %s", h, h3, h4)
+	}
+}
+
+func TestGetDeleteListExists(t *testing.T) {
+	s := Open(filepath.Join(t.TempDir(), "cas"))
+	if l, err := s.List(); err != nil || len(l) != 0 {
+		t.Fatalf("missing dir list = %v, %v", l, err)
+	}
+	if _, err := s.Get("SSVQ0RZ55P9Y4"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing get err = %v", err)
+	}
+	a, _ := s.Put("a")
+	b, _ := s.PutNode(node.NewContent("b", []string{a}))
+	// A temp file from an interrupted writer and a stray file are not blobs.
+	os.WriteFile(filepath.Join(s.Dir(), b+".txt.tmp.123"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(s.Dir(), "README"), []byte("x"), 0o644)
+	got, _ := s.List()
+	sort.Strings(got)
+	want := []string{a, b}
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("List = %v, want %v", got, want)
+	}
+	if ok, _ := s.Exists(a); !ok {
+		t.Fatal("Exists(a) = false")
+	}
+	if err := s.Delete(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(a); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if ok, _ := s.Exists(a); ok {
+		t.Fatal("Exists after delete")
+	}
+	n, err := s.GetNode(b)
+	if err != nil || n.References()[0] != a {
+		t.Fatalf("GetNode = %v, %v", n, err)
+	}
+}
+
+func TestBadHashesAreRejectedBeforeTouchingDisk(t *testing.T) {
+	root := t.TempDir()
+	secret := filepath.Join(root, "secret.txt")
+	os.WriteFile(secret, []byte("do not read"), 0o644)
+	s := Open(filepath.Join(root, "cas"))
+	for _, bad := range []string{"../secret", "../../etc/passwd", "", "SSVQ0RZ55P9Y", "ssvq0rz55p9y/", "SSVQ0RZ55P9YU"} {
+		if _, err := s.Get(bad); err == nil || !strings.Contains(err.Error(), "invalid hash") {
+			t.Errorf("Get(%q) err = %v", bad, err)
+		}
+		if err := s.Delete(bad); err == nil {
+			t.Errorf("Delete(%q) accepted", bad)
+		}
+		if _, err := s.Exists(bad); err == nil {
+			t.Errorf("Exists(%q) accepted", bad)
+		}
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Fatal("secret file touched")
+	}
+	// Lower-case hashes are accepted and mean the same blob.
+	h, _ := s.Put("hello")
+	if b, err := s.Get(strings.ToLower(h)); err != nil || len(b) == 0 {
+		t.Fatalf("lower-case get: %v", err)
+	}
+}
+
+func TestGetNodeOnGarbage(t *testing.T) {
+	s := Open(filepath.Join(t.TempDir(), "cas"))
+	h, _ := s.PutBytes([]byte("::: not yaml [\n"))
+	if _, err := s.GetNode(h); !errors.Is(err, node.ErrNotNode) {
+		t.Fatalf("GetNode garbage err = %v", err)
+	}
+}
+
+func TestConcurrentPutsOfSameAndDifferentContent(t *testing.T) {
+	s := Open(filepath.Join(t.TempDir(), "cas"))
+	var wg sync.WaitGroup
+	hashes := make([]string, 64)
+	for i := range hashes {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			content := "shared"
+			if i%2 == 1 {
+				content = strings.Repeat("x", i)
+			}
+			h, err := s.Put(content)
+			if err != nil {
+				t.Error(err)
+			}
+			hashes[i] = h
+		}(i)
+	}
+	wg.Wait()
+	for i := 2; i < len(hashes); i += 2 {
+		if hashes[i] != hashes[0] {
+			t.Fatalf("same content, different hashes: %s %s", hashes[0], hashes[i])
+		}
+	}
+	for _, h := range hashes {
+		b, err := s.Get(h)
+		if err != nil || !node.IsNodeYAML(b) {
+			t.Fatalf("blob %s unreadable: %v", h, err)
+		}
+	}
+	entries, _ := os.ReadDir(s.Dir())
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp.") {
+			t.Fatalf("temp file left: %s", e.Name())
+		}
+	}
+}

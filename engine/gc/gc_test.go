@@ -1,0 +1,199 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+func newRoot(t *testing.T) (storage.Layout, *cas.Store) {
+	l := storage.Layout{Root: t.TempDir()}
+	return l, cas.Open(l.CASDir())
+}
+
+// The original's test "keeps CAS entries reachable from threads.json roots".
+func TestKeepsReachableFromThreadsJSON(t *testing.T) {
+	l, store := newRoot(t)
+	prompt, _ := store.Put("prompt")
+	start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt))
+	orphan, _ := store.Put("orphan")
+	threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: start, Start: start, UpdatedAt: 1})
+	res, err := Collect(context.Background(), l, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ScannedThreads != 2 || res.DeletedEntries != 1 || !reflect.DeepEqual(res.DeletedHashes, []string{orphan}) {
+		t.Fatalf("result = %+v", res)
+	}
+	if res.String() != "scanned 2 threads, 2 active refs, deleted 1 entries" {
+		t.Fatalf("line = %q", res.String())
+	}
+	for _, h := range []string{prompt, start} {
+		if ok, _ := store.Exists(h); !ok {
+			t.Fatalf("%s collected", h)
+		}
+	}
+}
+
+// The original's "shared CAS prefix survives when one fork thread index
+// entry is removed".
+func TestForkPrefixSurvives(t *testing.T) {
+	l, store := newRoot(t)
+	prompt, _ := store.Put("p")
+	start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt))
+	c1, _ := store.Put("c1")
+	p1 := node.StatePayload{Role: "a", Start: start, Content: c1, Ancestors: []string{}, Timestamp: 1}
+	h1, _ := store.PutNode(node.NewState(p1))
+	c2, _ := store.Put("c2")
+	h2, _ := store.PutNode(node.NewState(node.StatePayload{Role: "b", Start: start, Content: c2, Ancestors: node.Ancestors(h1, p1.Ancestors), Timestamp: 2}))
+	empty, _ := store.Put("")
+	marker, _ := store.PutNode(node.NewState(node.StatePayload{Role: node.RoleFork, Meta: canonyaml.Map{{Key: "forkFrom", Value: "A"}}, Start: start, Content: empty, Ancestors: []string{h1}, Timestamp: 3}))
+	dir := l.BundleDir("B")
+	threads.Upsert(dir, "A", threads.Entry{Head: h2, Start: start, UpdatedAt: 2})
+	threads.Upsert(dir, "F", threads.Entry{Head: marker, Start: start, UpdatedAt: 3})
+	threads.Remove(dir, "A")
+	if _, err := Collect(context.Background(), l, store, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for h, want := range map[string]bool{h2: false, c2: false, h1: true, c1: true, start: true, prompt: true, marker: true, empty: true} {
+		if ok, _ := store.Exists(h); ok != want {
+			t.Errorf("%s exists=%v, want %v", h, ok, want)
+		}
+	}
+}
+
+func TestRootsFromHistoryAndMissingBlobs(t *testing.T) {
+	l, store := newRoot(t)
+	kept, _ := store.Put("kept")
+	// A history row pointing at a missing head and an existing start.
+	threads.AppendHistory(l.BundleDir("B"), threads.HistoryEntry{ThreadID: "T", Head: "ZZZZZZZZZZZZY", Start: kept, CompletedAt: 1})
+	// Invalid refs in roots are ignored, not fatal.
+	threads.Upsert(l.BundleDir("C"), "U", threads.Entry{Head: "../../etc", Start: kept, UpdatedAt: 1})
+	res, err := Collect(context.Background(), l, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ScannedThreads != 4 || res.ActiveRefs != 1 || res.DeletedEntries != 0 {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestEmptyRoot(t *testing.T) {
+	l, store := newRoot(t)
+	res, err := Collect(context.Background(), l, store, Options{})
+	if err != nil || res.String() != "scanned 0 threads, 0 active refs, deleted 0 entries" {
+		t.Fatalf("%v %v", res, err)
+	}
+}
+
+// TestNeverDeletesReachable is a property test: random stores of thread
+// chains (active, finished, forked, with child threads) and orphans; after a
+// collection every blob reachable from a root is still there and every
+// unreachable one is gone.
+func TestNeverDeletesReachable(t *testing.T) {
+	for seed := int64(1); seed <= 25; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			l, store := newRoot(t)
+			var allHeads []string
+			reachable := map[string]bool{}
+			var mark func(h string)
+			mark = func(h string) {
+				if reachable[h] {
+					return
+				}
+				b, err := store.Get(h)
+				if err != nil {
+					return
+				}
+				reachable[h] = true
+				for _, r := range node.RefsOf(b) {
+					mark(r)
+				}
+			}
+			nThreads := 1 + rng.Intn(12)
+			var roots []string
+			for i := 0; i < nThreads; i++ {
+				bundle := fmt.Sprintf("B%d", rng.Intn(3))
+				prompt, _ := store.Put(fmt.Sprintf("prompt %d %d", seed, rng.Intn(4)))
+				parent := ""
+				if len(allHeads) > 0 && rng.Intn(3) == 0 {
+					parent = allHeads[rng.Intn(len(allHeads))]
+				}
+				start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "w", Hash: bundle, ParentState: parent}, prompt))
+				head, anc := "", []string{}
+				for s := 0; s < rng.Intn(30); s++ {
+					c, _ := store.Put(fmt.Sprintf("step %d of %d/%d\nline", s, i, seed))
+					child := ""
+					if len(allHeads) > 0 && rng.Intn(5) == 0 {
+						child = allHeads[rng.Intn(len(allHeads))]
+					}
+					p := node.StatePayload{Role: "r", Start: start, Content: c, Ancestors: node.Ancestors(head, anc), Timestamp: int64(s), ChildThread: child}
+					h, _ := store.PutNode(node.NewState(p))
+					head, anc = h, p.Ancestors
+					allHeads = append(allHeads, h)
+				}
+				if head == "" {
+					head = start
+				}
+				id := fmt.Sprintf("T%03d", i)
+				switch rng.Intn(3) {
+				case 0:
+					threads.Upsert(l.BundleDir(bundle), id, threads.Entry{Head: head, Start: start, UpdatedAt: 1})
+					roots = append(roots, head, start)
+				case 1:
+					threads.AppendHistory(l.BundleDir(bundle), threads.HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: 1})
+					roots = append(roots, head, start)
+				default: // a thread that was removed: its chain is garbage unless shared
+				}
+			}
+			for o := 0; o < rng.Intn(20); o++ {
+				store.Put(fmt.Sprintf("orphan %d", o))
+			}
+			for _, r := range roots {
+				mark(r)
+			}
+			before, _ := store.List()
+			if _, err := Collect(context.Background(), l, store, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range before {
+				ok, _ := store.Exists(h)
+				if reachable[h] && !ok {
+					t.Fatalf("reachable blob %s was deleted", h)
+				}
+				if !reachable[h] && ok {
+					t.Fatalf("unreachable blob %s survived", h)
+				}
+			}
+		})
+	}
+}
+
+func TestProgressAndCancellation(t *testing.T) {
+	l, store := newRoot(t)
+	store.Put("x")
+	var phases []Phase
+	Collect(context.Background(), l, store, Options{Progress: func(p Phase, n int) { phases = append(phases, p) }})
+	if len(phases) == 0 || phases[0] != PhaseRoots || phases[len(phases)-1] != PhaseSweep {
+		t.Fatalf("phases = %v", phases)
+	}
+	store.Put("x")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: "SSVQ0RZ55P9Y4", Start: "SSVQ0RZ55P9Y4", UpdatedAt: 1})
+	if _, err := Collect(ctx, l, store, Options{}); err == nil {
+		t.Fatal("cancelled collection ran")
+	}
+	if l2, _ := store.List(); len(l2) == 0 {
+		t.Fatal("a cancelled collection swept blobs")
+	}
+}

@@ -1,0 +1,209 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+)
+
+// Provider is an OpenAI-compatible endpoint.
+type Provider struct {
+	BaseURL string `json:"baseUrl"`
+	// APIKey is the key as written: a literal or "env:NAME".
+	APIKey string `json:"apiKey"`
+}
+
+// Config is the validated config section.
+type Config struct {
+	MaxDepth           int                 `json:"maxDepth"`
+	SupervisorInterval int                 `json:"supervisorInterval"`
+	Providers          map[string]Provider `json:"providers"`
+	// Models maps a scene (default, extract, supervisor, ...) to "provider/model".
+	Models map[string]string `json:"models"`
+}
+
+// Default depth settings used when a config is first written.
+const (
+	DefaultMaxDepth           = 3
+	DefaultSupervisorInterval = 3
+)
+
+// Config returns the validated config section, or nil when there is none.
+func (r *Registry) Config() *Config {
+	if r.config == nil {
+		return nil
+	}
+	c, _, err := decodeConfig(r.config)
+	if err != nil { // validated on read and on SetConfig
+		return nil
+	}
+	return c
+}
+
+// SetConfig replaces the config section.
+func (r *Registry) SetConfig(c Config) error {
+	providers := canonyaml.Map{}
+	for _, name := range sortedKeys(c.Providers) {
+		p := c.Providers[name]
+		providers = append(providers, canonyaml.Pair{Key: name, Value: canonyaml.Map{{Key: "baseUrl", Value: p.BaseURL}, {Key: "apiKey", Value: p.APIKey}}})
+	}
+	models := canonyaml.Map{}
+	for _, scene := range sortedKeys(c.Models) {
+		models = append(models, canonyaml.Pair{Key: scene, Value: c.Models[scene]})
+	}
+	v := canonyaml.Map{
+		{Key: "maxDepth", Value: c.MaxDepth},
+		{Key: "supervisorInterval", Value: c.SupervisorInterval},
+		{Key: "providers", Value: providers},
+		{Key: "models", Value: models},
+	}
+	warnings, err := validateConfig(v)
+	if err != nil {
+		return err
+	}
+	r.config, r.Warnings = v, warnings
+	return nil
+}
+
+func validateConfig(v any) ([]string, error) {
+	_, warnings, err := decodeConfig(v)
+	return warnings, err
+}
+
+func decodeConfig(v any) (*Config, []string, error) {
+	m, ok := v.(canonyaml.Map)
+	if !ok {
+		return nil, nil, errors.New(`registry "config" must be a mapping`)
+	}
+	c := &Config{SupervisorInterval: DefaultSupervisorInterval, Providers: map[string]Provider{}, Models: map[string]string{}}
+	md, ok := m.Get("maxDepth")
+	if c.MaxDepth, ok = nonNegInt(md, ok); !ok {
+		return nil, nil, errors.New("config.maxDepth must be a non-negative integer")
+	}
+	if si, present := m.Get("supervisorInterval"); present {
+		if c.SupervisorInterval, ok = nonNegInt(si, true); !ok {
+			return nil, nil, errors.New("config.supervisorInterval must be a non-negative integer")
+		}
+	}
+	pv, _ := m.Get("providers")
+	providers, ok := pv.(canonyaml.Map)
+	if !ok {
+		return nil, nil, errors.New(`registry config must contain a "providers" mapping`)
+	}
+	for _, p := range providers {
+		if p.Key == "" {
+			return nil, nil, errors.New("config.providers must not contain an empty provider name")
+		}
+		ctx := "config.providers." + p.Key
+		pm, ok := p.Value.(canonyaml.Map)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s must be a mapping", ctx)
+		}
+		base, _ := pm.Get("baseUrl")
+		key, _ := pm.Get("apiKey")
+		baseURL, ok := base.(string)
+		if !ok || baseURL == "" {
+			return nil, nil, fmt.Errorf("%s.baseUrl must be a non-empty string", ctx)
+		}
+		apiKey, ok := key.(string)
+		if !ok || apiKey == "" {
+			return nil, nil, fmt.Errorf("%s.apiKey must be a non-empty string", ctx)
+		}
+		if name, isRef := strings.CutPrefix(apiKey, "env:"); isRef && strings.TrimSpace(name) == "" {
+			return nil, nil, fmt.Errorf(`%s.apiKey: "env:" apiKey reference must name a variable`, ctx)
+		}
+		c.Providers[p.Key] = Provider{BaseURL: baseURL, APIKey: apiKey}
+	}
+	mv, _ := m.Get("models")
+	models, ok := mv.(canonyaml.Map)
+	if !ok {
+		return nil, nil, errors.New(`registry config must contain a "models" mapping`)
+	}
+	for _, p := range models {
+		if p.Key == "" {
+			return nil, nil, errors.New("config.models must not contain an empty scene name")
+		}
+		ref, ok := p.Value.(string)
+		if !ok || ref == "" {
+			return nil, nil, fmt.Errorf("config.models.%s must be a non-empty string (provider/model)", p.Key)
+		}
+		provider, _, err := splitModelRef(ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("config.models.%s: %w", p.Key, err)
+		}
+		if _, ok := c.Providers[provider]; !ok {
+			return nil, nil, fmt.Errorf("config.models.%s: unknown provider %q (not listed under config.providers)", p.Key, provider)
+		}
+		c.Models[p.Key] = ref
+	}
+	var warnings []string
+	if _, ok := c.Models["default"]; !ok {
+		warnings = append(warnings, "config.models has no \"default\" entry; scenes without their own model cannot run")
+	}
+	return c, warnings, nil
+}
+
+func nonNegInt(v any, present bool) (int, bool) {
+	f, ok := v.(float64)
+	if !present || !ok || f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// splitModelRef splits "provider/model" at the first slash.
+func splitModelRef(ref string) (string, string, error) {
+	provider, model, ok := strings.Cut(ref, "/")
+	if !ok || provider == "" || model == "" {
+		return "", "", fmt.Errorf("invalid model reference %q: expected providerName/modelName", ref)
+	}
+	return provider, model, nil
+}
+
+// Model is a resolved model: where to call and with which key.
+type Model struct {
+	BaseURL string
+	APIKey  string
+	Model   string
+}
+
+// ResolveModel picks the model for a scene (falling back to models.default)
+// and resolves an "env:NAME" API key through getenv. Resolution happens here,
+// at use, not when the file is read: a missing variable must not break
+// commands that never call a model.
+func (c *Config) ResolveModel(scene string, getenv func(string) string) (Model, error) {
+	ref, ok := c.Models[scene]
+	if !ok {
+		if ref, ok = c.Models["default"]; !ok {
+			return Model{}, fmt.Errorf("no model mapping for scene %q and no models.default fallback", scene)
+		}
+	}
+	providerName, model, err := splitModelRef(ref)
+	if err != nil {
+		return Model{}, err
+	}
+	p, ok := c.Providers[providerName]
+	if !ok {
+		return Model{}, fmt.Errorf("unknown provider %q referenced by scene %q", providerName, scene)
+	}
+	key := p.APIKey
+	if name, isRef := strings.CutPrefix(key, "env:"); isRef {
+		if key = getenv(name); key == "" {
+			return Model{}, fmt.Errorf("config.providers.%s.apiKey: environment variable %q is not set", providerName, name)
+		}
+	}
+	return Model{BaseURL: p.BaseURL, APIKey: key, Model: model}, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,246 @@
+package registry
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, ok := range []string{"solve-issue", "a", "a1", "fix-bug-2", "x9-y8"} {
+		if err := ValidateName(ok); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "Solve", "1abc", "-a", "a-", "a--b", "a_b", "a b", "../x", "a/b", "ünï"} {
+		err := ValidateName(bad)
+		if err == nil || !strings.HasPrefix(err.Error(), "invalid workflow name: use verb-first kebab-case") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestParseEmptyAndErrors(t *testing.T) {
+	for _, blank := range []string{"", "  \n\t\n"} {
+		r, err := Parse([]byte(blank))
+		if err != nil || len(r.Names()) != 0 || r.Config() != nil {
+			t.Errorf("blank: %v %v", r, err)
+		}
+	}
+	cases := map[string]string{
+		"- a\n":                "registry root must be a mapping",
+		"hello\n":              "registry root must be a mapping",
+		"config: null\n":       `registry must contain a "workflows" mapping`,
+		"workflows: [a]\n":     `registry must contain a "workflows" mapping`,
+		"workflows:\n  a: 1\n": `workflow "a" must be a mapping`,
+		"workflows:\n  a: {timestamp: 1, history: []}\n":                                                    `workflow "a" must have a string hash`,
+		"workflows:\n  a: {hash: H, timestamp: x, history: []}\n":                                           `workflow "a" must have a finite numeric timestamp`,
+		"workflows:\n  a: {hash: H, timestamp: .inf, history: []}\n":                                        `workflow "a" must have a finite numeric timestamp`,
+		"workflows:\n  a: {hash: H, timestamp: 1}\n":                                                        `workflow "a" must have a history array`,
+		"workflows:\n  a: {hash: H, timestamp: 1, history: [1]}\n":                                          `workflow "a" history[0] must be a mapping`,
+		"workflows:\n  a: {hash: H, timestamp: 1, history: [{hash: H}]}\n":                                  `workflow "a" history[0] must have hash and timestamp`,
+		"workflows: {}\nconfig: 1\n":                                                                        `registry "config" must be a mapping`,
+		"workflows: {}\nconfig: {maxDepth: -1}\n":                                                           "config.maxDepth must be a non-negative integer",
+		"workflows: {}\nconfig: {maxDepth: 1.5}\n":                                                          "config.maxDepth must be a non-negative integer",
+		"workflows: {}\nconfig: {providers: {}, models: {}}\n":                                              "config.maxDepth must be a non-negative integer",
+		"workflows: {}\nconfig: {maxDepth: 1, supervisorInterval: x}\n":                                     "config.supervisorInterval must be a non-negative integer",
+		"workflows: {}\nconfig: {maxDepth: 1}\n":                                                            `registry config must contain a "providers" mapping`,
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {'': {}}}\n":                                       "config.providers must not contain an empty provider name",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: 1}}\n":                                         "config.providers.p must be a mapping",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {apiKey: k}}}\n":                               "config.providers.p.baseUrl must be a non-empty string",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: ''}}}\n":                  "config.providers.p.apiKey must be a non-empty string",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: 'env:'}}}\n":              `"env:" apiKey reference must name a variable`,
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}}\n":                   `registry config must contain a "models" mapping`,
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}, models: {'': x}}\n":  "config.models must not contain an empty scene name",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}, models: {d: 3}}\n":   "config.models.d must be a non-empty string (provider/model)",
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}, models: {d: pm}}\n":  `config.models.d: invalid model reference "pm": expected providerName/modelName`,
+		"workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}, models: {d: q/m}}\n": `config.models.d: unknown provider "q" (not listed under config.providers)`,
+		"workflows: {a: [\n": "invalid YAML",
+	}
+	for in, want := range cases {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+const sampleRegistry = `config:
+  maxDepth: 3
+  supervisorInterval: 2
+  providers:
+    dashscope:
+      baseUrl: https://dashscope.example/v1
+      apiKey: env:DASH_KEY
+  models:
+    default: dashscope/qwen-plus
+    extract: dashscope/qwen/turbo
+workflows:
+  solve-issue:
+    hash: "SPVR4BDMSGC1W"
+    timestamp: 1716000000000
+    history:
+      - hash: "2BMJPQ6YAK3WG"
+        timestamp: 1715000000000
+`
+
+func TestRoundTripKeepsConfigAndEnvReferences(t *testing.T) {
+	r, err := Parse([]byte(sampleRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Warnings) != 0 {
+		t.Errorf("warnings: %v", r.Warnings)
+	}
+	c := r.Config()
+	if c == nil || c.MaxDepth != 3 || c.SupervisorInterval != 2 || c.Providers["dashscope"].APIKey != "env:DASH_KEY" {
+		t.Fatalf("config = %+v", c)
+	}
+	out, err := r.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"apiKey": "env:DASH_KEY"`) || !strings.HasPrefix(string(out), `"config":`) || !strings.HasSuffix(string(out), "\n\n") {
+		t.Errorf("written registry:\n%s", out)
+	}
+	back, err := Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Config(), c) {
+		t.Errorf("config changed over a round trip: %+v vs %+v", back.Config(), c)
+	}
+	e, _ := back.Get("solve-issue")
+	if e.Hash != "SPVR4BDMSGC1W" || e.Timestamp != 1716000000000 || len(e.History) != 1 {
+		t.Errorf("entry = %+v", e)
+	}
+}
+
+func TestResolveModel(t *testing.T) {
+	r, _ := Parse([]byte(sampleRegistry))
+	c := r.Config()
+	env := map[string]string{"DASH_KEY": "sk-1"}
+	m, err := c.ResolveModel("extract", func(k string) string { return env[k] })
+	if err != nil || m.Model != "qwen/turbo" || m.APIKey != "sk-1" || m.BaseURL != "https://dashscope.example/v1" {
+		t.Fatalf("extract = %+v, %v", m, err)
+	}
+	m, err = c.ResolveModel("supervisor", func(k string) string { return env[k] })
+	if err != nil || m.Model != "qwen-plus" {
+		t.Fatalf("fallback = %+v, %v", m, err)
+	}
+	_, err = c.ResolveModel("default", func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), `environment variable "DASH_KEY" is not set`) {
+		t.Fatalf("unset env: %v", err)
+	}
+	delete(c.Models, "default")
+	if _, err := c.ResolveModel("other", nil); err == nil || !strings.Contains(err.Error(), `no model mapping for scene "other" and no models.default fallback`) {
+		t.Fatalf("no default: %v", err)
+	}
+	noDefault := "workflows: {}\nconfig: {maxDepth: 1, providers: {p: {baseUrl: u, apiKey: k}}, models: {x: p/m}}\n"
+	r2, err := Parse([]byte(noDefault))
+	if err != nil || len(r2.Warnings) != 1 {
+		t.Fatalf("missing default should warn: %v %v", r2.Warnings, err)
+	}
+}
+
+func TestRegisterRollbackUnregister(t *testing.T) {
+	r := New()
+	r.Register("solve", "H1", 1)
+	r.Register("solve", "H2", 2)
+	r.Register("solve", "H2", 3) // same hash again still records a version
+	e, _ := r.Get("solve")
+	if e.Hash != "H2" || e.Timestamp != 3 || !reflect.DeepEqual(e.History, []Version{{"H2", 2}, {"H1", 1}}) {
+		t.Fatalf("after registers: %+v", e)
+	}
+	if _, err := r.Rollback("solve", "NOPE"); err == nil || err.Error() != "hash not found in history: NOPE" {
+		t.Fatalf("rollback unknown: %v", err)
+	}
+	v, err := r.Rollback("solve", "H1")
+	if err != nil || v.Hash != "H1" {
+		t.Fatal(err)
+	}
+	e, _ = r.Get("solve")
+	if e.Hash != "H1" || e.Timestamp != 1 || !reflect.DeepEqual(e.History, []Version{{"H2", 3}, {"H2", 2}}) {
+		t.Fatalf("after rollback: %+v", e)
+	}
+	if _, err := r.Rollback("solve", ""); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = r.Get("solve")
+	if e.Hash != "H2" || e.Timestamp != 3 {
+		t.Fatalf("rollback to newest history: %+v", e)
+	}
+	rows := e.VersionRows()
+	if !rows[0].Current || rows[0].Timestamp != 3 || rows[len(rows)-1].Timestamp != 1 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	r.Register("lonely", "X", 1)
+	if _, err := r.Rollback("lonely", ""); err == nil || err.Error() != "no history entry to rollback to" {
+		t.Fatalf("no history: %v", err)
+	}
+	if _, err := r.Rollback("ghost", ""); err == nil || err.Error() != "workflow not registered: ghost" {
+		t.Fatalf("ghost rollback: %v", err)
+	}
+	if err := r.Unregister("ghost"); err == nil || err.Error() != "workflow not registered: ghost" {
+		t.Fatalf("ghost: %v", err)
+	}
+	if err := r.Unregister("lonely"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Names(), []string{"solve"}) {
+		t.Fatalf("names %v", r.Names())
+	}
+	if r.NameOf("H1") != "solve" || r.NameOf("ZZ") != "" {
+		t.Fatal("NameOf")
+	}
+}
+
+func TestUpdateIsSerialisedAndBadFileChangesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "workflow.yaml")
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			err := Update(path, func(r *Registry) error {
+				r.Register(fmt.Sprintf("wf-%d", i), "H", int64(i))
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	r, err := Load(path)
+	if err != nil || len(r.Names()) != 20 {
+		t.Fatalf("lost registrations: %v %v", r.Names(), err)
+	}
+	bad := []byte("workflows: [not, a, map]\n")
+	os.WriteFile(path, bad, 0o644)
+	err = Update(path, func(r *Registry) error { r.Register("x", "H", 1); return nil })
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("update of a broken registry: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != string(bad) {
+		t.Fatal("broken registry was rewritten")
+	}
+}
+
+func TestStoreFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bundles", "H.esm.js")
+	if err := StoreFile(p, "bundle", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := StoreFile(p, "bundle", []byte("a")); err != nil {
+		t.Fatalf("same content again: %v", err)
+	}
+	err := StoreFile(p, "bundle", []byte("b"))
+	if err == nil || err.Error() != "bundle for this hash already exists with different contents; refusing to overwrite" {
+		t.Fatalf("different content: %v", err)
+	}
+}

@@ -1,0 +1,92 @@
+// Package storage knows where things live under a storage root. The layout is
+// the one the original TypeScript engine writes, so a root can be shared by
+// both:
+//
+//	workflow.yaml                             registry
+//	bundles/<hash>.esm.js, <hash>.yaml        bundle and its descriptor
+//	bundles/<hash>/threads.json               active threads
+//	bundles/<hash>/history/YYYY-MM-DD.jsonl   finished threads
+//	cas/<hash>.txt                            content-addressed nodes
+//	logs/<hash>/<thread>.info.jsonl           debug log
+//
+// Every path taking a hash or thread id expects a value already validated by
+// package ids; Layout does not re-check them.
+package storage
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// Environment variables naming the storage root, highest priority first.
+const (
+	EnvRoot       = "UNCAGED_WORKFLOW_STORAGE_ROOT"
+	EnvLegacyRoot = "WORKFLOW_STORAGE_ROOT"
+)
+
+// ResolveRoot picks the storage root: UNCAGED_WORKFLOW_STORAGE_ROOT, then
+// WORKFLOW_STORAGE_ROOT (empty values are skipped), then ~/.uncaged/workflow.
+// getenv is os.Getenv in production and a map lookup in tests.
+func ResolveRoot(getenv func(string) string) (string, error) {
+	for _, name := range []string{EnvRoot, EnvLegacyRoot} {
+		if v := getenv(name); v != "" {
+			return filepath.Abs(v)
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errors.New("cannot find the home directory for the default storage root; set " + EnvRoot)
+	}
+	return DefaultRoot(home), nil
+}
+
+// DefaultRoot is the storage root used when no variable names one.
+func DefaultRoot(home string) string {
+	return filepath.Join(home, ".uncaged", "workflow")
+}
+
+// Layout resolves paths under one storage root.
+type Layout struct {
+	Root string
+}
+
+// RegistryFile is workflow.yaml.
+func (l Layout) RegistryFile() string { return filepath.Join(l.Root, "workflow.yaml") }
+
+// CASDir holds one file per content-addressed node.
+func (l Layout) CASDir() string { return filepath.Join(l.Root, "cas") }
+
+// BundlesDir holds bundle files and one directory per bundle hash.
+func (l Layout) BundlesDir() string { return filepath.Join(l.Root, "bundles") }
+
+// BundleFile is the stored copy of a registered bundle.
+func (l Layout) BundleFile(hash string) string {
+	return filepath.Join(l.BundlesDir(), hash+".esm.js")
+}
+
+// DescriptorFile is the descriptor sidecar of a bundle.
+func (l Layout) DescriptorFile(hash string) string {
+	return filepath.Join(l.BundlesDir(), hash+".yaml")
+}
+
+// TypesFile is the optional .d.ts companion of a bundle.
+func (l Layout) TypesFile(hash string) string {
+	return filepath.Join(l.BundlesDir(), hash+".d.ts")
+}
+
+// BundleDir holds the thread index and history of one bundle.
+func (l Layout) BundleDir(hash string) string { return filepath.Join(l.BundlesDir(), hash) }
+
+// LogsDir holds the debug logs of one bundle's threads.
+func (l Layout) LogsDir(hash string) string { return filepath.Join(l.Root, "logs", hash) }
+
+// InfoLog is a thread's debug log.
+func (l Layout) InfoLog(hash, threadID string) string {
+	return filepath.Join(l.LogsDir(hash), threadID+".info.jsonl")
+}
+
+// RunningMarker is the original's marker for a thread a worker is executing.
+func (l Layout) RunningMarker(hash, threadID string) string {
+	return filepath.Join(l.LogsDir(hash), threadID+".running")
+}

@@ -1,0 +1,58 @@
+package storage
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+func TestResolveRootPriority(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"uncaged wins", map[string]string{EnvRoot: "/a", EnvLegacyRoot: "/b"}, "/a"},
+		{"legacy", map[string]string{EnvLegacyRoot: "/b"}, "/b"},
+		{"empty uncaged falls through", map[string]string{EnvRoot: "", EnvLegacyRoot: "/b"}, "/b"},
+	}
+	for _, c := range cases {
+		got, err := ResolveRoot(func(k string) string { return c.env[k] })
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+	t.Setenv("HOME", "/home/someone")
+	got, err := ResolveRoot(func(string) string { return "" })
+	if err != nil || got != "/home/someone/.uncaged/workflow" {
+		t.Errorf("default: %q %v", got, err)
+	}
+	rel, _ := ResolveRoot(func(k string) string {
+		if k == EnvRoot {
+			return "rel/dir"
+		}
+		return ""
+	})
+	if !filepath.IsAbs(rel) {
+		t.Errorf("relative root not made absolute: %q", rel)
+	}
+}
+
+func TestLayoutPaths(t *testing.T) {
+	l := Layout{Root: "/tmp/wf-root"}
+	checks := map[string]string{
+		l.CASDir():                "/tmp/wf-root/cas",
+		l.RegistryFile():          "/tmp/wf-root/workflow.yaml",
+		l.BundleFile("H"):         "/tmp/wf-root/bundles/H.esm.js",
+		l.DescriptorFile("H"):     "/tmp/wf-root/bundles/H.yaml",
+		l.BundleDir("H"):          "/tmp/wf-root/bundles/H",
+		l.InfoLog("H", "T"):       "/tmp/wf-root/logs/H/T.info.jsonl",
+		l.RunningMarker("H", "T"): "/tmp/wf-root/logs/H/T.running",
+		l.TypesFile("H"):          "/tmp/wf-root/bundles/H.d.ts",
+		DefaultRoot("/home/x"):    "/home/x/.uncaged/workflow",
+	}
+	for got, want := range checks {
+		if got != want {
+			t.Errorf("got %q want %q", got, want)
+		}
+	}
+}

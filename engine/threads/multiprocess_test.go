@@ -1,0 +1,61 @@
+package threads
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// TestConcurrentProcessesLoseNoThreads starts several copies of this test
+// binary that all add threads to one threads.json at the same time.
+func TestConcurrentProcessesLoseNoThreads(t *testing.T) {
+	const procs, perProc = 8, 40
+	dir := t.TempDir()
+	cmds := make([]*exec.Cmd, procs)
+	for p := range cmds {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperUpsertProcess$")
+		cmd.Env = append(os.Environ(), "THREADS_HELPER_DIR="+dir, "THREADS_HELPER_PROC="+strconv.Itoa(p), "THREADS_HELPER_N="+strconv.Itoa(perProc))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[p] = cmd
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper failed: %v", err)
+		}
+	}
+	idx, err := ReadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx) != procs*perProc {
+		t.Fatalf("threads.json has %d entries, want %d: updates were lost", len(idx), procs*perProc)
+	}
+	hist, _ := ReadHistory(dir)
+	if len(hist) != procs*perProc {
+		t.Fatalf("history has %d lines, want %d", len(hist), procs*perProc)
+	}
+}
+
+// TestHelperUpsertProcess is the body of one helper process.
+func TestHelperUpsertProcess(t *testing.T) {
+	dir := os.Getenv("THREADS_HELPER_DIR")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	p, _ := strconv.Atoi(os.Getenv("THREADS_HELPER_PROC"))
+	n, _ := strconv.Atoi(os.Getenv("THREADS_HELPER_N"))
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("P%02dT%04d", p, i)
+		if err := Upsert(dir, id, Entry{Head: "H", Start: "S", UpdatedAt: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := AppendHistory(dir, HistoryEntry{ThreadID: id, Head: "E", Start: "S", CompletedAt: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package threads
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+)
+
+// Source says which index a thread record came from.
+type Source string
+
+// Sources of a record.
+const (
+	SourceActive  Source = "active"
+	SourceHistory Source = "history"
+)
+
+// ErrNotFound is returned when no index knows a thread.
+var ErrNotFound = errors.New("thread not found")
+
+// Record is what the indexes know about one thread.
+type Record struct {
+	ThreadID   string `json:"threadId"`
+	BundleHash string `json:"bundleHash"`
+	Head       string `json:"head"`
+	Start      string `json:"start"`
+	Source     Source `json:"source"`
+	// UpdatedAt is updatedAt for an active thread and completedAt for a
+	// finished one (ms since the epoch).
+	UpdatedAt int64 `json:"updatedAt"`
+}
+
+// BundleHashes lists the bundle directories under bundles/, sorted. Every
+// directory counts, whatever its name, so nothing a foreign writer made is
+// overlooked by GC.
+func BundleHashes(l storage.Layout) ([]string, error) {
+	entries, err := os.ReadDir(l.BundlesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Resolve finds a thread by id: first in every active index, then in every
+// history, as the original does.
+func Resolve(l storage.Layout, id string) (Record, error) {
+	bundles, err := BundleHashes(l)
+	if err != nil {
+		return Record{}, err
+	}
+	for _, h := range bundles {
+		idx, err := ReadIndex(l.BundleDir(h))
+		if err != nil {
+			return Record{}, err
+		}
+		if e, ok := idx[id]; ok {
+			return Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt}, nil
+		}
+	}
+	for _, h := range bundles {
+		var found *Record
+		errStop := errors.New("stop")
+		err := EachHistory(l.BundleDir(h), func(e HistoryEntry) error {
+			if e.ThreadID == id {
+				found = &Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt}
+				return errStop
+			}
+			return nil
+		})
+		if found != nil {
+			return *found, nil
+		}
+		if err != nil {
+			return Record{}, err
+		}
+	}
+	return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+}
+
+// List returns every thread of the storage root, sorted by bundle hash then
+// thread id. A thread caught between its history append and its index
+// removal is listed once, as finished.
+func List(l storage.Layout) ([]Record, error) {
+	bundles, err := BundleHashes(l)
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, h := range bundles {
+		recs, err := listBundle(l, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// ListBundle returns the threads of one bundle, sorted by thread id.
+func ListBundle(l storage.Layout, bundleHash string) ([]Record, error) {
+	return listBundle(l, bundleHash)
+}
+
+func listBundle(l storage.Layout, h string) ([]Record, error) {
+	dir := l.BundleDir(h)
+	idx, err := ReadIndex(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]Record, 0, len(idx))
+	finished := make(map[string]bool)
+	err = EachHistory(dir, func(e HistoryEntry) error {
+		if finished[e.ThreadID] {
+			return nil
+		}
+		finished[e.ThreadID] = true
+		recs = append(recs, Record{ThreadID: e.ThreadID, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id, e := range idx {
+		if finished[id] {
+			continue
+		}
+		recs = append(recs, Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt})
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].ThreadID < recs[j].ThreadID })
+	return recs, nil
+}
+
+// Latest returns the most recently updated thread: the largest updatedAt or
+// completedAt, ties going to the larger "bundleHash/threadId".
+func Latest(l storage.Layout) (Record, error) {
+	recs, err := List(l)
+	if err != nil {
+		return Record{}, err
+	}
+	if len(recs) == 0 {
+		return Record{}, fmt.Errorf("%w: no threads found", ErrNotFound)
+	}
+	best := recs[0]
+	for _, r := range recs[1:] {
+		if r.UpdatedAt > best.UpdatedAt || (r.UpdatedAt == best.UpdatedAt && r.BundleHash+"/"+r.ThreadID > best.BundleHash+"/"+best.ThreadID) {
+			best = r
+		}
+	}
+	return best, nil
+}
+
+// Status is a thread's state as people see it.
+type Status string
+
+// Thread statuses.
+const (
+	StatusRunning     Status = "running"
+	StatusPaused      Status = "paused"
+	StatusCompleted   Status = "completed"
+	StatusFailed      Status = "failed"
+	StatusKilled      Status = "killed"
+	StatusInterrupted Status = "interrupted"
+)
+
+// ReturnCodeKilled is the return code of a killed or aborted thread.
+const ReturnCodeKilled = 130
+
+// Liveness is what the engine host says about an unfinished thread.
+type Liveness int
+
+// Liveness values.
+const (
+	// NotExecuting: no host is running the thread (it was interrupted).
+	NotExecuting Liveness = iota
+	// Executing: a host is running it now.
+	Executing
+	// HeldPaused: a host holds it paused between steps.
+	HeldPaused
+)
+
+// DeriveStatus decides a thread's status. end is its head when the head is
+// an __end__ state (nil otherwise). An __end__ decides by return code; a
+// history row without one is completed; an active thread is whatever its host
+// says, and interrupted when no host runs it.
+func DeriveStatus(source Source, end *node.State, live Liveness) Status {
+	if end != nil {
+		switch end.ReturnCode() {
+		case 0:
+			return StatusCompleted
+		case ReturnCodeKilled:
+			return StatusKilled
+		default:
+			return StatusFailed
+		}
+	}
+	if source == SourceHistory {
+		return StatusCompleted
+	}
+	switch live {
+	case Executing:
+		return StatusRunning
+	case HeldPaused:
+		return StatusPaused
+	}
+	return StatusInterrupted
+}
