@@ -80,6 +80,7 @@ func (a *app) threadListCmd() *cobra.Command {
 				return nil
 			}
 			var b strings.Builder
+			b.Grow(len(recs) * 64)
 			for _, r := range recs {
 				name := names[r.BundleHash]
 				if name == "" {

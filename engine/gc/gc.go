@@ -98,11 +98,11 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 		return Result{}, err
 	}
 	progress(PhaseRoots, len(roots))
-	marked, err := Reachable(ctx, store, roots, func(n int) { progress(PhaseMark, n) })
+	marked, count, err := Reachable(ctx, store, roots, func(n int) { progress(PhaseMark, n) })
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{ScannedThreads: len(roots), ActiveRefs: len(marked), DeletedHashes: []string{}}
+	res := Result{ScannedThreads: len(roots), ActiveRefs: count, DeletedHashes: []string{}}
 	examined := 0
 	err = store.Each(func(h string) error {
 		examined++
@@ -112,7 +112,7 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 				return err
 			}
 		}
-		if _, ok := marked[h]; ok {
+		if marked[h] {
 			return nil
 		}
 		if err := store.Delete(h); err != nil {
@@ -130,13 +130,15 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 	return res, nil
 }
 
-// Reachable returns every stored hash reachable from roots by following
-// refs. Blobs are read by a pool of goroutines, level by level, because on a
+// Reachable finds every stored hash reachable from roots by following refs
+// and returns them as the keys whose value is true (false marks a hash that
+// was referenced but has no blob), with their count. Blobs are read by a pool of goroutines, level by level, because on a
 // large store the mark phase is bound by file reads. onMarked (may be nil)
 // sees the running count after each level.
-func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked func(int)) (map[string]struct{}, error) {
-	marked := make(map[string]struct{})
-	queued := make(map[string]struct{}, len(roots))
+func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked func(int)) (map[string]bool, int, error) {
+	// seen maps every hash ever queued to whether its blob exists; one map
+	// serves as both the visited set and the mark set.
+	seen := make(map[string]bool, len(roots))
 	var frontier []string
 	// enqueue keeps hashes in canonical form, so the sweep (which sees file
 	// names) recognises them; a ref that is no hash names no blob.
@@ -148,40 +150,42 @@ func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked f
 				return list
 			}
 		}
-		if _, ok := queued[h]; ok {
+		if _, ok := seen[h]; ok {
 			return list
 		}
-		queued[h] = struct{}{}
+		seen[h] = false
 		return append(list, h)
 	}
 	for _, r := range roots {
 		frontier = enqueue(frontier, r)
 	}
 	workers := runtime.GOMAXPROCS(0) * 4
+	marked := 0
 	for len(frontier) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		refs, present, err := readLevel(store, frontier, workers)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		var next []string
 		for i, h := range frontier {
 			if !present[i] {
 				continue
 			}
-			marked[h] = struct{}{}
+			seen[h] = true
+			marked++
 			for _, r := range refs[i] {
 				next = enqueue(next, r)
 			}
 		}
 		if onMarked != nil {
-			onMarked(len(marked))
+			onMarked(marked)
 		}
 		frontier = next
 	}
-	return marked, nil
+	return seen, marked, nil
 }
 
 // readLevel reads the refs of every hash in level concurrently.
@@ -210,8 +214,10 @@ func readLevel(store *cas.Store, level []string, workers int) ([][]string, []boo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte
 			for i := take(); i >= 0; i = take() {
-				b, err := store.Get(level[i])
+				b, err := store.ReadInto(level[i], buf)
+				buf = b
 				if errors.Is(err, cas.ErrNotFound) {
 					continue
 				}

@@ -97,6 +97,14 @@ func parseHistoryLine(line []byte) (HistoryEntry, bool) {
 	if len(line) == 0 {
 		return HistoryEntry{}, false
 	}
+	if e, valid, ok := scanHistoryLine(line); ok {
+		return e, valid
+	}
+	return decodeHistoryLine(line)
+}
+
+// decodeHistoryLine is the general (slower) reader behind parseHistoryLine.
+func decodeHistoryLine(line []byte) (HistoryEntry, bool) {
 	var l looseHistory
 	if err := json.Unmarshal(line, &l); err != nil {
 		return HistoryEntry{}, false

@@ -54,6 +54,14 @@ func ReadIndex(bundleDir string) (Index, error) {
 }
 
 func parseIndex(b []byte) Index {
+	if idx, ok := scanIndex(b); ok {
+		return idx
+	}
+	return decodeIndex(b)
+}
+
+// decodeIndex is the general (slower) reader behind parseIndex.
+func decodeIndex(b []byte) Index {
 	var raw map[string]looseEntry
 	if err := json.Unmarshal(b, &raw); err != nil {
 		var typeErr *json.UnmarshalTypeError

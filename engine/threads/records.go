@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
@@ -94,18 +98,34 @@ func Resolve(l storage.Layout, id string) (Record, error) {
 
 // List returns every thread of the storage root, sorted by bundle hash then
 // thread id. A thread caught between its history append and its index
-// removal is listed once, as finished.
+// removal is listed once, as finished. Bundles are read in parallel.
 func List(l storage.Layout) ([]Record, error) {
 	bundles, err := BundleHashes(l)
 	if err != nil {
 		return nil, err
 	}
-	var out []Record
-	for _, h := range bundles {
-		recs, err := listBundle(l, h)
-		if err != nil {
-			return nil, err
+	perBundle := make([][]Record, len(bundles))
+	errs := make([]error, len(bundles))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, h := range bundles {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			perBundle[i], errs[i] = listBundle(l, h)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range perBundle {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
+		total += len(perBundle[i])
+	}
+	out := make([]Record, 0, total)
+	for _, recs := range perBundle {
 		out = append(out, recs...)
 	}
 	return out, nil
@@ -122,27 +142,43 @@ func listBundle(l storage.Layout, h string) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]Record, 0, len(idx))
-	finished := make(map[string]bool)
+	var finished []Record
 	err = EachHistory(dir, func(e HistoryEntry) error {
-		if finished[e.ThreadID] {
-			return nil
-		}
-		finished[e.ThreadID] = true
-		recs = append(recs, Record{ThreadID: e.ThreadID, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt})
+		// A thread in both indexes is listed once, as finished.
+		delete(idx, e.ThreadID)
+		finished = append(finished, Record{ThreadID: e.ThreadID, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	byID := func(a, b Record) int { return strings.Compare(a.ThreadID, b.ThreadID) }
+	// History files are appended in time order and ids sort by time, so
+	// this is usually sorted already and the check is all it costs.
+	if !slices.IsSortedFunc(finished, byID) {
+		slices.SortStableFunc(finished, byID)
+	}
+	active := make([]Record, 0, len(idx))
 	for id, e := range idx {
-		if finished[id] {
+		active = append(active, Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt})
+	}
+	slices.SortFunc(active, byID)
+	// Merge the two sorted runs, keeping the first history row of an id.
+	out := make([]Record, 0, len(finished)+len(active))
+	i, j := 0, 0
+	for i < len(finished) || j < len(active) {
+		var r Record
+		if j == len(active) || (i < len(finished) && finished[i].ThreadID <= active[j].ThreadID) {
+			r, i = finished[i], i+1
+		} else {
+			r, j = active[j], j+1
+		}
+		if n := len(out); n > 0 && out[n-1].ThreadID == r.ThreadID {
 			continue
 		}
-		recs = append(recs, Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt})
+		out = append(out, r)
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].ThreadID < recs[j].ThreadID })
-	return recs, nil
+	return out, nil
 }
 
 // Latest returns the most recently updated thread: the largest updatedAt or

@@ -1,0 +1,70 @@
+// Package bench holds benchmarks of the storage layer that need generated
+// data; the figures with in-run baselines come from ./cmd/storebench.
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/connector/cli"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// makeThreads writes n finished threads over 20 bundles as history files.
+func makeThreads(b *testing.B, root string, n int) {
+	rng := rand.New(rand.NewSource(1))
+	l := storage.Layout{Root: root}
+	files := map[string]*strings.Builder{}
+	for i := 0; i < n; i++ {
+		bundle := ids.HashString(fmt.Sprint(rng.Intn(20)))
+		id := ids.NewThreadID(time.UnixMilli(int64(i)))
+		p := filepath.Join(threads.HistoryDir(l.BundleDir(bundle)), fmt.Sprintf("2026-11-%02d.jsonl", 1+rng.Intn(28)))
+		if files[p] == nil {
+			files[p] = &strings.Builder{}
+		}
+		fmt.Fprintf(files[p], `{"threadId":%q,"head":%q,"start":%q,"completedAt":%d}`+"\n", id, ids.HashString(id), ids.HashString(id+"s"), i)
+	}
+	for p, sb := range files {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkThreadsList100k(b *testing.B) {
+	root := b.TempDir()
+	makeThreads(b, root, 100000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		recs, err := threads.List(storage.Layout{Root: root})
+		if err != nil || len(recs) != 100000 {
+			b.Fatal(len(recs), err)
+		}
+	}
+}
+
+func BenchmarkThreadListCommand100k(b *testing.B) {
+	root := b.TempDir()
+	makeThreads(b, root, 100000)
+	env := cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
+		if k == storage.EnvRoot {
+			return root
+		}
+		return ""
+	}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if code := cli.Run([]string{"thread", "list"}, env); code != 0 {
+			b.Fatal(code)
+		}
+	}
+}
