@@ -1,0 +1,119 @@
+// Package e2e runs the real binaries, as a person or a script would.
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "uncaged-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "uncaged-workflow"), "../connector/cmd/uncaged-workflow")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building uncaged-workflow:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func run(t *testing.T, root string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
+	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func TestCasPutHelloThroughTheBinary(t *testing.T) {
+	root := t.TempDir()
+	if r := run(t, root, "cas", "put", "hello"); r.code != 0 || r.stdout != "SSVQ0RZ55P9Y4\n" {
+		t.Fatalf("cas put hello = %+v", r)
+	}
+	if r := run(t, root, "cas", "get", "SSVQ0RZ55P9Y4"); r.stdout != "type: content\npayload: hello\nrefs: []\n" {
+		t.Fatalf("cas get = %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "cas", "SSVQ0RZ55P9Y4.txt")); err != nil || string(b) != "type: content\npayload: hello\nrefs: []\n" {
+		t.Fatalf("blob on disk = %q, %v (WORKFLOW_STORAGE_ROOT must be honoured)", b, err)
+	}
+	r := run(t, root, "cas", "get", "../../etc/passwd")
+	if r.code != 1 || !strings.Contains(r.stderr, "invalid hash") || r.stdout != "" {
+		t.Fatalf("bad hash = %+v", r)
+	}
+	if r := run(t, root); r.code != 1 || !strings.Contains(r.stdout, "Content-addressable storage:") {
+		t.Fatalf("no args = %+v", r)
+	}
+}
+
+// TestConcurrentProcessesRegisterWorkflows starts many CLI processes that
+// register workflows at once; the file lock must keep every registration.
+func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
+	root := t.TempDir()
+	src := t.TempDir()
+	const n = 12
+	var wg sync.WaitGroup
+	results := make([]result, n)
+	for i := 0; i < n; i++ {
+		f := filepath.Join(src, fmt.Sprintf("w%d.esm.js", i))
+		os.WriteFile(f, []byte(fmt.Sprintf("export const run = %d;\nexport const descriptor = {};\n", i)), 0o644)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = run(t, root, "workflow", "add", fmt.Sprintf("flow-%d", i), f)
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Fatalf("add %d: %+v", i, r)
+		}
+	}
+	r := run(t, root, "workflow", "list")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != n {
+		t.Fatalf("%d workflows listed, want %d:\n%s", len(lines), n, r.stdout)
+	}
+}
+
+func TestOriginalStoreThroughTheBinary(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.CopyFS(root, os.DirFS("../connector/cli/testdata/original-root")); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, root, "thread", "list")
+	if r.code != 0 || strings.Count(r.stdout, "\tHEXEJQQQ6EVYJ\tdemo-flow\n") != 3 {
+		t.Fatalf("thread list = %+v", r)
+	}
+	if r := run(t, root, "thread", "show", "06EZHZP3N4J2B8V6Q0T9W1X5Y4"); !strings.Contains(r.stdout, `"content": "plan-text"`) {
+		t.Fatalf("thread show = %+v", r)
+	}
+	if r := run(t, root, "cas", "gc"); r.stdout != "scanned 6 threads, 14 active refs, deleted 1 entries\n" {
+		t.Fatalf("cas gc = %+v", r)
+	}
+}
