@@ -1,0 +1,329 @@
+// Package executor runs one thread: it writes the start node, drives a
+// workflow step by step, writes a state node per step and the __end__ node,
+// and keeps threads.json and history in step. It is the only writer of a
+// running thread's nodes, so a thread's chain in the CAS is always a valid
+// prefix of its run — which is what makes resume and fork possible.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+// Causes for cancelling a running thread's context.
+var (
+	// ErrKilled: a person killed the thread; it ends with return code 130.
+	ErrKilled = errors.New("thread killed")
+	// ErrShutdown: the engine host is stopping; the thread is left as it is
+	// (interrupted) so a later resume continues it.
+	ErrShutdown = errors.New("engine host shutting down")
+)
+
+// Summaries of threads the executor ends itself.
+const (
+	SummaryKilled = "thread aborted"
+	// failedPrefix starts the summary of a thread whose workflow threw.
+	failedPrefix = "failed: "
+)
+
+// Executor runs threads over one storage root.
+type Executor struct {
+	Layout storage.Layout
+	CAS    *cas.Store
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// New returns an executor for a storage root.
+func New(l storage.Layout) *Executor {
+	return &Executor{Layout: l, CAS: cas.Open(l.CASDir())}
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Thread says which thread to run and from where.
+type Thread struct {
+	ID           string
+	BundleHash   string
+	WorkflowName string
+	Depth        int
+	// ParentState is the parent's head for a child thread, else "".
+	ParentState string
+	// Prompt is the thread's prompt text.
+	Prompt string
+	// StartHash is the thread's start node, written by Begin.
+	StartHash string
+	// Resume continues an existing chain (a fork or an interrupted
+	// thread); nil starts from the start node.
+	Resume *Chain
+}
+
+// Chain is the tail of a thread's chain to continue from.
+type Chain struct {
+	// Head is the last state to build on: its hash and ancestors.
+	Head          string
+	HeadAncestors []string
+	// Steps are the role steps already done, oldest first, as the workflow
+	// will see them.
+	Steps []workflow.RoleStep
+}
+
+// Begin writes a fresh thread's prompt and start node and lists it in
+// threads.json, so the thread is visible (and resolvable) before it runs.
+func (e *Executor) Begin(t *Thread) error {
+	prompt, err := e.CAS.PutNode(node.NewContent(t.Prompt, nil))
+	if err != nil {
+		return err
+	}
+	start, err := e.CAS.PutNode(node.NewStart(node.StartPayload{
+		Name: t.WorkflowName, Hash: t.BundleHash, Depth: int64(t.Depth), ParentState: t.ParentState,
+	}, prompt))
+	if err != nil {
+		return err
+	}
+	t.StartHash = start
+	return threads.Upsert(e.Layout.BundleDir(t.BundleHash), t.ID, threads.Entry{Head: start, Start: start, UpdatedAt: e.now().UnixMilli()})
+}
+
+// Env is what a run needs from its engine host.
+type Env struct {
+	Getenv func(string) string
+	// RunChild runs a child workflow of parent (see workflow.Host.RunChild).
+	RunChild func(ctx context.Context, parent ChildParent, name, prompt string) (workflow.ChildResult, error)
+	// Pause is the thread's pause gate (nil: never paused).
+	Pause *PauseGate
+	// OnStep, when set, is told each head the thread publishes.
+	OnStep func(head string)
+}
+
+// ChildParent identifies the thread that spawns a child.
+type ChildParent struct {
+	ThreadID string
+	Depth    int
+	Head     string // the parent's head when the child starts
+}
+
+// Result is how a run ended.
+type Result struct {
+	ReturnCode int
+	Summary    string
+	RootHash   string // the __end__ node
+}
+
+// ErrLeftRunning is returned when the run stopped without ending the thread
+// (the host shut down); the thread stays active and can be resumed.
+var ErrLeftRunning = errors.New("thread left unfinished")
+
+// Run drives wf over t until it completes, fails, is killed, or ctx is
+// cancelled with ErrShutdown. Every outcome but the last writes an __end__
+// node and moves the thread to history; a workflow that throws ends as
+// failed with the error in its summary and the debug log.
+func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env Env) (Result, error) {
+	if t.StartHash == "" {
+		return Result{}, errors.New("executor: thread has no start node; call Begin first")
+	}
+	logPath := e.Layout.InfoLog(t.BundleHash, t.ID)
+	dlog := NewDebugLog(logPath, e.now)
+	r := &run{e: e, t: t, env: env, log: dlog, head: t.StartHash, ancestors: nil}
+	if t.Resume != nil {
+		r.head, r.ancestors = t.Resume.Head, t.Resume.HeadAncestors
+	}
+	dlog.Write(TagStarted, fmt.Sprintf("thread %s started (workflow %s, depth %d, %d steps already done)", t.ID, t.WorkflowName, t.Depth, len(r.steps())))
+
+	tc := workflow.ThreadContext{
+		ThreadID: t.ID, Depth: t.Depth, BundleHash: t.BundleHash,
+		Start: workflow.StartStep{Role: node.RoleStart, Content: t.Prompt, Timestamp: e.now().UnixMilli(), ParentState: t.ParentState},
+		Steps: r.steps(),
+	}
+	wrun, err := wf.Start(ctx, tc, r)
+	if err != nil {
+		return r.stopped(ctx, err)
+	}
+	defer wrun.Close()
+	for {
+		if ctx.Err() != nil {
+			return r.stopped(ctx, ctx.Err())
+		}
+		out, done, err := wrun.Next(ctx)
+		if err != nil {
+			return r.stopped(ctx, err)
+		}
+		if done != nil {
+			return r.finish(done.ReturnCode, done.Summary)
+		}
+		if err := r.appendStep(out); err != nil {
+			return r.stopped(ctx, err)
+		}
+		if env.Pause != nil {
+			if err := env.Pause.Wait(ctx); err != nil {
+				return r.stopped(ctx, err)
+			}
+		}
+	}
+}
+
+// run is the state of one thread's execution; it is also the workflow's
+// Host.
+type run struct {
+	e         *Executor
+	t         Thread
+	env       Env
+	log       *DebugLog
+	head      string
+	ancestors []string // of head when head is a state; nil for the start node
+}
+
+func (r *run) steps() []workflow.RoleStep {
+	if r.t.Resume == nil {
+		return nil
+	}
+	return r.t.Resume.Steps
+}
+
+// CAS implements workflow.Host.
+func (r *run) CAS() *cas.Store { return r.e.CAS }
+
+// Log implements workflow.Host.
+func (r *run) Log(tag, content string) { r.log.Write(tag, content) }
+
+// Getenv implements workflow.Host.
+func (r *run) Getenv(name string) string {
+	if r.env.Getenv == nil {
+		return ""
+	}
+	return r.env.Getenv(name)
+}
+
+// RunChild implements workflow.Host.
+func (r *run) RunChild(ctx context.Context, name, prompt string) (workflow.ChildResult, error) {
+	if r.env.RunChild == nil {
+		return workflow.ChildResult{}, errors.New("child workflows are not available here")
+	}
+	return r.env.RunChild(ctx, ChildParent{ThreadID: r.t.ID, Depth: r.t.Depth, Head: r.head}, name, prompt)
+}
+
+// link returns the ancestors of the state that follows the head.
+func (r *run) link() []string {
+	if r.head == r.t.StartHash {
+		return node.Ancestors("", nil)
+	}
+	return node.Ancestors(r.head, r.ancestors)
+}
+
+func (r *run) appendStep(out *workflow.Output) error {
+	text, err := r.contentText(out.ContentHash)
+	if err != nil {
+		return fmt.Errorf("role step %s: %w", out.Role, err)
+	}
+	var artifacts []string
+	for _, ref := range out.Refs {
+		if ref != out.ContentHash {
+			artifacts = append(artifacts, ref)
+		}
+	}
+	content, err := r.e.CAS.PutNode(node.NewContent(text, artifacts))
+	if err != nil {
+		return err
+	}
+	meta := out.Meta
+	if meta == nil {
+		meta = canonyaml.Map{}
+	}
+	return r.publish(node.StatePayload{
+		Role: out.Role, Meta: meta, Start: r.t.StartHash, Content: content,
+		Ancestors: r.link(), Timestamp: r.e.now().UnixMilli(), ChildThread: out.ChildThread,
+	}, fmt.Sprintf("thread %s wrote role %s", r.t.ID, out.Role))
+}
+
+func (r *run) contentText(hash string) (string, error) {
+	n, err := r.e.CAS.GetNode(hash)
+	if errors.Is(err, cas.ErrNotFound) {
+		return "", fmt.Errorf("CAS blob missing for contentHash %s", hash)
+	}
+	if err != nil {
+		return "", err
+	}
+	c, ok := n.(node.Content)
+	if !ok {
+		return "", fmt.Errorf("contentHash %s is a %s node, not content", hash, n.Type())
+	}
+	return c.Payload, nil
+}
+
+// publish writes a state node and makes it the thread's head.
+func (r *run) publish(p node.StatePayload, logLine string) error {
+	h, err := r.e.CAS.PutNode(node.NewState(p))
+	if err != nil {
+		return err
+	}
+	if p.Role != node.RoleEnd {
+		err = threads.Upsert(r.e.Layout.BundleDir(r.t.BundleHash), r.t.ID, threads.Entry{Head: h, Start: r.t.StartHash, UpdatedAt: r.e.now().UnixMilli()})
+		if err != nil {
+			return err
+		}
+	}
+	r.head, r.ancestors = h, p.Ancestors
+	r.log.Write(TagStep, logLine)
+	if r.env.OnStep != nil {
+		r.env.OnStep(h)
+	}
+	return nil
+}
+
+// finish writes the __end__ node and moves the thread to history.
+func (r *run) finish(code int, summary string) (Result, error) {
+	content, err := r.e.CAS.PutNode(node.NewContent(summary, nil))
+	if err != nil {
+		return Result{}, err
+	}
+	meta := canonyaml.Map{{Key: "returnCode", Value: code}, {Key: "summary", Value: summary}}
+	p := node.StatePayload{Role: node.RoleEnd, Meta: meta, Start: r.t.StartHash, Content: content, Ancestors: r.link(), Timestamp: r.e.now().UnixMilli()}
+	if err := r.publish(p, fmt.Sprintf("thread %s finished: returnCode=%d — %s", r.t.ID, code, summary)); err != nil {
+		return Result{}, err
+	}
+	dir := r.e.Layout.BundleDir(r.t.BundleHash)
+	// History first, then the index: a crash in between leaves the thread in
+	// both, which readers resolve as finished, instead of in neither.
+	if err := threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: r.t.ID, Head: r.head, Start: r.t.StartHash, CompletedAt: p.Timestamp}); err != nil {
+		return Result{}, err
+	}
+	if _, err := threads.Remove(dir, r.t.ID); err != nil {
+		return Result{}, err
+	}
+	return Result{ReturnCode: code, Summary: summary, RootHash: r.head}, nil
+}
+
+// stopped ends a run that did not complete normally: a kill ends the thread
+// with 130, a host shutdown leaves it resumable, anything else is a failure
+// recorded in the __end__ node and the debug log.
+func (r *run) stopped(ctx context.Context, err error) (Result, error) {
+	cause := context.Cause(ctx)
+	switch {
+	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
+		r.log.Write(TagKilled, fmt.Sprintf("thread %s left unfinished: %v", r.t.ID, cause))
+		return Result{}, ErrLeftRunning
+	case ctx.Err() != nil:
+		r.log.Write(TagKilled, fmt.Sprintf("thread %s killed", r.t.ID))
+		return r.finish(threads.ReturnCodeKilled, SummaryKilled)
+	}
+	r.log.Write(TagError, fmt.Sprintf("thread %s failed: %v", r.t.ID, err))
+	res, ferr := r.finish(1, failedPrefix+err.Error())
+	if ferr != nil {
+		return res, fmt.Errorf("%v (and recording the failure failed: %w)", err, ferr)
+	}
+	return res, nil
+}

@@ -1,0 +1,360 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+// linear is a workflow written in Go for these tests: it runs its roles in
+// order, skipping those already in the thread's steps (as createWorkflow's
+// routing does), and can fail, block or record what it saw.
+type linear struct {
+	roles   []string
+	failAt  string      // role whose turn throws
+	blockAt string      // role whose turn waits for ctx
+	stepped chan string // receives each role as it is produced (optional)
+	seen    *[]int      // len(thread.Steps) at start, per run
+}
+
+func (w linear) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
+
+func (w linear) Start(ctx context.Context, tc workflow.ThreadContext, host workflow.Host) (workflow.Run, error) {
+	if w.seen != nil {
+		*w.seen = append(*w.seen, len(tc.Steps))
+	}
+	return &linearRun{w: w, host: host, done: len(tc.Steps), prompt: tc.Start.Content}, nil
+}
+
+type linearRun struct {
+	w      linear
+	host   workflow.Host
+	done   int
+	prompt string
+}
+
+func (r *linearRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completion, error) {
+	if r.done >= len(r.w.roles) {
+		return nil, &workflow.Completion{ReturnCode: 0, Summary: "completed: moderator returned END"}, nil
+	}
+	role := r.w.roles[r.done]
+	if role == r.w.failAt {
+		return nil, nil, errors.New("boom in " + role)
+	}
+	if role == r.w.blockAt {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	h, err := r.host.CAS().Put(fmt.Sprintf(`{"role":%q,"n":%d}`, role, r.done))
+	if err != nil {
+		return nil, nil, err
+	}
+	r.done++
+	if r.w.stepped != nil {
+		r.w.stepped <- role
+	}
+	return &workflow.Output{Role: role, ContentHash: h, Meta: canonyaml.Map{{Key: "n", Value: r.done}}, Refs: []string{h}}, nil, nil
+}
+
+func (r *linearRun) Close() error { return nil }
+
+func newExec(t *testing.T) *Executor {
+	return New(storage.Layout{Root: t.TempDir()})
+}
+
+func begin(t *testing.T, e *Executor, id string) Thread {
+	t.Helper()
+	th := Thread{ID: id, BundleHash: "BUNDLEHASHAAA", WorkflowName: "demo", Prompt: "hello"}
+	if err := e.Begin(&th); err != nil {
+		t.Fatal(err)
+	}
+	return th
+}
+
+func roles(t *testing.T, e *Executor, head string) []string {
+	t.Helper()
+	frames, err := threads.Walk(e.CAS, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range frames {
+		out = append(out, f.State.Payload.Role)
+	}
+	return out
+}
+
+func TestLinearRunWritesChainAndHistory(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "T1")
+	// The start node: refs[0] is the prompt's content node.
+	n, _ := e.CAS.GetNode(th.StartHash)
+	start := n.(node.Start)
+	if len(start.Refs) != 1 || start.Payload.Name != "demo" || start.Payload.Hash != "BUNDLEHASHAAA" {
+		t.Fatalf("start = %+v", start)
+	}
+	p, _ := e.CAS.GetNode(start.Refs[0])
+	if p.(node.Content).Payload != "hello" {
+		t.Fatalf("prompt = %+v", p)
+	}
+	idx, _ := threads.ReadIndex(e.Layout.BundleDir("BUNDLEHASHAAA"))
+	if idx["T1"].Head != th.StartHash {
+		t.Fatalf("index before run = %+v", idx)
+	}
+	var heads []string
+	res, err := e.Run(context.Background(), linear{roles: []string{"planner", "coder", "reviewer"}}, th, Env{OnStep: func(h string) { heads = append(heads, h) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ReturnCode != 0 || res.Summary != "completed: moderator returned END" {
+		t.Fatalf("result = %+v", res)
+	}
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "planner,coder,reviewer,__end__" {
+		t.Fatalf("chain = %v", got)
+	}
+	frames, _ := threads.Walk(e.CAS, res.RootHash)
+	if len(frames[0].State.Payload.Ancestors) != 0 || frames[1].State.Payload.Ancestors[0] != frames[0].Hash || frames[1].State.Payload.Start != th.StartHash {
+		t.Fatalf("ancestors/start wrong: %+v", frames[1].State.Payload)
+	}
+	if len(heads) != 4 || heads[0] == heads[1] {
+		t.Fatalf("published heads = %v", heads)
+	}
+	idx, _ = threads.ReadIndex(e.Layout.BundleDir("BUNDLEHASHAAA"))
+	if len(idx) != 0 {
+		t.Fatalf("finished thread still active: %v", idx)
+	}
+	hist, _ := threads.ReadHistory(e.Layout.BundleDir("BUNDLEHASHAAA"))
+	if len(hist) != 1 || hist[0].Head != res.RootHash || hist[0].ThreadID != "T1" || hist[0].Start != th.StartHash {
+		t.Fatalf("history = %+v", hist)
+	}
+	end, _ := threads.HeadEnd(e.CAS, res.RootHash)
+	if end == nil || end.ReturnCode() != 0 || end.Summary() != res.Summary {
+		t.Fatalf("end = %+v", end)
+	}
+	if _, err := os.Stat(e.Layout.InfoLog("BUNDLEHASHAAA", "T1")); err != nil {
+		t.Fatal("no debug log")
+	}
+	// No legacy .data.jsonl anywhere.
+	if matches, _ := findFiles(e.Layout.Root, ".data.jsonl"); len(matches) != 0 {
+		t.Fatalf("legacy files written: %v", matches)
+	}
+}
+
+func findFiles(root, suffix string) ([]string, error) {
+	var out []string
+	err := walk(root, func(p string) {
+		if strings.HasSuffix(p, suffix) {
+			out = append(out, p)
+		}
+	})
+	return out, err
+}
+
+func walk(dir string, fn func(string)) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p := dir + "/" + e.Name()
+		if e.IsDir() {
+			walk(p, fn)
+		} else {
+			fn(p)
+		}
+	}
+	return nil
+}
+
+func TestThrowEndsFailedWithTheError(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "T1")
+	res, err := e.Run(context.Background(), linear{roles: []string{"planner", "coder"}, failAt: "coder"}, th, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ReturnCode != 1 || res.Summary != "failed: boom in coder" {
+		t.Fatalf("result = %+v", res)
+	}
+	end, _ := threads.HeadEnd(e.CAS, res.RootHash)
+	if threads.DeriveStatus(threads.SourceHistory, end, threads.NotExecuting) != threads.StatusFailed {
+		t.Fatal("status not failed")
+	}
+	log, _ := os.ReadFile(e.Layout.InfoLog("BUNDLEHASHAAA", "T1"))
+	if !strings.Contains(string(log), "boom in coder") || !strings.Contains(string(log), TagError) {
+		t.Fatalf("debug log lacks the error:\n%s", log)
+	}
+}
+
+func TestKillEndsWith130(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "T1")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan Result)
+	go func() {
+		res, _ := e.Run(ctx, linear{roles: []string{"planner", "coder"}, blockAt: "coder"}, th, Env{})
+		done <- res
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel(ErrKilled)
+	res := <-done
+	if res.ReturnCode != 130 || res.Summary != SummaryKilled {
+		t.Fatalf("result = %+v", res)
+	}
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "planner,__end__" {
+		t.Fatalf("chain = %v", got)
+	}
+}
+
+func TestShutdownLeavesThreadResumableWithoutRepeatingSteps(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "T1")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var seen []int
+	errc := make(chan error)
+	go func() {
+		_, err := e.Run(ctx, linear{roles: []string{"a", "b", "c"}, blockAt: "c", seen: &seen}, th, Env{})
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel(ErrShutdown)
+	if err := <-errc; !errors.Is(err, ErrLeftRunning) {
+		t.Fatalf("err = %v", err)
+	}
+	rec, err := threads.Resolve(e.Layout, "T1")
+	if err != nil || rec.Source != threads.SourceActive {
+		t.Fatalf("thread after shutdown: %+v %v", rec, err)
+	}
+	resumed, err := e.ResumeThread(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Prompt != "hello" || len(resumed.Resume.Steps) != 2 {
+		t.Fatalf("resumed = %+v", resumed)
+	}
+	res, err := e.Run(context.Background(), linear{roles: []string{"a", "b", "c"}, seen: &seen}, resumed, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "a,b,c,__end__" {
+		t.Fatalf("resumed chain = %v (a step was repeated or lost)", got)
+	}
+	if seen[1] != 2 {
+		t.Fatalf("workflow did not see the done steps: %v", seen)
+	}
+	if _, err := e.ResumeThread(threads.Record{ThreadID: "T1", Head: res.RootHash, Start: th.StartHash}); err == nil {
+		t.Fatal("resuming a finished thread must fail")
+	}
+}
+
+func TestPauseHoldsTheHead(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "T1")
+	gate := &PauseGate{}
+	stepped := make(chan string, 10)
+	done := make(chan Result)
+	if err := gate.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gate.Pause(); !errors.Is(err, ErrAlreadyPaused) {
+		t.Fatalf("double pause: %v", err)
+	}
+	go func() {
+		res, _ := e.Run(context.Background(), linear{roles: []string{"a", "b"}, stepped: stepped}, th, Env{Pause: gate})
+		done <- res
+	}()
+	<-stepped // "a" written, then the gate holds
+	time.Sleep(100 * time.Millisecond)
+	rec, _ := threads.Resolve(e.Layout, "T1")
+	headWhilePaused := rec.Head
+	time.Sleep(200 * time.Millisecond)
+	rec, _ = threads.Resolve(e.Layout, "T1")
+	if rec.Head != headWhilePaused || len(stepped) != 0 {
+		t.Fatal("thread moved while paused")
+	}
+	if err := gate.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gate.Resume(); !errors.Is(err, ErrNotPaused) {
+		t.Fatalf("double resume: %v", err)
+	}
+	res := <-done
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "a,b,__end__" {
+		t.Fatalf("chain = %v", got)
+	}
+}
+
+func runToEnd(t *testing.T, e *Executor, id string, roleNames ...string) threads.Record {
+	t.Helper()
+	th := begin(t, e, id)
+	if _, err := e.Run(context.Background(), linear{roles: roleNames}, th, Env{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := threads.Resolve(e.Layout, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestForkFromRoleAndRetryLast(t *testing.T) {
+	e := newExec(t)
+	src := runToEnd(t, e, "SRC", "planner", "coder", "reviewer")
+	wf := linear{roles: []string{"planner", "coder", "reviewer"}}
+
+	f1, err := e.PrepareFork(src, "F1", "planner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f1.StartHash != src.Start || len(f1.Resume.Steps) != 1 {
+		t.Fatalf("fork from planner = %+v", f1)
+	}
+	res, err := e.Run(context.Background(), wf, f1, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "planner,__fork__,coder,reviewer,__end__" {
+		t.Fatalf("fork chain = %v", got)
+	}
+	rec, _ := threads.Resolve(e.Layout, "F1")
+	if rec.Start != src.Start {
+		t.Fatal("fork does not share the start node")
+	}
+
+	f2, err := e.PrepareFork(src, "F2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f2.Resume.Steps) != 2 || f2.Resume.Steps[1].Role != "coder" {
+		t.Fatalf("retry-last fork steps = %+v", f2.Resume.Steps)
+	}
+	res, _ = e.Run(context.Background(), wf, f2, Env{})
+	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "planner,coder,__fork__,reviewer,__end__" {
+		t.Fatalf("retry-last chain = %v", got)
+	}
+
+	if _, err := e.PrepareFork(src, "F3", "tester"); err == nil || err.Error() != "role not found in thread: tester (available: planner, coder, reviewer)" {
+		t.Fatalf("unknown role: %v", err)
+	}
+	one := runToEnd(t, e, "ONE", "solo")
+	f4, err := e.PrepareFork(one, "F4", "")
+	if err != nil || len(f4.Resume.Steps) != 0 || f4.Resume.Head != one.Start {
+		t.Fatalf("single-step fork re-runs the thread: %+v %v", f4, err)
+	}
+	empty := begin(t, e, "EMPTY")
+	rec, _ = threads.Resolve(e.Layout, "EMPTY")
+	_ = empty
+	if _, err := e.PrepareFork(rec, "F5", ""); err == nil || err.Error() != "thread has no completed role steps to fork from" {
+		t.Fatalf("empty fork: %v", err)
+	}
+}
