@@ -122,6 +122,9 @@ type Result struct {
 	ReturnCode int
 	Summary    string
 	RootHash   string // the __end__ node
+	// Failure is the error of a workflow that threw (the thread ended
+	// failed), "" otherwise.
+	Failure string
 }
 
 // ErrLeftRunning is returned when the run stopped without ending the thread
@@ -322,6 +325,7 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 	}
 	r.log.Write(TagError, fmt.Sprintf("thread %s failed: %v", r.t.ID, err))
 	res, ferr := r.finish(1, failedPrefix+err.Error())
+	res.Failure = err.Error()
 	if ferr != nil {
 		return res, fmt.Errorf("%v (and recording the failure failed: %w)", err, ferr)
 	}

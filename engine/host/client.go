@@ -1,0 +1,157 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/uncaged/workflow/engine/storage"
+)
+
+// ErrNoHost is returned by Dial when no host serves the root.
+var ErrNoHost = errors.New("no engine host is running for this storage root")
+
+// Client talks to the host of one storage root.
+type Client struct {
+	http *http.Client
+}
+
+// Dial connects to the host serving l, if any.
+func Dial(l storage.Layout) (*Client, error) {
+	sock := SocketPath(l)
+	c := &Client{http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}}
+	if _, err := c.Status(); err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
+	}
+	return c, nil
+}
+
+// Ensure returns a client for the root's host, starting one with spawn when
+// none runs and waiting (up to 10 s) for it to answer.
+func Ensure(l storage.Layout, spawn func() error) (*Client, error) {
+	if c, err := Dial(l); err == nil {
+		return c, nil
+	}
+	if !Running(l) {
+		if err := spawn(); err != nil {
+			return nil, fmt.Errorf("start engine host: %w", err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := Dial(l)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("engine host did not start within 10s (see %s): %w", LogFile(l), err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// Status asks the host about itself.
+func (c *Client) Status() (Status, error) {
+	var s Status
+	return s, c.do(http.MethodGet, "/v1/status", nil, &s)
+}
+
+// List returns the threads the host runs.
+func (c *Client) List() ([]RunningThread, error) {
+	var out []RunningThread
+	return out, c.do(http.MethodGet, "/v1/threads", nil, &out)
+}
+
+// Run starts a thread and returns its id.
+func (c *Client) Run(req RunRequest) (string, error) {
+	var ref ThreadRef
+	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads", req, &ref)
+}
+
+// Fork forks a thread and returns the new id.
+func (c *Client) Fork(id string, req ForkRequest) (string, error) {
+	var ref ThreadRef
+	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads/"+id+"/fork", req, &ref)
+}
+
+// Kill, Pause and Resume act on one thread.
+func (c *Client) Kill(id string) error {
+	return c.do(http.MethodPost, "/v1/threads/"+id+"/kill", nil, nil)
+}
+
+// Pause holds a running thread after its current step.
+func (c *Client) Pause(id string) error {
+	return c.do(http.MethodPost, "/v1/threads/"+id+"/pause", nil, nil)
+}
+
+// Resume continues a paused or interrupted thread.
+func (c *Client) Resume(id string) error {
+	return c.do(http.MethodPost, "/v1/threads/"+id+"/resume", nil, nil)
+}
+
+func (c *Client) do(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://engine"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e apiError
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("engine host: %s", resp.Status)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// SpawnSelf starts `<this executable> args...` as a detached background
+// process (own session, output to the root's engine log), for Ensure.
+func SpawnSelf(l storage.Layout, args ...string) func() error {
+	return func() error {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(l.Root+"/logs", 0o755); err != nil {
+			return err
+		}
+		logf, err := os.OpenFile(LogFile(l), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		return startDetached(exe, args, logf)
+	}
+}

@@ -1,0 +1,439 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uncaged/workflow/engine/executor"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+// ErrHostRunning is returned by Open when another process hosts the root.
+var ErrHostRunning = errors.New("an engine host is already running for this storage root")
+
+// DefaultMaxThreads is how many top-level threads run at once by default.
+const DefaultMaxThreads = 8
+
+// DefaultMaxDepth limits child-workflow nesting when workflow.yaml sets no
+// config.maxDepth.
+const DefaultMaxDepth = 3
+
+// Options configure a host.
+type Options struct {
+	Layout storage.Layout
+	// Load returns the workflow of a bundle hash (package jsrt in
+	// production). It should cache: it is called for every thread.
+	Load func(bundleHash string) (workflow.Workflow, error)
+	// Getenv is the environment threads run with (nil: os.Getenv).
+	Getenv func(string) string
+	// MaxThreads caps concurrently running top-level threads; more wait
+	// their turn (0: DefaultMaxThreads). Child threads do not count: their
+	// parent already holds a slot.
+	MaxThreads int
+	// IdleExit stops Serve after this long with no thread running (0: never).
+	IdleExit time.Duration
+	// Logger receives the host's own log (nil: discard).
+	Logger *slog.Logger
+}
+
+// Host executes the threads of one storage root.
+type Host struct {
+	opts      Options
+	exec      *executor.Executor
+	lock      *os.File
+	startedAt time.Time
+
+	baseCtx context.Context
+	stop    context.CancelCauseFunc
+	sem     chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	running  map[string]*handle
+	lastBusy time.Time
+}
+
+// handle is one running thread.
+type handle struct {
+	info   RunningThread
+	cancel context.CancelCauseFunc
+	gate   *executor.PauseGate
+	done   chan struct{}
+}
+
+// Open takes the root's host lock. It fails with ErrHostRunning when
+// another live process holds it; a lock left by a dead process is free,
+// because the kernel drops flocks with their process — no pid file to go
+// stale or be reused.
+func Open(opts Options) (*Host, error) {
+	if opts.MaxThreads <= 0 {
+		opts.MaxThreads = DefaultMaxThreads
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.Layout.Root, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(LockFile(opts.Layout), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrHostRunning
+		}
+		return nil, fmt.Errorf("lock %s: %w", LockFile(opts.Layout), err)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	ctx, stop := context.WithCancelCause(context.Background())
+	now := time.Now()
+	return &Host{
+		opts: opts, exec: executor.New(opts.Layout), lock: f, startedAt: now,
+		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
+		running: map[string]*handle{}, lastBusy: now,
+	}, nil
+}
+
+// Running reports whether a live host holds the root's lock.
+func Running(l storage.Layout) bool {
+	f, err := os.OpenFile(LockFile(l), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// Serve answers the control API on the root's socket until ctx ends or the
+// host has been idle for IdleExit, then stops every thread (they stay
+// resumable) and releases the root.
+func (h *Host) Serve(ctx context.Context) error {
+	sock := SocketPath(h.opts.Layout)
+	os.Remove(sock) // we hold the lock, so any socket file is stale
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		h.Close()
+		return fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	srv := &http.Server{Handler: h.routes(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	h.opts.Logger.Info("engine host serving", "socket", sock, "pid", os.Getpid(), "maxThreads", h.opts.MaxThreads)
+
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-h.baseCtx.Done():
+			break loop
+		case err := <-errc:
+			h.Close()
+			return err
+		case <-tick.C:
+			if h.opts.IdleExit > 0 && h.idleFor() > h.opts.IdleExit {
+				h.opts.Logger.Info("engine host idle, exiting", "idle", h.opts.IdleExit)
+				break loop
+			}
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdownCtx)
+	h.Close()
+	os.Remove(sock)
+	return nil
+}
+
+func (h *Host) idleFor() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.running) > 0 {
+		return 0
+	}
+	return time.Since(h.lastBusy)
+}
+
+// Close stops every running thread without ending it (a later host can
+// resume it), waits for them and releases the root.
+func (h *Host) Close() {
+	h.stop(executor.ErrShutdown)
+	h.wg.Wait()
+	if h.lock != nil {
+		unix.Flock(int(h.lock.Fd()), unix.LOCK_UN)
+		h.lock.Close()
+		h.lock = nil
+	}
+}
+
+// Status describes the host.
+func (h *Host) Status() Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Status{PID: os.Getpid(), StartedAt: h.startedAt.UnixMilli(), Root: h.opts.Layout.Root, Running: len(h.running), MaxThreads: h.opts.MaxThreads}
+}
+
+// List returns the threads being executed, oldest first.
+func (h *Host) List() []RunningThread {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]RunningThread, 0, len(h.running))
+	for _, hd := range h.running {
+		info := hd.info
+		if hd.gate.Paused() {
+			info.Status = threads.StatusPaused
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ThreadID < out[j].ThreadID })
+	return out
+}
+
+func (h *Host) registry() (*registry.Registry, error) {
+	return registry.Load(h.opts.Layout.RegistryFile())
+}
+
+// Run starts a new thread of a registered workflow and returns its id as
+// soon as the thread is listed; the thread runs on in the background.
+func (h *Host) Run(req RunRequest) (string, error) {
+	if err := registry.ValidateName(req.Workflow); err != nil {
+		return "", err
+	}
+	reg, err := h.registry()
+	if err != nil {
+		return "", err
+	}
+	e, ok := reg.Get(req.Workflow)
+	if !ok {
+		return "", fmt.Errorf("workflow not registered: %s", req.Workflow)
+	}
+	wf, err := h.opts.Load(e.Hash)
+	if err != nil {
+		return "", err
+	}
+	t := executor.Thread{ID: ids.NewThreadID(time.Now()), BundleHash: e.Hash, WorkflowName: req.Workflow, Prompt: req.Prompt}
+	if err := h.exec.Begin(&t); err != nil {
+		return "", err
+	}
+	h.start(wf, t, "")
+	return t.ID, nil
+}
+
+// Fork starts a fork of thread id (see executor.PrepareFork).
+func (h *Host) Fork(id string, req ForkRequest) (string, error) {
+	rec, err := threads.Resolve(h.opts.Layout, id)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(h.opts.Layout.BundleFile(rec.BundleHash)); err != nil {
+		return "", fmt.Errorf("bundle file missing for thread hash %s", rec.BundleHash)
+	}
+	wf, err := h.opts.Load(rec.BundleHash)
+	if err != nil {
+		return "", err
+	}
+	t, err := h.exec.PrepareFork(rec, ids.NewThreadID(time.Now()), req.FromRole)
+	if err != nil {
+		return "", err
+	}
+	h.start(wf, t, "")
+	return t.ID, nil
+}
+
+// start runs t in the background under the concurrency cap.
+func (h *Host) start(wf workflow.Workflow, t executor.Thread, parent string) {
+	ctx, cancel := context.WithCancelCause(h.baseCtx)
+	hd := h.register(t, parent, cancel)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer h.unregister(t.ID, hd)
+		select {
+		case h.sem <- struct{}{}:
+			defer func() { <-h.sem }()
+		case <-ctx.Done():
+		}
+		res, err := h.exec.Run(ctx, wf, t, h.env(hd))
+		h.logOutcome(t, res, err)
+	}()
+}
+
+func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
+	switch {
+	case errors.Is(err, executor.ErrLeftRunning):
+		h.opts.Logger.Info("thread left unfinished for a later resume", "thread", t.ID)
+	case err != nil:
+		h.opts.Logger.Error("thread stopped with an error", "thread", t.ID, "err", err)
+	default:
+		h.opts.Logger.Info("thread finished", "thread", t.ID, "returnCode", res.ReturnCode, "summary", res.Summary)
+	}
+}
+
+func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc) *handle {
+	hd := &handle{
+		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
+			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
+		cancel: cancel, gate: &executor.PauseGate{}, done: make(chan struct{}),
+	}
+	h.mu.Lock()
+	h.running[t.ID] = hd
+	h.mu.Unlock()
+	return hd
+}
+
+func (h *Host) unregister(id string, hd *handle) {
+	h.mu.Lock()
+	if h.running[id] == hd {
+		delete(h.running, id)
+	}
+	h.lastBusy = time.Now()
+	h.mu.Unlock()
+	close(hd.done)
+}
+
+func (h *Host) env(hd *handle) executor.Env {
+	return executor.Env{Getenv: h.opts.Getenv, RunChild: h.runChild, Pause: hd.gate}
+}
+
+func (h *Host) get(id string) (*handle, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd, ok := h.running[id]
+	return hd, ok
+}
+
+// Kill ends a thread with return code 130. A running thread is interrupted
+// (its role's context is cancelled; JS is interrupted, child processes
+// killed) and Kill waits for its __end__ to be written; an interrupted thread
+// is closed the same way without running anything.
+func (h *Host) Kill(id string) error {
+	if hd, ok := h.get(id); ok {
+		hd.cancel(executor.ErrKilled)
+		select {
+		case <-hd.done:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("thread %s did not stop within 10s", id)
+		}
+		return nil
+	}
+	_, wf, t, err := h.resumable(id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(executor.ErrKilled)
+	_, err = h.exec.Run(ctx, wf, t, executor.Env{})
+	return err
+}
+
+// Pause holds a running thread after its current step.
+func (h *Host) Pause(id string) error {
+	hd, ok := h.get(id)
+	if !ok {
+		return fmt.Errorf("thread not running: %s", id)
+	}
+	return hd.gate.Pause()
+}
+
+// Resume lets a paused thread go on, or restarts an interrupted one (whose
+// host died) from its last completed step.
+func (h *Host) Resume(id string) error {
+	if hd, ok := h.get(id); ok {
+		return hd.gate.Resume()
+	}
+	_, wf, t, err := h.resumable(id)
+	if err != nil {
+		return err
+	}
+	h.start(wf, t, "")
+	return nil
+}
+
+// resumable loads an unfinished thread that no host is running.
+func (h *Host) resumable(id string) (threads.Record, workflow.Workflow, executor.Thread, error) {
+	rec, err := threads.Resolve(h.opts.Layout, id)
+	if err != nil {
+		return rec, nil, executor.Thread{}, err
+	}
+	if end, _ := threads.HeadEnd(h.exec.CAS, rec.Head); end != nil || rec.Source == threads.SourceHistory {
+		return rec, nil, executor.Thread{}, fmt.Errorf("thread not running: %s (it has finished)", id)
+	}
+	t, err := h.exec.ResumeThread(rec)
+	if err != nil {
+		return rec, nil, t, err
+	}
+	wf, err := h.opts.Load(rec.BundleHash)
+	return rec, wf, t, err
+}
+
+// runChild runs a registered workflow as a child of parent, in the caller's
+// goroutine and under the caller's context: killing the parent kills it.
+func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, prompt string) (workflow.ChildResult, error) {
+	reg, err := h.registry()
+	if err != nil {
+		return workflow.ChildResult{}, err
+	}
+	maxDepth := DefaultMaxDepth
+	if c := reg.Config(); c != nil {
+		maxDepth = c.MaxDepth
+	}
+	next := parent.Depth + 1
+	if next > maxDepth {
+		return workflow.ChildResult{}, fmt.Errorf("%w (max %d)", workflow.ErrDepthLimit, maxDepth)
+	}
+	e, ok := reg.Get(name)
+	if !ok {
+		return workflow.ChildResult{}, fmt.Errorf("workflow %q not found in registry", name)
+	}
+	wf, err := h.opts.Load(e.Hash)
+	if err != nil {
+		return workflow.ChildResult{}, err
+	}
+	t := executor.Thread{ID: ids.NewThreadID(time.Now()), BundleHash: e.Hash, WorkflowName: name, Depth: next, ParentState: parent.Head, Prompt: prompt}
+	if err := h.exec.Begin(&t); err != nil {
+		return workflow.ChildResult{}, err
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hd := h.register(t, parent.ThreadID, cancel)
+	defer h.unregister(t.ID, hd)
+	res, err := h.exec.Run(cctx, wf, t, h.env(hd))
+	if err != nil {
+		return workflow.ChildResult{}, err
+	}
+	if res.ReturnCode == threads.ReturnCodeKilled && ctx.Err() != nil {
+		return workflow.ChildResult{}, context.Cause(ctx)
+	}
+	// A child that threw fails the role that ran it, so the cause reaches
+	// the top; a child that ended with a non-zero code is a result.
+	if res.Failure != "" {
+		return workflow.ChildResult{}, fmt.Errorf("child workflow %q failed: %s", name, res.Failure)
+	}
+	return workflow.ChildResult{ReturnCode: res.ReturnCode, Summary: res.Summary, RootHash: res.RootHash, ThreadID: t.ID}, nil
+}

@@ -1,0 +1,383 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+// goFlow is a workflow written in Go: its roles run in order; "wait" roles
+// block until released (or the run is cancelled); a "child:<name>" role runs
+// a child workflow.
+type goFlow struct {
+	roles   []string
+	release chan struct{}
+}
+
+func (f goFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
+
+func (f goFlow) Start(ctx context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
+	return &goRun{f: f, h: h, i: len(tc.Steps), prompt: tc.Start.Content}, nil
+}
+
+type goRun struct {
+	f      goFlow
+	h      workflow.Host
+	i      int
+	prompt string
+}
+
+func (r *goRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completion, error) {
+	if r.i >= len(r.f.roles) {
+		return nil, &workflow.Completion{Summary: "done"}, nil
+	}
+	role := r.f.roles[r.i]
+	out := &workflow.Output{Role: role, Meta: canonyaml.Map{}}
+	switch {
+	case role == "wait":
+		select {
+		case <-r.f.release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	case strings.HasPrefix(role, "child:"):
+		res, err := r.h.RunChild(ctx, strings.TrimPrefix(role, "child:"), r.prompt)
+		if err != nil {
+			return nil, nil, err
+		}
+		out.ChildThread = res.RootHash
+	}
+	h, err := r.h.CAS().Put(fmt.Sprintf("%s #%d", role, r.i))
+	if err != nil {
+		return nil, nil, err
+	}
+	out.ContentHash = h
+	r.i++
+	return out, nil, nil
+}
+
+func (r *goRun) Close() error { return nil }
+
+type fixture struct {
+	t      *testing.T
+	l      storage.Layout
+	flows  map[string]goFlow // by bundle hash
+	host   *Host
+	client *Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newFixture(t *testing.T, maxThreads int, flows map[string]goFlow) *fixture {
+	f := &fixture{t: t, l: storage.Layout{Root: t.TempDir()}, flows: map[string]goFlow{}}
+	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
+		for name, flow := range flows {
+			hash := strings.ToUpper(strings.ReplaceAll(name, "-", "")+"0000000000000")[:13]
+			f.flows[hash] = flow
+			r.Register(name, hash, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.startHost(maxThreads)
+	return f
+}
+
+func (f *fixture) startHost(maxThreads int) {
+	h, err := Open(Options{Layout: f.l, MaxThreads: maxThreads, Load: func(hash string) (workflow.Workflow, error) {
+		flow, ok := f.flows[hash]
+		if !ok {
+			return nil, fmt.Errorf("no bundle %s", hash)
+		}
+		return flow, nil
+	}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.host, f.cancel, f.done = h, cancel, make(chan error, 1)
+	go func() { f.done <- h.Serve(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := Dial(f.l)
+		if err == nil {
+			f.client = c
+			break
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.t.Cleanup(f.stopHost)
+}
+
+func (f *fixture) stopHost() {
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+		f.cancel = nil
+	}
+}
+
+// waitFor polls until cond holds.
+func (f *fixture) waitFor(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (f *fixture) finished(id string) threads.Record {
+	var rec threads.Record
+	f.waitFor("thread "+id+" to finish", func() bool {
+		r, err := threads.Resolve(f.l, id)
+		rec = r
+		return err == nil && r.Source == threads.SourceHistory
+	})
+	return rec
+}
+
+func (f *fixture) chainRoles(head string) string {
+	frames, _ := threads.Walk(f.host.exec.CAS, head)
+	var out []string
+	for _, fr := range frames {
+		out = append(out, fr.State.Payload.Role)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestRunListPauseResumeKill(t *testing.T) {
+	release := make(chan struct{})
+	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release}})
+	id, err := f.client.Run(RunRequest{Workflow: "linear", Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := threads.Resolve(f.l, id); err != nil {
+		t.Fatalf("thread not listed right after run: %v", err)
+	}
+	list, _ := f.client.List()
+	if len(list) != 1 || list[0].ThreadID != id || list[0].Workflow != "linear" || list[0].Status != threads.StatusRunning {
+		t.Fatalf("list = %+v", list)
+	}
+	if err := f.client.Pause(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.Pause(id); err == nil || err.Error() != "thread already paused" {
+		t.Fatalf("second pause: %v", err)
+	}
+	list, _ = f.client.List()
+	if list[0].Status != threads.StatusPaused {
+		t.Fatalf("status while paused = %s", list[0].Status)
+	}
+	close(release) // the "wait" role completes, then the gate holds
+	time.Sleep(150 * time.Millisecond)
+	rec, _ := threads.Resolve(f.l, id)
+	held := rec.Head
+	time.Sleep(300 * time.Millisecond)
+	if rec, _ = threads.Resolve(f.l, id); rec.Head != held || rec.Source != threads.SourceActive {
+		t.Fatal("paused thread moved")
+	}
+	if err := f.client.Resume(id); err != nil {
+		t.Fatal(err)
+	}
+	done := f.finished(id)
+	if got := f.chainRoles(done.Head); got != "a,wait,b,__end__" {
+		t.Fatalf("chain = %s", got)
+	}
+	if err := f.client.Pause(id); err == nil || !strings.Contains(err.Error(), "thread not running") {
+		t.Fatalf("pause of a finished thread: %v", err)
+	}
+	if err := f.client.Resume(id); err == nil || !strings.Contains(err.Error(), "thread not running") {
+		t.Fatalf("resume of a finished thread: %v", err)
+	}
+
+	// Kill a blocked thread: it ends with 130 and leaves the host's list.
+	f.flows[strings.ToUpper("linear0000000")] = goFlow{roles: []string{"a", "wait"}, release: make(chan struct{})}
+	id2, _ := f.client.Run(RunRequest{Workflow: "linear"})
+	f.waitFor("first step", func() bool {
+		r, _ := threads.Resolve(f.l, id2)
+		return r.Head != r.Start
+	})
+	if err := f.client.Kill(id2); err != nil {
+		t.Fatal(err)
+	}
+	killed := f.finished(id2)
+	end, _ := threads.HeadEnd(f.host.exec.CAS, killed.Head)
+	if end == nil || end.ReturnCode() != 130 {
+		t.Fatalf("killed end = %+v", end)
+	}
+	if list, _ := f.client.List(); len(list) != 0 {
+		t.Fatalf("killed thread still listed: %+v", list)
+	}
+	if _, err := f.client.Run(RunRequest{Workflow: "ghost"}); err == nil || err.Error() != "workflow not registered: ghost" {
+		t.Fatalf("unknown workflow: %v", err)
+	}
+	if _, err := f.client.Run(RunRequest{Workflow: "Bad Name"}); err == nil || !strings.Contains(err.Error(), "invalid workflow name") {
+		t.Fatalf("bad name: %v", err)
+	}
+	if err := f.client.Kill("not-an-id"); err == nil || !strings.Contains(err.Error(), "invalid thread id") {
+		t.Fatalf("bad id: %v", err)
+	}
+}
+
+func TestSecondHostIsRefused(t *testing.T) {
+	f := newFixture(t, 0, map[string]goFlow{"x": {roles: []string{"a"}}})
+	if _, err := Open(Options{Layout: f.l}); !errors.Is(err, ErrHostRunning) {
+		t.Fatalf("second host: %v", err)
+	}
+	if !Running(f.l) {
+		t.Fatal("Running = false while a host serves")
+	}
+	f.stopHost()
+	if Running(f.l) {
+		t.Fatal("Running = true after the host stopped")
+	}
+	if _, err := Dial(f.l); !errors.Is(err, ErrNoHost) {
+		t.Fatalf("dial without host: %v", err)
+	}
+}
+
+func TestHostDeathLeavesThreadResumable(t *testing.T) {
+	release := make(chan struct{})
+	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release}})
+	id, _ := f.client.Run(RunRequest{Workflow: "linear"})
+	f.waitFor("first step", func() bool {
+		r, _ := threads.Resolve(f.l, id)
+		return r.Head != r.Start
+	})
+	f.stopHost() // the host goes away mid-thread
+	rec, _ := threads.Resolve(f.l, id)
+	if end, _ := threads.HeadEnd(f.host.exec.CAS, rec.Head); rec.Source != threads.SourceActive || end != nil {
+		t.Fatalf("thread after host death: %+v", rec)
+	}
+	close(release)
+	f.startHost(0)
+	if err := f.client.Resume(id); err != nil {
+		t.Fatal(err)
+	}
+	done := f.finished(id)
+	if got := f.chainRoles(done.Head); got != "a,wait,b,__end__" {
+		t.Fatalf("resumed chain = %s (a step repeated or lost)", got)
+	}
+}
+
+func TestChildWorkflowsAndDepthLimit(t *testing.T) {
+	f := newFixture(t, 1, map[string]goFlow{
+		"parent": {roles: []string{"plan", "child:leaf", "wrap"}},
+		"leaf":   {roles: []string{"work"}},
+		"deep":   {roles: []string{"child:deep"}},
+	})
+	id, _ := f.client.Run(RunRequest{Workflow: "parent", Prompt: "task"})
+	done := f.finished(id)
+	frames, _ := threads.Walk(f.host.exec.CAS, done.Head)
+	child := frames[1].State.Payload.ChildThread
+	if frames[1].State.Payload.Role != "child:leaf" || child == "" {
+		t.Fatalf("parent step = %+v", frames[1].State.Payload)
+	}
+	if got := f.chainRoles(child); got != "work,__end__" {
+		t.Fatalf("child chain = %s", got)
+	}
+	childFrames, _ := threads.Walk(f.host.exec.CAS, child)
+	start, _ := f.host.exec.CAS.GetNode(childFrames[0].State.Payload.Start)
+	if sp := start.References(); len(sp) != 2 || sp[1] != frames[0].Hash {
+		t.Fatalf("child's parentState must be the parent's head when it started: refs %v, parent head %s", sp, frames[0].Hash)
+	}
+	// A workflow that recurses hits the depth limit with a clear error.
+	id, _ = f.client.Run(RunRequest{Workflow: "deep"})
+	deep := f.finished(id)
+	end, _ := threads.HeadEnd(f.host.exec.CAS, deep.Head)
+	if end == nil || end.ReturnCode() != 1 || !strings.Contains(end.Summary(), "workflow adapter depth limit exceeded (max 3)") {
+		t.Fatalf("deep end = %+v", end)
+	}
+}
+
+func TestKillingTheParentKillsTheChild(t *testing.T) {
+	f := newFixture(t, 0, map[string]goFlow{
+		"parent": {roles: []string{"child:slow"}},
+		"slow":   {roles: []string{"wait"}, release: make(chan struct{})},
+	})
+	id, _ := f.client.Run(RunRequest{Workflow: "parent"})
+	var childID string
+	f.waitFor("child to start", func() bool {
+		list, _ := f.client.List()
+		for _, r := range list {
+			if r.Parent == id {
+				childID = r.ThreadID
+			}
+		}
+		return childID != ""
+	})
+	if err := f.client.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+	child := f.finished(childID)
+	end, _ := threads.HeadEnd(f.host.exec.CAS, child.Head)
+	if end == nil || end.ReturnCode() != 130 {
+		t.Fatalf("child end = %+v", end)
+	}
+	parent := f.finished(id)
+	pend, _ := threads.HeadEnd(f.host.exec.CAS, parent.Head)
+	if pend == nil || pend.ReturnCode() != 130 {
+		t.Fatalf("parent end = %+v", pend)
+	}
+}
+
+func TestConcurrencyCapQueuesThreads(t *testing.T) {
+	release := make(chan struct{})
+	f := newFixture(t, 2, map[string]goFlow{"w": {roles: []string{"wait"}, release: release}})
+	var ids []string
+	for i := 0; i < 4; i++ {
+		id, err := f.client.Run(RunRequest{Workflow: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(f.host.sem); n != 2 {
+		t.Fatalf("%d threads hold a slot, want 2", n)
+	}
+	close(release)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func(id string) { defer wg.Done(); f.finished(id) }(id)
+	}
+	wg.Wait()
+}
+
+func TestIdleExit(t *testing.T) {
+	l := storage.Layout{Root: t.TempDir()}
+	h, err := Open(Options{Layout: l, IdleExit: 300 * time.Millisecond, Load: func(string) (workflow.Workflow, error) { return nil, errors.New("none") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- h.Serve(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("idle host did not exit")
+	}
+}

@@ -1,0 +1,108 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// maxBody bounds control requests; prompts can be long, not unbounded.
+const maxBody = 8 << 20
+
+func (h *Host) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, h.Status())
+	})
+	mux.HandleFunc("GET /v1/threads", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, h.List())
+	})
+	mux.HandleFunc("POST /v1/threads", func(w http.ResponseWriter, r *http.Request) {
+		var req RunRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		id, err := h.Run(req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, ThreadRef{ThreadID: id})
+	})
+	mux.HandleFunc("POST /v1/threads/{id}/fork", func(w http.ResponseWriter, r *http.Request) {
+		var req ForkRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		id, ok := threadID(w, r)
+		if !ok {
+			return
+		}
+		newID, err := h.Fork(id, req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, ThreadRef{ThreadID: newID})
+	})
+	for action, fn := range map[string]func(string) error{"kill": h.Kill, "pause": h.Pause, "resume": h.Resume} {
+		mux.HandleFunc("POST /v1/threads/{id}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			id, ok := threadID(w, r)
+			if !ok {
+				return
+			}
+			if err := fn(id); err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		})
+	}
+	return mux
+}
+
+func threadID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, err := ids.ParseThreadID(r.PathValue("id"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return "", false
+	}
+	return id, true
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{"request body too large"})
+		return false
+	}
+	if len(body) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{"invalid JSON body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusConflict
+	if errors.Is(err, threads.ErrNotFound) {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, apiError{err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
