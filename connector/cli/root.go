@@ -106,10 +106,17 @@ func newRoot(env Env) *cobra.Command {
 		}
 		fmt.Fprint(env.Stdout, commandHelp(cmd))
 	})
+	run, live := a.threadRunCmd("run"), a.liveCmd("live")
+	run.Short, live.Short = "→ thread run", "→ thread live"
+	for _, c := range []*cobra.Command{run, live} {
+		c.Annotations = map[string]string{groupAnnotation: "Shortcuts:"}
+	}
 	root.AddCommand(
 		a.workflowCmd(),
 		a.threadCmd(),
 		a.casCmd(),
+		run, live,
+		a.engineCmd(),
 		a.versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()

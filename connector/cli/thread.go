@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
@@ -18,10 +19,17 @@ import (
 )
 
 func (a *app) threadCmd() *cobra.Command {
-	return group("thread", "Thread execution:", "Inspect and manage threads",
+	return group("thread", "Thread execution:", "Run, inspect and control threads",
+		a.threadRunCmd("run"),
 		a.threadListCmd(),
 		a.threadShowCmd(),
 		a.threadRmCmd(),
+		a.threadForkCmd(),
+		a.threadPsCmd(),
+		a.controlCmd("kill", "Kill a running thread", true, (*host.Client).Kill),
+		a.liveCmd("live"),
+		a.controlCmd("pause", "Pause a running thread", false, (*host.Client).Pause),
+		a.controlCmd("resume", "Resume a paused or interrupted thread", true, (*host.Client).Resume),
 	)
 }
 
@@ -66,11 +74,12 @@ func (a *app) threadListCmd() *cobra.Command {
 			}
 			recs = page(recs, lf)
 			if lf.json {
+				running := runningThreads(l)
 				rows := make([]threadRow, 0, len(recs))
 				for _, r := range recs {
 					rows = append(rows, threadRow{
 						ThreadID: r.ThreadID, BundleHash: r.BundleHash, Workflow: optional(names[r.BundleHash]),
-						Source: r.Source, Status: statusOf(store, r), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
+						Source: r.Source, Status: statusOf(store, r, running), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
 					})
 				}
 				return writeJSON(a.out(), rows)
@@ -130,11 +139,11 @@ func versionHashes(e registry.Entry) []string {
 	return out
 }
 
-// statusOf derives a thread's status from its head. No engine host runs
-// threads in this build, so an unfinished thread reads as interrupted.
-func statusOf(store *cas.Store, r threads.Record) threads.Status {
+// statusOf derives a thread's status from its head and what the engine host
+// says it is doing.
+func statusOf(store *cas.Store, r threads.Record, running map[string]host.RunningThread) threads.Status {
 	end, _ := threads.HeadEnd(store, r.Head)
-	return threads.DeriveStatus(r.Source, end, threads.NotExecuting)
+	return threads.DeriveStatus(r.Source, end, liveness(running, r.ThreadID))
 }
 
 func optional(s string) *string {
@@ -165,6 +174,14 @@ type threadView struct {
 	Status      threads.Status `json:"status"`
 	UpdatedAt   int64          `json:"updatedAt"`
 	Steps       []stepView     `json:"steps"`
+	// Result is how a finished thread ended (absent while it runs).
+	Result *threadResult `json:"result,omitempty"`
+}
+
+// threadResult is a finished thread's __end__ node.
+type threadResult struct {
+	ReturnCode int    `json:"returnCode"`
+	Summary    string `json:"summary"`
 }
 
 func (a *app) threadShowCmd() *cobra.Command {
@@ -184,7 +201,7 @@ func (a *app) threadShowCmd() *cobra.Command {
 			}
 			view := threadView{
 				ThreadID: rec.ThreadID, BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start,
-				Source: rec.Source, Status: statusOf(store, rec), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
+				Source: rec.Source, Status: statusOf(store, rec, runningThreads(l)), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
 			}
 			if n, err := store.GetNode(rec.Start); err == nil {
 				if s, ok := n.(node.Start); ok {
@@ -197,6 +214,9 @@ func (a *app) threadShowCmd() *cobra.Command {
 			}
 			for _, f := range frames {
 				p := f.State.Payload
+				if p.Role == node.RoleEnd {
+					view.Result = &threadResult{ReturnCode: f.State.ReturnCode(), Summary: f.State.Summary()}
+				}
 				if p.Role == node.RoleEnd || p.Role == node.RoleFork {
 					continue
 				}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// backgroundIdleExit is how long a host started on demand by a command
+// stays up with nothing to run.
+const backgroundIdleExit = 30 * time.Second
+
+// engineClient connects to the root's engine host, starting one in the
+// background when none runs, so threads outlive this command.
+func (a *app) engineClient(l storage.Layout) (*host.Client, error) {
+	return host.Ensure(l, host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String()))
+}
+
+// runningThreads asks a running host what it executes; with no host,
+// nothing is running.
+func runningThreads(l storage.Layout) map[string]host.RunningThread {
+	out := map[string]host.RunningThread{}
+	c, err := host.Dial(l)
+	if err != nil {
+		return out
+	}
+	list, err := c.List()
+	if err != nil {
+		return out
+	}
+	for _, r := range list {
+		out[r.ThreadID] = r
+	}
+	return out
+}
+
+func liveness(running map[string]host.RunningThread, id string) threads.Liveness {
+	r, ok := running[id]
+	switch {
+	case !ok:
+		return threads.NotExecuting
+	case r.Status == threads.StatusPaused:
+		return threads.HeldPaused
+	}
+	return threads.Executing
+}
+
+func (a *app) threadRunCmd(use string) *cobra.Command {
+	var prompt string
+	cmd := &cobra.Command{
+		Use:   use + " <name> [--prompt <text>]",
+		Short: "Start a new thread executing a workflow",
+		Args:  exactArgs(1, 1, "run requires <name>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := registry.ValidateName(args[0]); err != nil {
+				return err
+			}
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			reg, err := a.loadRegistry()
+			if err != nil {
+				return err
+			}
+			if _, ok := reg.Get(args[0]); !ok {
+				return fmt.Errorf("workflow not registered: %s", args[0])
+			}
+			c, err := a.engineClient(l)
+			if err != nil {
+				return err
+			}
+			id, err := c.Run(host.RunRequest{Workflow: args[0], Prompt: prompt})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.out(), id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prompt, "prompt", "", "the thread's prompt")
+	return cmd
+}
+
+func (a *app) threadPsCmd() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List running threads",
+		Args:  exactArgs(0, 0, "", "ps takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lf.check(); err != nil {
+				return err
+			}
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			var list []host.RunningThread
+			if c, err := host.Dial(l); err == nil {
+				if list, err = c.List(); err != nil {
+					return err
+				}
+			}
+			list = page(list, lf)
+			if lf.json {
+				if list == nil {
+					list = []host.RunningThread{}
+				}
+				return writeJSON(a.out(), list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.out(), "(no running threads)")
+			}
+			for _, r := range list {
+				name := r.Workflow
+				if name == "" {
+					name = "(unknown)"
+				}
+				fmt.Fprintf(a.out(), "%s\t%s\t%s\n", r.ThreadID, r.BundleHash, name)
+			}
+			return nil
+		},
+	}
+	lf.register(cmd)
+	return cmd
+}
+
+// controlCmd builds kill, pause and resume: resolve the thread, ask the
+// host, print "<verb> sent for thread <id>".
+func (a *app) controlCmd(verb, short string, needsHost bool, act func(*host.Client, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " <thread-id>",
+		Short: short,
+		Args:  exactArgs(1, 1, verb+" requires <thread-id>", ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			rec, err := resolveThread(l, args[0])
+			if err != nil {
+				return err
+			}
+			var c *host.Client
+			if needsHost {
+				c, err = a.engineClient(l)
+			} else if c, err = host.Dial(l); err != nil {
+				return fmt.Errorf("thread not running: %s", rec.ThreadID)
+			}
+			if err != nil {
+				return err
+			}
+			if err := act(c, rec.ThreadID); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "%s sent for thread %s\n", verb, rec.ThreadID)
+			return nil
+		},
+	}
+}
+
+func (a *app) threadForkCmd() *cobra.Command {
+	var fromRole string
+	cmd := &cobra.Command{
+		Use:   "fork <thread-id> [--from-role <role>]",
+		Short: "Fork a thread, optionally from a specific role",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("fork requires <thread-id>")
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("unexpected argument: %s", args[1])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("from-role") && strings.TrimSpace(fromRole) == "" {
+				return errors.New("--from-role requires a role name")
+			}
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			rec, err := resolveThread(l, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := a.engineClient(l)
+			if err != nil {
+				return err
+			}
+			id, err := c.Fork(rec.ThreadID, host.ForkRequest{FromRole: fromRole})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.out(), id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&fromRole, "from-role", "", "keep the steps up to and including this role's first step (default: retry the last role)")
+	return cmd
+}
+
+func (a *app) engineCmd() *cobra.Command {
+	var maxThreads int
+	var idle time.Duration
+	serve := &cobra.Command{
+		Use:   "serve [--max-threads N] [--idle-exit DURATION]",
+		Short: "Run the engine host for this storage root in the foreground",
+		Long: "Commands that act on threads start a host in the background when none runs;\n" +
+			"run one yourself (e.g. under systemd) to keep it up and see its log.",
+		Args: exactArgs(0, 0, "", "serve takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, nil))
+			h, err := host.Open(host.Options{
+				Layout: l, Load: a.workflowLoader(l), Getenv: os.Getenv,
+				MaxThreads: maxThreads, IdleExit: idle, Logger: logger,
+			})
+			if err != nil {
+				return err
+			}
+			return h.Serve(ctx)
+		},
+	}
+	serve.Flags().IntVar(&maxThreads, "max-threads", host.DefaultMaxThreads, "threads that run at once; more wait their turn")
+	serve.Flags().DurationVar(&idle, "idle-exit", 0, "exit after this long with nothing to run (0: never)")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether an engine host runs for this storage root",
+		Args:  exactArgs(0, 0, "", "status takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			c, err := host.Dial(l)
+			if err != nil {
+				fmt.Fprintln(a.out(), "no engine host running for "+l.Root)
+				return nil
+			}
+			s, err := c.Status()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "engine host pid %d for %s: %d running (max %d), up since %s\n",
+				s.PID, s.Root, s.Running, s.MaxThreads, time.UnixMilli(s.StartedAt).Format(time.RFC3339))
+			return nil
+		},
+	}
+	return group("engine", "Engine:", "Run and inspect the engine host", serve, status)
+}

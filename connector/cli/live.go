@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// liveContentMaxLines is how many lines of a step's content live prints.
+const liveContentMaxLines = 10
+
+// livePoll is how often live looks for new steps and log lines.
+const livePoll = 100 * time.Millisecond
+
+type liveOptions struct {
+	latest bool
+	debug  bool
+	role   string
+}
+
+func (a *app) liveCmd(use string) *cobra.Command {
+	var o liveOptions
+	cmd := &cobra.Command{
+		Use:   use + " <thread-id> | --latest [--debug] [--role <name>]",
+		Short: "Attach to a thread and stream output live",
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 1:
+				return errors.New("unexpected extra argument")
+			case o.latest && len(args) == 1:
+				return errors.New("live --latest does not take <thread-id>")
+			case !o.latest && len(args) == 0:
+				return errors.New("live requires <thread-id> or --latest")
+			}
+			if cmd.Flags().Changed("role") && o.role == "" {
+				return errors.New("missing value for --role")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			var rec threads.Record
+			if o.latest {
+				if rec, err = threads.Latest(l); err != nil {
+					return errors.New("live: no threads found")
+				}
+			} else if rec, err = resolveThread(l, args[0]); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return a.follow(ctx, l, rec, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.latest, "latest", false, "follow the most recently updated thread")
+	cmd.Flags().BoolVar(&o.debug, "debug", false, "also print the thread's debug log")
+	cmd.Flags().StringVar(&o.role, "role", "", "print only this role's steps")
+	return cmd
+}
+
+// follow prints a thread's steps as they are written and returns when its
+// __end__ appears (or ctx ends, e.g. Ctrl-C, which is not an error).
+func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, o liveOptions) error {
+	store := cas.Open(l.CASDir())
+	w := bufio.NewWriter(a.out())
+	defer w.Flush()
+	style := a.liveStyle()
+	printed := map[string]bool{}
+	var logOffset int64
+	for {
+		if o.debug {
+			logOffset = printDebugLines(w, l.InfoLog(rec.BundleHash, rec.ThreadID), logOffset, style)
+		}
+		frames, err := threads.Walk(store, rec.Head)
+		if err != nil {
+			return err
+		}
+		for _, f := range frames {
+			if printed[f.Hash] {
+				continue
+			}
+			printed[f.Hash] = true
+			p := f.State.Payload
+			switch {
+			case p.Role == node.RoleEnd:
+				fmt.Fprintf(w, "completed: returnCode=%d — %s\n", f.State.ReturnCode(), f.State.Summary())
+				return nil
+			case p.Role == node.RoleFork, o.role != "" && p.Role != o.role:
+				continue
+			}
+			writeLiveStep(w, store, f, style)
+		}
+		w.Flush()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(livePoll):
+		}
+		next, err := threads.Resolve(l, rec.ThreadID)
+		if err != nil {
+			return err
+		}
+		rec = next
+	}
+}
+
+// liveStyle colours role headers and debug lines on a terminal unless
+// NO_COLOR is set.
+type liveStyle struct{ color bool }
+
+func (a *app) liveStyle() liveStyle {
+	f, ok := a.env.Stdout.(*os.File)
+	if !ok || a.env.Getenv("NO_COLOR") != "" {
+		return liveStyle{}
+	}
+	st, err := f.Stat()
+	return liveStyle{color: err == nil && st.Mode()&os.ModeCharDevice != 0}
+}
+
+func (s liveStyle) role(r string) string {
+	if s.color {
+		return "\x1b[1m\x1b[36m" + r + "\x1b[0m"
+	}
+	return r
+}
+
+func (s liveStyle) dim(t string) string {
+	if s.color {
+		return "\x1b[2m\x1b[90m" + t + "\x1b[0m"
+	}
+	return t
+}
+
+func liveTime(ms int64) string { return time.UnixMilli(ms).Format("15:04:05") }
+
+// writeLiveStep prints one step: a header, the first lines of its content,
+// and its meta as compact JSON.
+func writeLiveStep(w io.Writer, store *cas.Store, f threads.Frame, style liveStyle) {
+	p := f.State.Payload
+	fmt.Fprintf(w, "[%s] ▶ %s\n", liveTime(p.Timestamp), style.role(p.Role))
+	lines := strings.Split(contentText(store, p.Content), "\n")
+	shown := lines
+	if len(lines) > liveContentMaxLines {
+		shown = lines[:liveContentMaxLines]
+	}
+	for _, line := range shown {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if more := len(lines) - len(shown); more > 0 {
+		plural := "s"
+		if more == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "  … (%d more line%s)\n", more, plural)
+	}
+	meta, err := json.Marshal(p.Meta)
+	if err != nil {
+		meta = []byte("{}")
+	}
+	fmt.Fprintf(w, "  meta: %s\n", meta)
+}
+
+// printDebugLines prints the debug-log lines written since offset and
+// returns the new offset. A partly written last line waits for the next
+// poll.
+func printDebugLines(w io.Writer, path string, offset int64, style liveStyle) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return offset
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return offset
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return offset
+	}
+	end := strings.LastIndexByte(string(b), '\n')
+	if end < 0 {
+		return offset
+	}
+	for _, line := range strings.Split(string(b[:end]), "\n") {
+		var rec struct {
+			Tag       string `json:"tag"`
+			Content   string `json:"content"`
+			Timestamp int64  `json:"timestamp"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		fmt.Fprintln(w, style.dim(formatDebugLine(rec.Timestamp, rec.Tag, rec.Content)))
+	}
+	return offset + int64(end) + 1
+}
+
+// formatDebugLine is one debug record on one line.
+func formatDebugLine(ms int64, tag, content string) string {
+	return fmt.Sprintf("[%s] [%s] %s", liveTime(ms), tag, strings.ReplaceAll(content, "\n", " "))
+}

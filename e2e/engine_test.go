@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// engineRoot is a storage root whose background engine host is stopped
+// when the test ends.
+func engineRoot(t *testing.T) string {
+	root := filepath.Join(t.TempDir(), "root")
+	t.Cleanup(func() { stopHost(root, syscall.SIGTERM) })
+	return root
+}
+
+// hostPID reads the pid the engine host wrote into its lock file.
+func hostPID(root string) int {
+	b, err := os.ReadFile(filepath.Join(root, "engine.lock"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func stopHost(root string, sig syscall.Signal) {
+	pid := hostPID(root)
+	if pid <= 0 {
+		return
+	}
+	syscall.Kill(pid, sig)
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func add(t *testing.T, root, name, file string) {
+	t.Helper()
+	r := run(t, root, "workflow", "add", name, filepath.Join("testdata", file))
+	if r.code != 0 {
+		t.Fatalf("workflow add %s: %+v", name, r)
+	}
+}
+
+func start(t *testing.T, root string, args ...string) string {
+	t.Helper()
+	r := run(t, root, append([]string{"run"}, args...)...)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(id) != 26 {
+		t.Fatalf("run %v: %+v", args, r)
+	}
+	return id
+}
+
+type shown struct {
+	ThreadID string
+	Head     string
+	Start    string
+	Source   string
+	Status   string
+	Steps    []struct {
+		Role        string
+		Content     string
+		ChildThread *string
+	}
+	Result *struct {
+		ReturnCode int
+		Summary    string
+	}
+}
+
+func show(t *testing.T, root, id string) shown {
+	t.Helper()
+	r := run(t, root, "thread", "show", id)
+	var s shown
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+		t.Fatalf("thread show %s: %+v", id, r)
+	}
+	return s
+}
+
+func roles(s shown) string {
+	var out []string
+	for _, st := range s.Steps {
+		out = append(out, st.Role)
+	}
+	return strings.Join(out, ",")
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func finished(t *testing.T, root, id string) shown {
+	t.Helper()
+	var s shown
+	waitFor(t, "thread "+id+" to finish", func() bool {
+		s = show(t, root, id)
+		return s.Result != nil
+	})
+	return s
+}
+
+func TestLinearThreadRunsAndStreams(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "plan-code-review", "linear.esm.js")
+	id := start(t, root, "plan-code-review", "--prompt", "build the thing")
+	live := run(t, root, "live", id)
+	if live.code != 0 {
+		t.Fatalf("live: %+v", live)
+	}
+	for _, want := range []string{"▶ planner", "  meta: {\"plan\":\"1. write it\\n2. test it\",\"task\":\"build the thing\"}", "▶ coder", "▶ reviewer", "completed: returnCode=0 — completed: moderator returned END"} {
+		if !strings.Contains(live.stdout, want) {
+			t.Errorf("live output lacks %q:\n%s", want, live.stdout)
+		}
+	}
+	s := finished(t, root, id)
+	if roles(s) != "planner,coder,reviewer" || s.Status != "completed" || s.Source != "history" {
+		t.Fatalf("show = %+v", s)
+	}
+	if r := run(t, root, "thread", "list", "plan-code-review"); !strings.Contains(r.stdout, id+"\t") {
+		t.Fatalf("thread list = %+v", r)
+	}
+	if r := run(t, root, "live", "--latest"); r.code != 0 || !strings.Contains(r.stdout, "completed: returnCode=0") {
+		t.Fatalf("live --latest = %+v", r)
+	}
+}
+
+func TestReviewerSendsBackTwice(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "review-loop", "review-loop.esm.js")
+	id := start(t, root, "review-loop")
+	s := finished(t, root, id)
+	if roles(s) != "coder,reviewer,coder,reviewer,coder,reviewer" || s.Result.ReturnCode != 0 {
+		t.Fatalf("show = %+v", s)
+	}
+}
+
+func TestThrowingBundleFailsVisibly(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "explode", "throws.esm.js")
+	id := start(t, root, "explode")
+	s := finished(t, root, id)
+	if s.Status != "failed" || s.Result.ReturnCode != 1 || !strings.Contains(s.Result.Summary, "compiler exploded") {
+		t.Fatalf("show = %+v", s)
+	}
+	if roles(s) != "planner" {
+		t.Fatalf("steps = %s", roles(s))
+	}
+}
+
+func TestKillStopsASpinningRole(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "spin", "spin.esm.js")
+	id := start(t, root, "spin")
+	waitFor(t, "the thread to be running", func() bool {
+		return strings.Contains(run(t, root, "thread", "ps").stdout, id)
+	})
+	began := time.Now()
+	if r := run(t, root, "thread", "kill", id); r.code != 0 || r.stdout != "kill sent for thread "+id+"\n" {
+		t.Fatalf("kill: %+v", r)
+	}
+	t.Logf("kill of a spinning role took %s", time.Since(began))
+	s := finished(t, root, id)
+	if s.Status != "killed" || s.Result.ReturnCode != 130 {
+		t.Fatalf("show = %+v", s)
+	}
+	if r := run(t, root, "thread", "ps"); r.stdout != "(no running threads)\n" {
+		t.Fatalf("ps after kill = %+v", r)
+	}
+}
+
+func TestPauseHoldsAndResumeCompletes(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "slow", "slow.esm.js")
+	id := start(t, root, "slow")
+	waitFor(t, "the first step", func() bool { return len(show(t, root, id).Steps) >= 1 })
+	if r := run(t, root, "thread", "pause", id); r.code != 0 || r.stdout != "pause sent for thread "+id+"\n" {
+		t.Fatalf("pause: %+v", r)
+	}
+	time.Sleep(1200 * time.Millisecond) // longer than a step: the step in flight lands, then nothing
+	held := show(t, root, id)
+	time.Sleep(1200 * time.Millisecond)
+	if again := show(t, root, id); again.Head != held.Head || again.Status != "paused" {
+		t.Fatalf("paused thread moved or status wrong: %+v then %+v", held, again)
+	}
+	if r := run(t, root, "thread", "pause", id); r.code != 1 || !strings.Contains(r.stderr, "thread already paused") {
+		t.Fatalf("second pause: %+v", r)
+	}
+	if r := run(t, root, "thread", "resume", id); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	s := finished(t, root, id)
+	if roles(s) != "one,two,three,four,five" {
+		t.Fatalf("steps = %s", roles(s))
+	}
+	if r := run(t, root, "thread", "resume", id); r.code != 1 || !strings.Contains(r.stderr, "thread not running") {
+		t.Fatalf("resume of a finished thread: %+v", r)
+	}
+}
+
+func TestHostKilledMidThreadResumesWithoutRepeating(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "slow", "slow.esm.js")
+	id := start(t, root, "slow")
+	waitFor(t, "two steps", func() bool { return len(show(t, root, id).Steps) >= 2 })
+	stopHost(root, syscall.SIGKILL)
+	s := show(t, root, id)
+	if s.Status != "interrupted" || s.Result != nil {
+		t.Fatalf("after kill -9 of the host: %+v", s)
+	}
+	done := len(s.Steps)
+	if r := run(t, root, "thread", "resume", id); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	s = finished(t, root, id)
+	if roles(s) != "one,two,three,four,five" || s.Result.ReturnCode != 0 {
+		t.Fatalf("resumed thread = %s (had %d steps before)", roles(s), done)
+	}
+}
+
+func TestForkFromRole(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "plan-code-review", "linear.esm.js")
+	src := finished(t, root, start(t, root, "plan-code-review"))
+	r := run(t, root, "thread", "fork", src.ThreadID, "--from-role", "coder")
+	forkID := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(forkID) != 26 {
+		t.Fatalf("fork: %+v", r)
+	}
+	fork := finished(t, root, forkID)
+	if fork.Start != src.Start || roles(fork) != "planner,coder,reviewer" {
+		t.Fatalf("fork = %+v", fork)
+	}
+	if r := run(t, root, "thread", "fork", src.ThreadID, "--from-role", "tester"); r.code != 1 || !strings.Contains(r.stderr, "role not found in thread: tester (available: planner, coder, reviewer)") {
+		t.Fatalf("fork unknown role: %+v", r)
+	}
+}
+
+func TestChildWorkflowAndDepthLimit(t *testing.T) {
+	root := engineRoot(t)
+	add(t, root, "leaf", "leaf.esm.js")
+	add(t, root, "parent", "parent.esm.js")
+	add(t, root, "recurse", "recurse.esm.js")
+	p := finished(t, root, start(t, root, "parent", "--prompt", "do it"))
+	if roles(p) != "plan,delegate,wrap" || p.Steps[1].ChildThread == nil {
+		t.Fatalf("parent = %+v", p)
+	}
+	deep := finished(t, root, start(t, root, "recurse"))
+	if deep.Status != "failed" || !strings.Contains(deep.Result.Summary, "workflow adapter depth limit exceeded (max 3)") {
+		t.Fatalf("recurse = %+v", deep)
+	}
+}
+
+func TestUnsupportedImportIsRefusedAtAdd(t *testing.T) {
+	root := engineRoot(t)
+	r := run(t, root, "workflow", "add", "bad", filepath.Join("testdata", "bad-import.esm.js"))
+	if r.code != 1 || !strings.Contains(r.stderr, `"lodash"`) {
+		t.Fatalf("add: %+v", r)
+	}
+	if r := run(t, root, "workflow", "list"); r.stdout != "(no workflows registered)\n" {
+		t.Fatalf("a refused bundle was registered: %+v", r)
+	}
+}
