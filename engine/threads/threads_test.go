@@ -189,3 +189,24 @@ func TestDeriveStatusReturnCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestListOrdersAndDeduplicates(t *testing.T) {
+	l := storage.Layout{Root: t.TempDir()}
+	dir := l.BundleDir("B")
+	Upsert(dir, "C", Entry{Head: "HC", Start: "S", UpdatedAt: 3})
+	Upsert(dir, "A", Entry{Head: "HA-active", Start: "S", UpdatedAt: 1})
+	AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB1", Start: "S", CompletedAt: 5})
+	AppendHistory(dir, HistoryEntry{ThreadID: "A", Head: "HA-end", Start: "S", CompletedAt: 2})
+	AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB2", Start: "S", CompletedAt: 6})
+	recs, err := ListBundle(l, "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.ThreadID+"="+r.Head)
+	}
+	if strings.Join(got, " ") != "A=HA-end B=HB1 C=HC" {
+		t.Fatalf("ListBundle = %v", got)
+	}
+}
