@@ -69,6 +69,7 @@ func (s *Store) PutBytes(b []byte) (string, error) {
 	if err := atomicfile.Write(p, b, 0o644); err != nil {
 		return "", fmt.Errorf("cas put %s: %w", h, err)
 	}
+	s.indexRefs(h, b)
 	return h, nil
 }
 

@@ -145,3 +145,41 @@ func TestConcurrentPutsOfSameAndDifferentContent(t *testing.T) {
 		}
 	}
 }
+
+func TestRefsIndex(t *testing.T) {
+	s := Open(filepath.Join(t.TempDir(), "cas"))
+	a, _ := s.Put("a")
+	b, _ := s.PutNode(node.NewContent("b", []string{a}))
+	s.PutNode(node.NewContent("b", []string{a})) // already stored: no second line
+	legacy, _ := s.PutBytes([]byte("type: content\npayload: x\nrefs:\n  - not-a-hash\n"))
+	idx, err := s.RefsIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx) != 2 || len(idx[a]) != 0 || len(idx[b]) != 1 || idx[b][0] != a {
+		t.Fatalf("index = %v", idx)
+	}
+	if _, ok := idx[legacy]; ok {
+		t.Fatal("a blob with non-hash refs must not be indexed")
+	}
+	// Torn and malformed lines are skipped.
+	f, _ := os.OpenFile(filepath.Join(s.Dir(), "refs.idx"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("garbage line\nSSVQ0RZ55P9Y4 D7V7\nZZZZZZZZZZZZY SSVQ0RZ55P9Y4\nD7V7WGCMTYHZG SSVQ0")
+	f.Close()
+	idx, _ = s.RefsIndex()
+	if len(idx) != 3 || idx["ZZZZZZZZZZZZY"][0] != "SSVQ0RZ55P9Y4" {
+		t.Fatalf("index with junk = %v", idx)
+	}
+	// A rewrite keeps the given entries and existing appended ones, drops
+	// entries whose blobs are gone.
+	if err := s.RewriteRefsIndex(map[string][]string{b: {a}}); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ = s.RefsIndex()
+	if len(idx) != 2 || idx[b][0] != a {
+		t.Fatalf("after rewrite = %v", idx)
+	}
+	if _, ok := idx["ZZZZZZZZZZZZY"]; ok {
+		t.Fatal("entry of a missing blob survived the rewrite")
+	}
+}

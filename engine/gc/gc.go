@@ -7,9 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/ids"
@@ -51,6 +54,12 @@ type Options struct {
 	// the phase and a running count (roots found, blobs marked, blobs
 	// examined).
 	Progress func(phase Phase, n int)
+	// Grace spares unreachable blobs younger than this. A running engine
+	// stores a step's content a moment before it links it into the chain;
+	// callers set a grace period while an engine host runs so a collection
+	// never takes such a blob. Zero collects everything unreachable, as
+	// the original does.
+	Grace time.Duration
 }
 
 // Roots returns the head and start of every thread, in bundle order. A
@@ -88,54 +97,100 @@ func Roots(l storage.Layout) ([]string, error) {
 
 // Collect runs one mark-and-sweep over the storage root. Nothing reachable
 // from a root is ever deleted; a root or ref whose blob is missing is skipped.
+//
+// The blobs present are listed first, so a blob written during the
+// collection is never swept. Refs come from the store's refs index where it
+// has them and from the blob itself otherwise, which is what keeps a
+// collection over a million blobs from opening every one of them.
 func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Options) (Result, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(Phase, int) {}
+	}
+	began := time.Now()
+	present := make(map[string]bool)
+	err := store.Each(func(h string) error {
+		present[h] = true
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("failed to list cas entries: %w", err)
 	}
 	roots, err := Roots(l)
 	if err != nil {
 		return Result{}, err
 	}
 	progress(PhaseRoots, len(roots))
-	marked, count, err := Reachable(ctx, store, roots, func(n int) { progress(PhaseMark, n) })
+	index, err := store.RefsIndex()
+	if err != nil {
+		return Result{}, err
+	}
+	m := &marker{store: store, index: index, present: present, learned: map[string][]string{}}
+	marked, count, err := m.reachable(ctx, roots, func(n int) { progress(PhaseMark, n) })
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{ScannedThreads: len(roots), ActiveRefs: count, DeletedHashes: []string{}}
 	examined := 0
-	err = store.Each(func(h string) error {
+	for h := range present {
 		examined++
 		if examined%65536 == 0 {
 			progress(PhaseSweep, examined)
 			if err := ctx.Err(); err != nil {
-				return err
+				return res, err
 			}
 		}
-		if marked[h] {
-			return nil
+		if marked[h] || (opts.Grace > 0 && youngerThan(store, h, began.Add(-opts.Grace))) {
+			continue
 		}
 		if err := store.Delete(h); err != nil {
-			return fmt.Errorf("failed to delete cas %s: %w", h, err)
+			return res, fmt.Errorf("failed to delete cas %s: %w", h, err)
 		}
 		res.DeletedHashes = append(res.DeletedHashes, h)
-		return nil
-	})
-	if err != nil {
-		return res, err
 	}
 	progress(PhaseSweep, examined)
 	sort.Strings(res.DeletedHashes)
 	res.DeletedEntries = len(res.DeletedHashes)
+	// Keep the index to what survived, plus what this collection learned.
+	survivors := make(map[string][]string, count)
+	for h, ok := range marked {
+		if !ok {
+			continue
+		}
+		if refs, ok := index[h]; ok {
+			survivors[h] = refs
+		} else if refs, ok := m.learned[h]; ok {
+			survivors[h] = refs
+		}
+	}
+	if err := store.RewriteRefsIndex(survivors); err != nil {
+		return res, fmt.Errorf("rewrite refs index: %w", err)
+	}
 	return res, nil
 }
 
-// Reachable finds every stored hash reachable from roots by following refs
-// and returns them as the keys whose value is true (false marks a hash that
-// was referenced but has no blob), with their count. Blobs are read by a pool of goroutines, level by level, because on a
-// large store the mark phase is bound by file reads. onMarked (may be nil)
-// sees the running count after each level.
+func youngerThan(store *cas.Store, h string, cutoff time.Time) bool {
+	st, err := os.Stat(filepath.Join(store.Dir(), h+".txt"))
+	return err == nil && st.ModTime().After(cutoff)
+}
+
+// Reachable returns every stored hash reachable from roots (the keys whose
+// value is true; false marks a hash that was referenced but has no blob) and
+// their count. It reads every blob it visits; Collect uses the refs index.
 func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked func(int)) (map[string]bool, int, error) {
+	m := &marker{store: store, learned: map[string][]string{}}
+	return m.reachable(ctx, roots, onMarked)
+}
+
+// marker walks refs from roots.
+type marker struct {
+	store   *cas.Store
+	index   map[string][]string // refs known without reading the blob
+	present map[string]bool     // blobs listed before marking (nil: unknown)
+	learned map[string][]string // refs read from blobs the index lacked
+}
+
+func (m *marker) reachable(ctx context.Context, roots []string, onMarked func(int)) (map[string]bool, int, error) {
 	// seen maps every hash ever queued to whether its blob exists; one map
 	// serves as both the visited set and the mark set.
 	seen := make(map[string]bool, len(roots))
@@ -165,17 +220,37 @@ func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked f
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		refs, present, err := readLevel(store, frontier, workers)
+		// Hashes the index knows only need to exist; the rest are read.
+		var toRead []string
+		var next []string
+		for _, h := range frontier {
+			refs, known := m.index[h]
+			if !known {
+				toRead = append(toRead, h)
+				continue
+			}
+			if !m.present[h] && !m.exists(h) {
+				continue
+			}
+			seen[h] = true
+			marked++
+			for _, r := range refs {
+				next = enqueue(next, r)
+			}
+		}
+		refs, present, err := readLevel(m.store, toRead, workers)
 		if err != nil {
 			return nil, 0, err
 		}
-		var next []string
-		for i, h := range frontier {
+		for i, h := range toRead {
 			if !present[i] {
 				continue
 			}
 			seen[h] = true
 			marked++
+			if allHashes(refs[i]) {
+				m.learned[h] = refs[i]
+			}
 			for _, r := range refs[i] {
 				next = enqueue(next, r)
 			}
@@ -186,6 +261,20 @@ func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked f
 		frontier = next
 	}
 	return seen, marked, nil
+}
+
+func (m *marker) exists(h string) bool {
+	ok, err := m.store.Exists(h)
+	return err == nil && ok
+}
+
+func allHashes(refs []string) bool {
+	for _, r := range refs {
+		if !ids.IsHash(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // readLevel reads the refs of every hash in level concurrently.

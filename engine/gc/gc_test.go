@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -99,8 +101,12 @@ func TestEmptyRoot(t *testing.T) {
 // collection every blob reachable from a root is still there and every
 // unreachable one is gone.
 func TestNeverDeletesReachable(t *testing.T) {
-	for seed := int64(1); seed <= 25; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+	// Modes: the refs index as written; no index at all (a store the
+	// original wrote); an index that also lists blobs deleted behind its
+	// back.
+	for seed := int64(1); seed <= 24; seed++ {
+		mode := []string{"index", "no-index", "stale-index"}[seed%3]
+		t.Run(fmt.Sprint(seed, mode), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			l, store := newRoot(t)
 			var allHeads []string
@@ -157,6 +163,14 @@ func TestNeverDeletesReachable(t *testing.T) {
 			}
 			for o := 0; o < rng.Intn(20); o++ {
 				store.Put(fmt.Sprintf("orphan %d", o))
+			}
+			switch mode {
+			case "no-index":
+				os.Remove(filepath.Join(store.Dir(), "refs.idx"))
+			case "stale-index":
+				if len(allHeads) > 0 {
+					store.Delete(allHeads[rng.Intn(len(allHeads))])
+				}
 			}
 			for _, r := range roots {
 				mark(r)

@@ -1,0 +1,166 @@
+package cas
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/node"
+)
+
+// The refs index is a cache beside the blobs: one line "HASH REF REF...\n"
+// per blob this store wrote. A blob's refs never change (its name is the
+// hash of its bytes), so an entry never goes stale; it lets garbage
+// collection find what a million blobs point to by reading one file instead
+// of opening every blob. Blobs without an entry (written by another
+// implementation, or whose refs are not all canonical hashes) are simply read.
+const refsIndexName = "refs.idx"
+
+func (s *Store) refsIndexPath() string { return filepath.Join(s.dir, refsIndexName) }
+
+// indexRefs appends b's entry. Appenders share a lock that a rewrite takes
+// exclusively, so an append never lands in a file about to be replaced.
+// Failures are ignored: the index is only a cache.
+func (s *Store) indexRefs(hash string, b []byte) {
+	refs := node.RefsOf(b)
+	line := make([]byte, 0, ids.HashLen*(1+len(refs))+len(refs)+1)
+	line = append(line, hash...)
+	for _, r := range refs {
+		if !ids.IsHash(r) {
+			return
+		}
+		line = append(line, ' ')
+		line = append(line, r...)
+	}
+	line = append(line, '\n')
+	lock, err := s.lockIndex(unix.LOCK_SH)
+	if err != nil {
+		return
+	}
+	defer unlockIndex(lock)
+	f, err := os.OpenFile(s.refsIndexPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	f.Write(line)
+	f.Close()
+}
+
+func (s *Store) lockIndex(how int) (*os.File, error) {
+	f, err := os.OpenFile(s.refsIndexPath()+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func unlockIndex(f *os.File) {
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	f.Close()
+}
+
+// RefsIndex reads the refs index: hash → the hashes it points to. Torn or
+// malformed lines (a crash mid-append) are skipped.
+func (s *Store) RefsIndex() (map[string][]string, error) {
+	b, err := os.ReadFile(s.refsIndexPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string][]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	idx := make(map[string][]string, bytes.Count(b, []byte{'\n'}))
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			break // a torn last line
+		}
+		line := b[:nl]
+		b = b[nl+1:]
+		if len(line) < ids.HashLen || (len(line)+1)%(ids.HashLen+1) != 0 {
+			continue
+		}
+		n := (len(line) + 1) / (ids.HashLen + 1)
+		hash := string(line[:ids.HashLen])
+		if !ids.IsHash(hash) {
+			continue
+		}
+		refs := make([]string, 0, n-1)
+		ok := true
+		for i := 1; i < n; i++ {
+			off := i * (ids.HashLen + 1)
+			if line[off-1] != ' ' {
+				ok = false
+				break
+			}
+			r := string(line[off : off+ids.HashLen])
+			if !ids.IsHash(r) {
+				ok = false
+				break
+			}
+			refs = append(refs, r)
+		}
+		if ok {
+			idx[hash] = refs
+		}
+	}
+	return idx, nil
+}
+
+// RewriteRefsIndex replaces the index with the given entries (after a
+// collection: only the blobs that survived). It holds the index lock
+// exclusively, so no append is lost to the rename.
+func (s *Store) RewriteRefsIndex(entries map[string][]string) error {
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) && len(entries) == 0 {
+		return nil // an empty store has nothing to index
+	}
+	lock, err := s.lockIndex(unix.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlockIndex(lock)
+	// Appends made since the caller read the index are kept too.
+	current, err := s.RefsIndex()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	for h, refs := range entries {
+		writeIndexLine(w, h, refs)
+		delete(current, h)
+	}
+	for h, refs := range current {
+		if _, err := os.Stat(s.path(h)); err == nil {
+			writeIndexLine(w, h, refs)
+		}
+	}
+	w.Flush()
+	return atomicfile.Write(s.refsIndexPath(), buf.Bytes(), 0o644)
+}
+
+func writeIndexLine(w *bufio.Writer, h string, refs []string) {
+	w.WriteString(h)
+	for _, r := range refs {
+		w.WriteByte(' ')
+		w.WriteString(r)
+	}
+	w.WriteByte('\n')
+}
