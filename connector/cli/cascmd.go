@@ -7,11 +7,13 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/gc"
+	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/storage"
 )
@@ -191,7 +193,12 @@ func (a *app) collect() (gc.Result, error) {
 	defer stop()
 	status := a.statusLine()
 	defer status.done()
-	return gc.Collect(ctx, l, s, gc.Options{Progress: func(p gc.Phase, n int) {
+	opts := gc.Options{}
+	if host.Running(l) {
+		// A running engine may have stored content it has not linked yet.
+		opts.Grace = gcGraceWhileRunning
+	}
+	opts.Progress = func(p gc.Phase, n int) {
 		switch p {
 		case gc.PhaseRoots:
 			status.show("gc: %d roots", n)
@@ -200,5 +207,10 @@ func (a *app) collect() (gc.Result, error) {
 		case gc.PhaseSweep:
 			status.show("gc: swept %d blobs", n)
 		}
-	}})
+	}
+	return gc.Collect(ctx, l, s, opts)
 }
+
+// gcGraceWhileRunning spares young unreachable blobs while an engine host
+// runs threads on the root.
+const gcGraceWhileRunning = 10 * time.Minute

@@ -82,7 +82,7 @@ func newFixture(t *testing.T, maxThreads int, flows map[string]goFlow) *fixture 
 	f := &fixture{t: t, l: storage.Layout{Root: t.TempDir()}, flows: map[string]goFlow{}}
 	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
 		for name, flow := range flows {
-			hash := strings.ToUpper(strings.ReplaceAll(name, "-", "")+"0000000000000")[:13]
+			hash := strings.ToUpper(strings.ReplaceAll(name, "-", "") + "0000000000000")[:13]
 			f.flows[hash] = flow
 			r.Register(name, hash, 1)
 		}
