@@ -82,7 +82,7 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 	results := make([]result, n)
 	for i := 0; i < n; i++ {
 		f := filepath.Join(src, fmt.Sprintf("w%d.esm.js", i))
-		os.WriteFile(f, []byte(fmt.Sprintf("export const run = %d;\nexport const descriptor = {};\n", i)), 0o644)
+		os.WriteFile(f, []byte(fmt.Sprintf("export const descriptor = { description: \"flow %d\", roles: {}, graph: { edges: [] } };\nexport const run = async function* () { return { returnCode: 0, summary: \"%d\" }; };\n", i, i)), 0o644)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()

@@ -176,11 +176,18 @@ func TestUsageAndDispatch(t *testing.T) {
 	}
 }
 
+// bundleSource is a minimal valid bundle; tag makes each version distinct.
+func bundleSource(tag string) []byte {
+	return []byte(`export const descriptor = { description: "` + tag + `", roles: { greeter: { description: "greets", schema: { type: "object" } } }, graph: { edges: [] } };
+export const run = async function* () { return { returnCode: 0, summary: "` + tag + `" }; };
+`)
+}
+
 func TestWorkflowLifecycle(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
 	bundle := filepath.Join(src, "greet.esm.js")
-	os.WriteFile(bundle, []byte("export const run = async function* () {};\nexport const descriptor = {};\n"), 0o644)
+	os.WriteFile(bundle, bundleSource("v1"), 0o644)
 	out, errs, code := c.run("workflow", "add", "greet-user", bundle)
 	if code != 0 || !strings.HasPrefix(out, `registered workflow "greet-user" from greet.esm.js as `) {
 		t.Fatalf("add: %d %q %q", code, out, errs)
@@ -192,8 +199,12 @@ func TestWorkflowLifecycle(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.root, "bundles", hash1+".esm.js")); err != nil {
 		t.Fatal("bundle not stored")
 	}
+	desc, err := os.ReadFile(filepath.Join(c.root, "bundles", hash1+".yaml"))
+	if err != nil || !strings.HasPrefix(string(desc), "\"description\": \"v1\"\n\"roles\":\n  \"greeter\":") {
+		t.Fatalf("descriptor sidecar = %q, %v", desc, err)
+	}
 	// Second version with a .d.ts beside it.
-	os.WriteFile(bundle, []byte("export const run = async function* () {};\nexport const descriptor = {v: 2};\n"), 0o644)
+	os.WriteFile(bundle, bundleSource("v2"), 0o644)
 	os.WriteFile(filepath.Join(src, "greet.d.ts"), []byte("export {};\n"), 0o644)
 	out = c.ok("workflow", "add", "greet-user", bundle)
 	hash2 := strings.TrimSpace(out[strings.LastIndex(out, " ")+1:])
@@ -251,8 +262,9 @@ func TestWorkflowLifecycle(t *testing.T) {
 func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
+	src0 := src
 	good := filepath.Join(src, "flow.esm.js")
-	os.WriteFile(good, []byte("export const run = 1;\n"), 0o644)
+	os.WriteFile(good, bundleSource("good"), 0o644)
 	ts := filepath.Join(src, "flow.ts")
 	os.WriteFile(ts, []byte("x"), 0o644)
 	js := filepath.Join(src, "flow.js")
@@ -261,6 +273,18 @@ func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 	os.WriteFile(empty, []byte(" \n"), 0o644)
 	binary := filepath.Join(src, "bin.esm.js")
 	os.WriteFile(binary, []byte{0xff, 0xfe, 0x00}, 0o644)
+	jsCase := func(name, src string) string {
+		p := filepath.Join(src0, name+".esm.js")
+		os.WriteFile(p, []byte(src), 0o644)
+		return p
+	}
+	noRun := jsCase("norun", `export const descriptor = { description: "d", roles: {}, graph: { edges: [] } }; export const run = 5;`)
+	withDefault := jsCase("default", `export default {}; export const run = async function* () {}; export const descriptor = {};`)
+	throwing := jsCase("throwing", "export const descriptor = { description: \"d\", roles: {}, graph: { edges: [] } };\nthrow new Error(\"top-level boom\");\nexport const run = async function* () {};")
+	envRead := jsCase("envread", `const key = process.env.SURELY_UNSET_VARIABLE_42; export const descriptor = { description: key, roles: {}, graph: { edges: [] } }; export const run = async function* () {};`)
+	badDesc := jsCase("baddesc", `export const descriptor = { description: "d", roles: { r: { description: "x" } }, graph: { edges: [] } }; export const run = async function* () {};`)
+	lodash := jsCase("lodash", `import _ from "lodash"; export const descriptor = _; export const run = async function* () {};`)
+	syntax := jsCase("syntax", `export const run = async function* ( {`)
 	c.ok("workflow", "add", "keep-me", good)
 	before := c.snapshot()
 	cases := []struct {
@@ -286,6 +310,14 @@ func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 		{"invalid hash", []string{"workflow", "rollback", "keep-me", "../x"}},
 		{"show requires <name>", []string{"workflow", "show"}},
 		{"list takes no arguments", []string{"workflow", "list", "x"}},
+		{"workflow bundle must export run as a callable", []string{"workflow", "add", "flow", noRun}},
+		{"workflow bundle must not use default export", []string{"workflow", "add", "flow", withDefault}},
+		{"top-level boom", []string{"workflow", "add", "flow", throwing}},
+		{"throwing.esm.js:2", []string{"workflow", "add", "flow", throwing}},
+		{"SURELY_UNSET_VARIABLE_42", []string{"workflow", "add", "flow", envRead}},
+		{"descriptor.roles.r.schema must be a non-array object", []string{"workflow", "add", "flow", badDesc}},
+		{`"lodash"`, []string{"workflow", "add", "flow", lodash}},
+		{"failed to parse module", []string{"workflow", "add", "flow", syntax}},
 	}
 	for _, tc := range cases {
 		c.fails(tc.want, tc.args...)
@@ -299,7 +331,7 @@ func TestBrokenRegistryIsReportedAndKept(t *testing.T) {
 	reg := filepath.Join(c.root, "workflow.yaml")
 	os.WriteFile(reg, []byte("workflows:\n  a: [broken\n"), 0o644)
 	src := filepath.Join(t.TempDir(), "ok.esm.js")
-	os.WriteFile(src, []byte("export const run = 1;\n"), 0o644)
+	os.WriteFile(src, bundleSource("ok"), 0o644)
 	before := c.snapshot()
 	c.fails(reg+": invalid YAML", "workflow", "list")
 	c.fails(reg+": invalid YAML", "workflow", "add", "ok", src)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/jsrt"
 	"github.com/uncaged/workflow/engine/registry"
 )
 
@@ -76,6 +77,22 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 	if !utf8.Valid(bundle) {
 		return fmt.Errorf("workflow bundle %s is not valid UTF-8 text", file)
 	}
+	l, err := a.layout()
+	if err != nil {
+		return err
+	}
+	// Check the registry is readable before anything is stored for it.
+	if _, err := registry.Load(l.RegistryFile()); err != nil {
+		return err
+	}
+	loaded, err := jsrt.Load(bundle, base, jsrt.Options{})
+	if err != nil {
+		return err
+	}
+	descriptor, err := loaded.Descriptor().MarshalYAML()
+	if err != nil {
+		return err
+	}
 	var typesData []byte
 	if typesPath != "" {
 		if typesData, err = os.ReadFile(typesPath); err != nil {
@@ -91,16 +108,11 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 			return err
 		}
 	}
-	l, err := a.layout()
-	if err != nil {
-		return err
-	}
 	hash := ids.HashBytes(bundle)
-	// Check the registry is readable before storing files for it.
-	if _, err := registry.Load(l.RegistryFile()); err != nil {
+	if err := registry.StoreFile(l.BundleFile(hash), "bundle", bundle); err != nil {
 		return err
 	}
-	if err := registry.StoreFile(l.BundleFile(hash), "bundle", bundle); err != nil {
+	if err := registry.StoreFile(l.DescriptorFile(hash), "descriptor", descriptor); err != nil {
 		return err
 	}
 	if typesData != nil {

@@ -1,0 +1,3 @@
+// node:path/posix — the same module as node:path on this host.
+"use strict";
+module.exports = require("path");

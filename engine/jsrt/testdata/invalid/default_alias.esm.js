@@ -1,0 +1,3 @@
+const run = async function* () {};
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
+export { run, run as default };

@@ -1,0 +1,2 @@
+export const run = async function* () {};
+export const descriptor = { description: "d", roles: { fn: () => ({}) }, graph: { edges: [] } };

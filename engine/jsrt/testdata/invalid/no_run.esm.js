@@ -1,0 +1,1 @@
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };

@@ -1,0 +1,3 @@
+const path = require("node:path");
+export const run = async function* () {};
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };

@@ -1,0 +1,2 @@
+export const run = { steps: [] };
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };

@@ -1,0 +1,3 @@
+export const run = async function* () {};
+for (;;) {}
+export const descriptor = { description: "never", roles: {}, graph: { edges: [] } };
