@@ -1,0 +1,201 @@
+// Command enginebench measures the engine and prints each figure next to a
+// baseline measured in the same run:
+//
+//   - per-step overhead of a 200-step deterministic workflow run in goja,
+//     against the same 200 steps from a workflow written in Go (what is left
+//     is the JavaScript runtime's share; the rest is the store);
+//   - esbuild's transform (first load of a bundle) against a cached load;
+//   - `run` → first step written, with the engine host already up and with
+//     a cold start, against starting the binary for `version`.
+//
+// Usage: go run ./bench/cmd/enginebench [-steps 200] [-runs 5] [-dir /dev/shm]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/executor"
+	"github.com/uncaged/workflow/engine/jsrt"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+func main() {
+	steps := flag.Int("steps", 200, "steps per thread")
+	runs := flag.Int("runs", 5, "repetitions per figure (the median is reported)")
+	dir := flag.String("dir", "", "parent of the work directory (default: the system temp dir; /dev/shm takes the disk out of the per-step figure)")
+	flag.Parse()
+	work, err := os.MkdirTemp(*dir, "enginebench-")
+	check(err)
+	defer os.RemoveAll(work)
+
+	src := bundleSource(*steps)
+	fmt.Printf("enginebench: %s\n\n", work)
+
+	fmt.Println("bundle load")
+	uncached := median(*runs, func(i int) {
+		// A distinct source each time defeats the transform cache.
+		_, err := jsrt.Load([]byte(src+fmt.Sprintf("\n// run %d\n", i)), "steps.esm.js", jsrt.Options{})
+		check(err)
+	})
+	check2(jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{}))
+	cached := median(*runs, func(int) { check2(jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})) })
+	fmt.Printf("  load with esbuild transform   %10s\n  load, transform cached        %10s   (esbuild's share: %s)\n\n",
+		uncached.Round(time.Microsecond), cached.Round(time.Microsecond), (uncached - cached).Round(time.Microsecond))
+
+	fmt.Printf("per-step overhead, %d deterministic steps\n", *steps)
+	bundle, err := jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})
+	check(err)
+	goTime := median(*runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("go-%d", i)), goSteps{n: *steps}, *steps) })
+	jsTime := median(*runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("js-%d", i)), bundle, *steps) })
+	fmt.Printf("  Go workflow (baseline)        %10s  %8.0f steps/s\n", goTime.Round(time.Microsecond), float64(*steps)/goTime.Seconds())
+	fmt.Printf("  JS bundle in goja             %10s  %8.0f steps/s   ratio %.2fx of baseline speed; goja's share per step %s\n\n",
+		jsTime.Round(time.Microsecond), float64(*steps)/jsTime.Seconds(), goTime.Seconds()/jsTime.Seconds(),
+		((jsTime - goTime) / time.Duration(*steps)).Round(time.Microsecond))
+
+	firstStepLatency(work, src, *runs)
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enginebench:", err)
+		os.Exit(1)
+	}
+}
+
+func check2[T any](_ T, err error) { check(err) }
+
+func median(n int, fn func(i int)) time.Duration {
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		t0 := time.Now()
+		fn(i)
+		ds[i] = time.Since(t0)
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
+	return ds[n/2]
+}
+
+// bundleSource is a workflow whose one role runs until the thread has n steps.
+func bundleSource(n int) string {
+	return fmt.Sprintf(`import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
+const more = { name: "more", description: "fewer than %[1]d steps", check: (ctx) => ctx.steps.length < %[1]d };
+const definition = {
+  description: "%[1]d deterministic steps",
+  roles: { step: { description: "counts", systemPrompt: "", schema: { type: "object" } } },
+  table: { [START]: [{ condition: "FALLBACK", role: "step" }], step: [{ condition: more, role: "step" }, { condition: "FALLBACK", role: END }] },
+};
+export const descriptor = buildDescriptor(definition);
+export const run = createWorkflow(definition, { adapter: () => async (ctx) => ({ meta: { n: ctx.steps.length + 1 }, childThread: null }), overrides: null });
+`, n)
+}
+
+// goSteps is the baseline: the same steps, produced by Go.
+type goSteps struct{ n int }
+
+func (g goSteps) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
+
+func (g goSteps) Start(_ context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
+	return &goRun{n: g.n, h: h}, nil
+}
+
+type goRun struct {
+	n, i int
+	h    workflow.Host
+}
+
+func (r *goRun) Next(context.Context) (*workflow.Output, *workflow.Completion, error) {
+	if r.i == r.n {
+		return nil, &workflow.Completion{Summary: "completed: moderator returned END"}, nil
+	}
+	r.i++
+	meta := canonyaml.Map{{Key: "n", Value: r.i}}
+	b, _ := meta.MarshalJSON()
+	h, err := r.h.CAS().Put(string(b))
+	if err != nil {
+		return nil, nil, err
+	}
+	return &workflow.Output{Role: "step", ContentHash: h, Meta: meta, Refs: []string{h}}, nil, nil
+}
+
+func (r *goRun) Close() error { return nil }
+
+func runThread(root string, wf workflow.Workflow, steps int) {
+	e := executor.New(storage.Layout{Root: root})
+	t := executor.Thread{ID: "BENCH", BundleHash: "BENCHAAAAAAAA", WorkflowName: "steps", Prompt: "count"}
+	check(e.Begin(&t))
+	res, err := e.Run(context.Background(), wf, t, executor.Env{})
+	check(err)
+	if res.ReturnCode != 0 {
+		check(fmt.Errorf("thread ended %d: %s", res.ReturnCode, res.Summary))
+	}
+	frames, err := threads.Walk(e.CAS, res.RootHash)
+	check(err)
+	if len(frames) != steps+1 {
+		check(fmt.Errorf("%d frames, want %d", len(frames), steps+1))
+	}
+}
+
+// firstStepLatency builds the binary and times `run` until the first step
+// is in threads.json, with a cold and a warm engine host.
+func firstStepLatency(work, src string, runs int) {
+	fmt.Println("run → first step written (real binary)")
+	bin := filepath.Join(work, "uncaged-workflow")
+	build := exec.Command("go", "build", "-o", bin, "./connector/cmd/uncaged-workflow")
+	build.Stderr = os.Stderr
+	check(build.Run())
+	root := filepath.Join(work, "latency-root")
+	bundle := filepath.Join(work, "steps.esm.js")
+	check(os.WriteFile(bundle, []byte(src), 0o644))
+	env := append(os.Environ(), storage.EnvRoot+"="+root)
+	cli := func(args ...string) string {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		check(err)
+		return strings.TrimSpace(string(out))
+	}
+	cli("workflow", "add", "steps", bundle)
+	firstStep := func() {
+		id := cli("run", "steps")
+		l := storage.Layout{Root: root}
+		for {
+			if r, err := threads.Resolve(l, id); err == nil && r.Head != r.Start {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stop := func() {
+		b, err := os.ReadFile(filepath.Join(root, "engine.lock"))
+		if err != nil {
+			return
+		}
+		var pid int
+		fmt.Sscan(string(b), &pid)
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	base := median(runs, func(int) { cli("version") })
+	cold := median(runs, func(int) { stop(); firstStep() })
+	warm := median(runs, func(int) { firstStep() })
+	stop()
+	fmt.Printf("  `version` (process start)     %10s\n", base.Round(time.Microsecond))
+	fmt.Printf("  cold (host started on demand) %10s   %.1fx of process start\n", cold.Round(time.Microsecond), cold.Seconds()/base.Seconds())
+	fmt.Printf("  warm (host already up)        %10s   %.1fx of process start\n", warm.Round(time.Microsecond), warm.Seconds()/base.Seconds())
+}
