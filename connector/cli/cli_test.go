@@ -3,12 +3,15 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -423,5 +426,57 @@ func TestGCLineLikeTheOriginal(t *testing.T) {
 	c.fails("cas entry not found", "cas", "get", prompt)
 	if got := c.ok("thread", "list"); got != "(no threads found)\n" {
 		t.Fatalf("empty list = %q", got)
+	}
+}
+
+func TestLiveArgumentsAndTargets(t *testing.T) {
+	c := newCLI(t)
+	c.fails("live requires <thread-id> or --latest", "live")
+	c.fails("live --latest does not take <thread-id>", "live", "--latest", "06EZJ3QM9Q4S5XWA0R1C7D8E2G")
+	c.fails("unexpected extra argument", "thread", "live", "A", "B")
+	c.fails("unknown flag: --bogus", "live", "--bogus")
+	c.fails("live: no threads found", "live", "--latest")
+	c.fails("thread not found: 06EZJ3QM9Q4S5XWA0R1C7D8E2G", "live", "06EZJ3QM9Q4S5XWA0R1C7D8E2G")
+	if got := c.ok("thread", "ps"); got != "(no running threads)\n" {
+		t.Fatalf("ps without a host = %q", got)
+	}
+	c.fails("run requires <name>", "run")
+	c.fails("invalid workflow name", "run", "Bad")
+	c.fails("workflow not registered: nope", "thread", "run", "nope", "--prompt", "x")
+	c.fails("fork requires <thread-id>", "thread", "fork")
+	c.fails("unexpected argument: extra", "thread", "fork", "A", "extra")
+	c.fails("thread not found: A", "thread", "fork", "A")
+	c.fails("thread not found: A", "thread", "pause", "A")
+}
+
+// A finished thread streams its whole chain and exits at once.
+func TestLiveOnAFinishedThread(t *testing.T) {
+	c := fixtureCLI(t)
+	out := c.ok("live", "06EZHZP3N4J2B8V6Q0T9W1X5Y4")
+	lines := strings.Split(out, "\n")
+	if len(lines) < 4 || !strings.HasSuffix(lines[0], "] ▶ planner") || lines[1] != "  plan-text" || lines[2] != "  meta: {\"plan\":1}" || lines[3] != "completed: returnCode=0 — done" {
+		t.Fatalf("live output:\n%s", out)
+	}
+	if out := c.ok("live", "06EZHZP3N4J2B8V6Q0T9W1X5Y4", "--role", "nobody"); !strings.HasPrefix(out, "completed: returnCode=0") {
+		t.Fatalf("--role filter:\n%s", out)
+	}
+}
+
+func TestLiveStepRendering(t *testing.T) {
+	var b strings.Builder
+	lines := make([]string, 12)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("LINE%d", i+1)
+	}
+	c := newCLI(t)
+	store := cas.Open(filepath.Join(c.root, "cas"))
+	content, _ := store.Put(strings.Join(lines, "\n"))
+	writeLiveStep(&b, store, threads.Frame{Hash: "H", State: node.State{Payload: node.StatePayload{Role: "coder", Content: content, Meta: canonyaml.Map{{Key: "ok", Value: true}}}}}, liveStyle{})
+	out := b.String()
+	if !strings.Contains(out, "  LINE10\n") || strings.Contains(out, "LINE11") || !strings.Contains(out, "  … (2 more lines)\n") || !strings.HasSuffix(out, "  meta: {\"ok\":true}\n") {
+		t.Fatalf("rendered step:\n%s", out)
+	}
+	if got := formatDebugLine(0, "TAG1", "a\nb"); !strings.Contains(got, "[TAG1] a b") || strings.Contains(got, "\n") {
+		t.Fatalf("debug line = %q", got)
 	}
 }
