@@ -188,6 +188,12 @@ func TestPauseHoldsAndResumeCompletes(t *testing.T) {
 	add(t, root, "slow", "slow.esm.js")
 	id := start(t, root, "slow")
 	waitFor(t, "the first step", func() bool { return len(show(t, root, id).Steps) >= 1 })
+	if r := run(t, root, "thread", "ps"); !strings.HasPrefix(r.stdout, id+"\t") || !strings.HasSuffix(r.stdout, "\tslow\n") {
+		t.Fatalf("ps while running: %+v", r)
+	}
+	if r := run(t, root, "thread", "resume", id); r.code != 1 || !strings.Contains(r.stderr, "thread not paused") {
+		t.Fatalf("resume of a running thread: %+v", r)
+	}
 	if r := run(t, root, "thread", "pause", id); r.code != 0 || r.stdout != "pause sent for thread "+id+"\n" {
 		t.Fatalf("pause: %+v", r)
 	}
