@@ -164,3 +164,31 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// ThreadIDTime returns when a thread id was made. Two encodings are in use:
+// standard ULIDs (this implementation: 48-bit milliseconds in the first 10
+// characters) and the original's, which pads at the low end so the
+// milliseconds sit two bits further left. An id is read both ways and the
+// reading that falls in a plausible range wins; false when neither does.
+func ThreadIDTime(id string) (time.Time, bool) {
+	up, err := ParseThreadID(id)
+	if err != nil {
+		return time.Time{}, false
+	}
+	// 26 quintets = 130 bits; the top 50 bits hold the time either way.
+	var top uint64
+	for i := 0; i < 10; i++ {
+		top = top<<5 | uint64(strings.IndexByte(Alphabet, up[i]))
+	}
+	plausible := func(ms uint64) bool {
+		t := time.UnixMilli(int64(ms))
+		return t.Year() >= 2015 && t.Year() < 2100
+	}
+	if ms := top & (1<<48 - 1); top>>48 == 0 && plausible(ms) { // standard: 2 pad bits lead
+		return time.UnixMilli(int64(ms)), true
+	}
+	if ms := top >> 2; plausible(ms) { // original: 2 pad bits trail
+		return time.UnixMilli(int64(ms)), true
+	}
+	return time.Time{}, false
+}

@@ -133,3 +133,44 @@ func FuzzParseHash(f *testing.F) {
 		}
 	})
 }
+
+func TestThreadIDTime(t *testing.T) {
+	at := time.UnixMilli(1796032800123)
+	got, ok := ThreadIDTime(NewThreadID(at))
+	if !ok || !got.Equal(at) {
+		t.Fatalf("standard ULID time = %v %v, want %v", got, ok, at)
+	}
+	// The original's encoding: (ms << 80 | random) << 2, in 26 quintets.
+	legacy := legacyID(1778000000000)
+	if !strings.HasPrefix(legacy, "06EZJ3QM") {
+		t.Fatalf("legacy id generator wrong: %s", legacy)
+	}
+	got, ok = ThreadIDTime(legacy)
+	if !ok || got.UnixMilli() != 1778000000000 {
+		t.Fatalf("legacy id time = %v %v", got, ok)
+	}
+	if _, ok := ThreadIDTime("ZZZZZZZZZZZZZZZZZZZZZZZZZZ"); ok {
+		t.Fatal("implausible id got a time")
+	}
+	if _, ok := ThreadIDTime("short"); ok {
+		t.Fatal("invalid id got a time")
+	}
+}
+
+// legacyID encodes like the original's generateUlid with zero randomness.
+func legacyID(ms uint64) string {
+	// 130 bits: ms (48) | random (80) | pad (2); emit quintets MSB first.
+	var bits [130]byte
+	for i := 0; i < 48; i++ {
+		bits[i] = byte(ms >> (47 - i) & 1)
+	}
+	out := make([]byte, 26)
+	for q := 0; q < 26; q++ {
+		v := 0
+		for b := 0; b < 5; b++ {
+			v = v<<1 | int(bits[q*5+b])
+		}
+		out[q] = Alphabet[v]
+	}
+	return string(out)
+}
