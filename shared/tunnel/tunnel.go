@@ -1,0 +1,259 @@
+// Package tunnel carries HTTP between the gateway and a connector over the
+// one WebSocket the connector dials out: the gateway is an HTTP/2 client
+// and the connector an HTTP/2 server on that connection. HTTP/2 gives
+// multiplexed streams, flow control, streaming bodies (SSE passes through
+// live), cancellation and binary bodies, so there is no request framing of
+// our own.
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/net/http2"
+)
+
+// Subprotocol marks a connector that speaks HTTP/2 over the WebSocket. A
+// client that does not offer it is an original TypeScript connector
+// speaking JSON frames.
+const Subprotocol = "uncaged-workflow.h2"
+
+// ConnectPath is the gateway route connectors dial.
+const ConnectPath = "/ws/connect"
+
+// DefaultReadLimit bounds one WebSocket message. HTTP/2 writes arrive as
+// messages of at most a few frames, so this is generous while still
+// refusing a peer that sends unbounded messages.
+const DefaultReadLimit = 4 << 20
+
+// ConnectURL turns a gateway base URL (http, https, ws or wss) into the
+// connector's WebSocket URL for name.
+func ConnectURL(gateway, name string) (string, error) {
+	u, err := url.Parse(gateway)
+	if err != nil {
+		return "", fmt.Errorf("invalid gateway URL %q: %w", gateway, err)
+	}
+	switch u.Scheme {
+	case "https", "wss":
+		u.Scheme = "wss"
+	case "http", "ws":
+		u.Scheme = "ws"
+	default:
+		return "", fmt.Errorf("invalid gateway URL %q: scheme must be http, https, ws or wss", gateway)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("invalid gateway URL %q: no host", gateway)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + ConnectPath
+	u.RawQuery = url.Values{"name": {name}}.Encode()
+	u.Fragment = ""
+	return u.String(), nil
+}
+
+// RejectedError is a gateway's refusal of a connection, with its status and
+// the message it gave.
+type RejectedError struct {
+	Status  int
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("gateway refused the connection: %d %s", e.Status, e.Message)
+}
+
+// Dial opens the connector's WebSocket to the gateway, authenticated with
+// token (sent as a bearer token, never in the URL).
+func Dial(ctx context.Context, gateway, name, token string, header http.Header) (*websocket.Conn, error) {
+	u, err := ConnectURL(gateway, name)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	for k, v := range header {
+		h[k] = v
+	}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{Subprotocol}})
+	if err != nil {
+		if resp != nil && resp.StatusCode >= 400 {
+			body := ""
+			if resp.Body != nil {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				body = strings.TrimSpace(string(b))
+			}
+			return nil, &RejectedError{Status: resp.StatusCode, Message: body}
+		}
+		return nil, err
+	}
+	if ws.Subprotocol() != Subprotocol {
+		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
+		return nil, errors.New("gateway did not accept the " + Subprotocol + " subprotocol")
+	}
+	ws.SetReadLimit(DefaultReadLimit)
+	return ws, nil
+}
+
+// ServeOptions tune the connector's HTTP/2 server.
+type ServeOptions struct {
+	// MaxConcurrentStreams caps requests in flight (0: 250).
+	MaxConcurrentStreams uint32
+	// PingInterval, when set, pings the gateway at the WebSocket level this
+	// often, so a dead gateway is noticed even when no request is flowing.
+	PingInterval time.Duration
+}
+
+// Serve answers HTTP/2 requests from the gateway with h until the WebSocket
+// closes or ctx ends; then it closes the WebSocket with reason.
+func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	if opts.PingInterval > 0 {
+		go pingLoop(ctx, ws, opts.PingInterval, cancel)
+	}
+	srv := &http2.Server{MaxConcurrentStreams: opts.MaxConcurrentStreams, IdleTimeout: 0}
+	if srv.MaxConcurrentStreams == 0 {
+		srv.MaxConcurrentStreams = 250
+	}
+	srv.MaxUploadBufferPerConnection = 4 << 20
+	srv.MaxUploadBufferPerStream = 1 << 20
+	srv.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{}})
+	if err := ctx.Err(); err != nil {
+		ws.Close(websocket.StatusGoingAway, "connector shutting down")
+		return err
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	return nil
+}
+
+func pingLoop(ctx context.Context, ws *websocket.Conn, every time.Duration, fail func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	misses := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := ws.Ping(pctx)
+		cancel()
+		if err == nil {
+			misses = 0
+			continue
+		}
+		if misses++; misses >= 2 {
+			fail()
+			return
+		}
+	}
+}
+
+// Offers reports whether an upgrade request offers our subprotocol; one
+// that does not comes from an original JSON-frame client.
+func Offers(r *http.Request) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if strings.TrimSpace(p) == Subprotocol {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Accept completes the gateway's side of the upgrade for a client that
+// offers the subprotocol.
+func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}, InsecureSkipVerify: true})
+	if err != nil {
+		return nil, err
+	}
+	if ws.Subprotocol() != Subprotocol {
+		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
+		return nil, errors.New("client did not negotiate " + Subprotocol)
+	}
+	ws.SetReadLimit(DefaultReadLimit)
+	return ws, nil
+}
+
+// Client is the gateway's HTTP/2 client over one connector's WebSocket. It
+// is an http.RoundTripper.
+type Client struct {
+	ws   *websocket.Conn
+	cc   *http2.ClientConn
+	done chan struct{}
+	stop context.CancelFunc
+}
+
+// NewClient starts an HTTP/2 client connection over ws. The connection
+// lives until Close or until the WebSocket drops (Done is closed then).
+func NewClient(ws *websocket.Conn) (*Client, error) {
+	ctx, stop := context.WithCancel(context.Background())
+	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false}
+	cc, err := t.NewClientConn(&watchedConn{Conn: conn, onClose: stop})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	c := &Client{ws: ws, cc: cc, done: make(chan struct{}), stop: stop}
+	go func() {
+		<-ctx.Done()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// watchedConn reports when the HTTP/2 client closes its connection (after a
+// read error: the WebSocket dropped).
+type watchedConn struct {
+	net.Conn
+	onClose func()
+}
+
+func (w *watchedConn) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	if err != nil {
+		w.onClose()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Close() error {
+	w.onClose()
+	return w.Conn.Close()
+}
+
+// RoundTrip sends one request to the connector.
+func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	return c.cc.RoundTrip(req)
+}
+
+// Ping sends an HTTP/2 PING and waits for its acknowledgement: the
+// heartbeat.
+func (c *Client) Ping(ctx context.Context) error { return c.cc.Ping(ctx) }
+
+// Done is closed when the connection is gone.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Close ends the connection, telling the connector why.
+func (c *Client) Close(reason string) error {
+	c.cc.Close()
+	c.stop()
+	return c.ws.Close(websocket.StatusGoingAway, reason)
+}
+
+// ActiveStreams is how many requests are in flight.
+func (c *Client) ActiveStreams() int { return c.cc.State().StreamsActive }
