@@ -196,6 +196,23 @@ func TestThrowEndsFailedWithTheError(t *testing.T) {
 	}
 }
 
+// waitSteps waits until thread id's head has n role steps behind it.
+func waitSteps(t *testing.T, e *Executor, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if rec, err := threads.Resolve(e.Layout, id); err == nil {
+			if frames, _ := threads.Walk(e.CAS, rec.Head); len(frames) >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %s never reached %d steps", id, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestKillEndsWith130(t *testing.T) {
 	e := newExec(t)
 	th := begin(t, e, "T1")
@@ -205,7 +222,7 @@ func TestKillEndsWith130(t *testing.T) {
 		res, _ := e.Run(ctx, linear{roles: []string{"planner", "coder"}, blockAt: "coder"}, th, Env{})
 		done <- res
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitSteps(t, e, "T1", 1)
 	cancel(ErrKilled)
 	res := <-done
 	if res.ReturnCode != 130 || res.Summary != SummaryKilled {
@@ -226,7 +243,7 @@ func TestShutdownLeavesThreadResumableWithoutRepeatingSteps(t *testing.T) {
 		_, err := e.Run(ctx, linear{roles: []string{"a", "b", "c"}, blockAt: "c", seen: &seen}, th, Env{})
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitSteps(t, e, "T1", 2)
 	cancel(ErrShutdown)
 	if err := <-errc; !errors.Is(err, ErrLeftRunning) {
 		t.Fatalf("err = %v", err)
@@ -273,8 +290,8 @@ func TestPauseHoldsTheHead(t *testing.T) {
 		res, _ := e.Run(context.Background(), linear{roles: []string{"a", "b"}, stepped: stepped}, th, Env{Pause: gate})
 		done <- res
 	}()
-	<-stepped // "a" written, then the gate holds
-	time.Sleep(100 * time.Millisecond)
+	<-stepped // "a" produced; it is written, then the gate holds
+	waitSteps(t, e, "T1", 1)
 	rec, _ := threads.Resolve(e.Layout, "T1")
 	headWhilePaused := rec.Head
 	time.Sleep(200 * time.Millisecond)

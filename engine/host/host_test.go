@@ -177,6 +177,10 @@ func TestRunListPauseResumeKill(t *testing.T) {
 	if len(list) != 1 || list[0].ThreadID != id || list[0].Workflow != "linear" || list[0].Status != threads.StatusRunning {
 		t.Fatalf("list = %+v", list)
 	}
+	f.waitFor("the first step", func() bool {
+		r, _ := threads.Resolve(f.l, id)
+		return f.chainRoles(r.Head) == "a"
+	})
 	if err := f.client.Pause(id); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +192,10 @@ func TestRunListPauseResumeKill(t *testing.T) {
 		t.Fatalf("status while paused = %s", list[0].Status)
 	}
 	close(release) // the "wait" role completes, then the gate holds
-	time.Sleep(150 * time.Millisecond)
+	f.waitFor("the wait step", func() bool {
+		r, _ := threads.Resolve(f.l, id)
+		return f.chainRoles(r.Head) == "a,wait"
+	})
 	rec, _ := threads.Resolve(f.l, id)
 	held := rec.Head
 	time.Sleep(300 * time.Millisecond)
@@ -351,9 +358,9 @@ func TestConcurrencyCapQueuesThreads(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(f.host.sem); n != 2 {
-		t.Fatalf("%d threads hold a slot, want 2", n)
+	f.waitFor("two threads to hold the two slots", func() bool { return len(f.host.sem) == 2 })
+	if list, _ := f.client.List(); len(list) != 4 {
+		t.Fatalf("%d threads listed, want all 4 (2 running, 2 waiting)", len(list))
 	}
 	close(release)
 	var wg sync.WaitGroup

@@ -32,6 +32,10 @@ type jsEnv struct {
 
 	modules map[string]*goja.Object // module objects by canonical name
 
+	// unhandled holds rejected promises no handler has been attached to
+	// yet, in rejection order (see reportUnhandled).
+	unhandled []*goja.Promise
+
 	http  *http.Client     // per run, so Close can drop its idle connections
 	procs *procTable       // child processes of this run
 	fetch map[int64]func() // aborts of in-flight requests, by id
@@ -61,6 +65,9 @@ func newEnv(cfg envConfig) *jsEnv {
 	}
 	if e.lookupEnv == nil {
 		e.lookupEnv = os.LookupEnv
+	}
+	if !cfg.validating {
+		vm.SetPromiseRejectionTracker(e.trackRejection)
 	}
 	e.procs = newProcTable()
 	// Killing the run kills its process groups and closes our ends of their
@@ -236,4 +243,37 @@ func (e *jsEnv) obj(kv ...any) *goja.Object {
 		_ = o.Set(kv[i].(string), kv[i+1])
 	}
 	return o
+}
+
+func (e *jsEnv) trackRejection(p *goja.Promise, op goja.PromiseRejectionOperation) {
+	switch op {
+	case goja.PromiseRejectionReject:
+		e.unhandled = append(e.unhandled, p)
+	case goja.PromiseRejectionHandle:
+		for i, q := range e.unhandled {
+			if q == p {
+				e.unhandled = append(e.unhandled[:i], e.unhandled[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// reportUnhandled logs rejections nothing handled by the end of a step
+// (except the step's own promise, whose rejection is the step's error).
+// Node would end the process; a workflow carries on, but the author should
+// see that a promise failed unobserved, such as a fetch nobody awaited.
+func (e *jsEnv) reportUnhandled(step *goja.Promise) {
+	for _, p := range e.unhandled {
+		if p == step || p.State() != goja.PromiseStateRejected {
+			continue
+		}
+		msg := valueError(p.Result(), e.bundleName)
+		text := msg.Message
+		if msg.Stack != "" {
+			text = msg.Stack
+		}
+		e.host.Log("CONSOLE", "Unhandled promise rejection: "+text)
+	}
+	e.unhandled = nil
 }

@@ -31,6 +31,7 @@ func TestLoadErrorsExact(t *testing.T) {
 		"require_call.esm.js":            `require() is not allowed in workflow bundles`,
 		"import_lodash.esm.js":           `disallowed import specifier "lodash" (workflow bundles may import only ` + allowed + `; Node built-ins may use the "node:" prefix; all other dependencies must be bundled)`,
 		"import_net.esm.js":              `disallowed import specifier "node:net" (workflow bundles may import only ` + allowed + `; Node built-ins may use the "node:" prefix; all other dependencies must be bundled)`,
+		"export_star.esm.js":             `disallowed import specifier "lodash/fp" (workflow bundles may import only ` + allowed + `; Node built-ins may use the "node:" prefix; all other dependencies must be bundled)`,
 		"import_relative.esm.js":         `disallowed import specifier "./helper.js" (workflow bundles may import only ` + allowed + `; Node built-ins may use the "node:" prefix; all other dependencies must be bundled)`,
 		"bad_role.esm.js":                `descriptor.roles.bad.schema must be a non-array object`,
 		"function_role.esm.js":           `descriptor.roles.fn must be a non-array object`,

@@ -73,6 +73,7 @@ func fileType(m fs.FileMode) string {
 	return "unknown"
 }
 
+// fsHost backs fs.js.
 func (e *jsEnv) fsHost() *goja.Object {
 	str := func(call goja.FunctionCall, i int) string { return call.Argument(i).String() }
 	undef := goja.Undefined()

@@ -13,8 +13,8 @@ import (
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
-// errNoHost is what host capabilities say while a bundle's top level is
-// being validated: the descriptor must be computable without them.
+// requireHost throws when host capabilities are used while a bundle's
+// top level is validated: the descriptor must be computable without them.
 func (e *jsEnv) requireHost(what string) {
 	if e.validating || e.host == nil {
 		e.throwError(fmt.Sprintf("%s is not available while a bundle is validated (at its top level); use it inside run", what))
@@ -163,6 +163,9 @@ func describeJS(v goja.Value) string {
 }
 
 func typeofJS(v goja.Value) string {
+	if _, ok := v.(*goja.Symbol); ok {
+		return "symbol"
+	}
 	switch {
 	case goja.IsString(v):
 		return "string"
@@ -171,12 +174,8 @@ func typeofJS(v goja.Value) string {
 	case goja.IsBigInt(v):
 		return "bigint"
 	}
-	switch v.ExportType().Kind().String() {
-	case "bool":
+	if _, ok := v.Export().(bool); ok {
 		return "boolean"
-	}
-	if _, ok := v.(*goja.Symbol); ok {
-		return "symbol"
 	}
 	return "value"
 }

@@ -106,6 +106,7 @@ func TestSpawn(t *testing.T) {
 		"sync":     "sync",
 		"missing":  "ENOENT",
 		"piped":    "through stdin",
+		"killed":   map[string]any{"code": nil, "signal": "SIGTERM", "killed": true},
 	})
 }
 

@@ -100,6 +100,7 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 		}
 		return nil
 	}, func() bool { return p == nil || p.State() != goja.PromiseStatePending })
+	_ = l.guard(func() error { r.e.reportUnhandled(p); return nil })
 	if err == nil && p != nil {
 		if p.State() == goja.PromiseStateRejected {
 			err = valueError(p.Result(), r.e.bundleName)
@@ -208,7 +209,11 @@ func (e *jsEnv) output(v goja.Value) (*workflow.Output, error) {
 	if err != nil {
 		return nil, fmt.Errorf("yielded RoleOutput.contentHash %q is not a CAS hash", ch.String())
 	}
-	exists, err := e.host.CAS().Exists(h)
+	store := e.host.CAS()
+	if store == nil {
+		return nil, errors.New("the host has no CAS to check the yielded contentHash against")
+	}
+	exists, err := store.Exists(h)
 	if err != nil {
 		return nil, fmt.Errorf("yielded RoleOutput.contentHash %s: %w", h, err)
 	}

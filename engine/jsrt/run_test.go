@@ -396,3 +396,129 @@ func TestChildWorkflow(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestUnhandledRejectionIsLogged(t *testing.T) {
+	src := `
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
+export const run = async function* (thread, runtime) {
+  Promise.reject(new Error("nobody listens"));
+  Promise.reject(new Error("handled later")).catch(() => {});
+  const h = await runtime.cas.put("x");
+  yield { role: "r", contentHash: h, meta: {} };
+  return { returnCode: 0, summary: "" };
+};`
+	b, err := Load([]byte(src), "unhandled.esm.js", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost(t)
+	if _, _, err := drive(t, b, h, threadFor(b, "")); err != nil {
+		t.Fatal(err)
+	}
+	logs := h.logged("CONSOLE")
+	if len(logs) != 1 || !strings.HasPrefix(logs[0], "Unhandled promise rejection: Error: nobody listens") || !strings.Contains(logs[0], "unhandled.esm.js:4:") {
+		t.Fatalf("CONSOLE = %q", logs)
+	}
+}
+
+func TestConcurrentRuns(t *testing.T) {
+	b := loadTestdata(t, "review_loop.esm.js")
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			h := newFakeHost(t)
+			outs, done, err := drive(t, b, h, threadFor(b, "parallel"))
+			if err == nil && (len(outs) != 6 || done.ReturnCode != 0) {
+				err = fmt.Errorf("%d outputs, %+v", len(outs), done)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestRunLifecycle(t *testing.T) {
+	b := loadTestdata(t, "linear.esm.js")
+	h := newFakeHost(t)
+	ctx := context.Background()
+	r, err := b.Start(ctx, threadFor(b, "x"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, done, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done != nil {
+			break
+		}
+	}
+	if _, _, err := r.Next(ctx); err == nil || !strings.Contains(err.Error(), "already completed") {
+		t.Fatalf("Next after completion: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, _, err := r.Next(ctx); !errors.Is(err, errClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	// Closing a run that never stepped is fine too.
+	r2, err := b.Start(ctx, threadFor(b, "y"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartIsInterruptible(t *testing.T) {
+	// The top level spins only when the run's environment asks for it, so
+	// Load (which sees no such variable) succeeds.
+	src := `
+if ("JSRT_SPIN_AT_START" in process.env) { for (;;) {} }
+export const run = async function* () {};
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };`
+	b, err := Load([]byte(src), "startspin.esm.js", Options{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost(t)
+	h.env["JSRT_SPIN_AT_START"] = "1"
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r, err := b.Start(ctx, threadFor(b, ""), h)
+	if r != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start = %v, %v", r, err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("Start took %v", time.Since(start))
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	src := `
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
+export const run = () => 42;`
+	b, err := Load([]byte(src), "notgen.esm.js", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost(t)
+	_, err = b.Start(context.Background(), threadFor(b, ""), h)
+	if err == nil || !strings.Contains(err.Error(), "run(thread, runtime) must return an async generator") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := b.Start(context.Background(), threadFor(b, ""), nil); err == nil {
+		t.Fatal("Start without a host succeeded")
+	}
+}

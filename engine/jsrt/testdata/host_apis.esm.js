@@ -101,7 +101,12 @@ const checks = {
       c.stdin.write("through ");
       c.stdin.end("stdin");
     });
-    return { out, err, code, exitCode, stdout, failed, sync, missing, piped };
+    const killed = await new Promise((resolve) => {
+      const c = spawn("sleep", ["10"], { stdio: "ignore" });
+      c.on("close", (code, signal) => resolve({ code, signal, killed: c.killed }));
+      c.on("spawn", () => c.kill());
+    });
+    return { out, err, code, exitCode, stdout, failed, sync, missing, piped, killed };
   },
 
   async sleeper() {

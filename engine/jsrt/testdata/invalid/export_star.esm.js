@@ -1,0 +1,3 @@
+export * from "lodash/fp";
+export const run = async function* () {};
+export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
