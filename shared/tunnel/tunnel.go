@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -127,7 +128,10 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	}
 	srv.MaxUploadBufferPerConnection = 4 << 20
 	srv.MaxUploadBufferPerStream = 1 << 20
-	srv.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{}})
+	// A tunnel torn down mid-handshake is routine (a replaced connection);
+	// the caller reports what matters, so net/http's own log stays quiet.
+	quiet := log.New(io.Discard, "", 0)
+	srv.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{ErrorLog: quiet}})
 	if err := ctx.Err(); err != nil {
 		ws.Close(websocket.StatusGoingAway, "connector shutting down")
 		return err
