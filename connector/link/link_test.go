@@ -1,0 +1,118 @@
+package link
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/shared/tunnel"
+)
+
+func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
+	one := func() float64 { return 0.999999 }
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+	for n, w := range want {
+		if got := Backoff(n, time.Second, 30*time.Second, one).Round(time.Second); got != w*time.Second {
+			t.Errorf("attempt %d: %s, want %ds", n, got, w)
+		}
+	}
+	if got := Backoff(3, time.Second, 30*time.Second, func() float64 { return 0 }); got != 100*time.Millisecond {
+		t.Errorf("floor: %s", got)
+	}
+	if got := Backoff(1000, time.Second, 30*time.Second, one); got > 30*time.Second {
+		t.Errorf("overflow: %s", got)
+	}
+}
+
+// syncBuffer is an io.Writer safe for the link's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
+	var mu sync.Mutex
+	var clients []*tunnel.Client
+	accepts := 0
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepts++
+		n := accepts
+		mu.Unlock()
+		if n == 2 { // the second attempt is refused
+			http.Error(w, "token expired", http.StatusUnauthorized)
+			return
+		}
+		ws, err := tunnel.Accept(w, r)
+		if err != nil {
+			return
+		}
+		c, _ := tunnel.NewClient(ws)
+		mu.Lock()
+		clients = append(clients, c)
+		mu.Unlock()
+	}))
+	defer gw.Close()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Run(ctx, Options{Gateway: gw.URL, Name: "laptop", Token: "t", Out: out,
+			Handler:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hi") }),
+			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	}()
+	waitClients := func(n int) *tunnel.Client {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			if len(clients) >= n {
+				c := clients[n-1]
+				mu.Unlock()
+				return c
+			}
+			mu.Unlock()
+			if time.Now().After(deadline) {
+				t.Fatalf("no connection %d; output:\n%s", n, out.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	first := waitClients(1)
+	first.Close("gateway restarting")
+	second := waitClients(2)
+	req, _ := http.NewRequest("GET", "http://connector/x", nil)
+	resp, err := second.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request over the new link: %v %v", resp, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	log := out.String()
+	for _, want := range []string{`connected to ` + gw.URL + ` as "laptop"`, "disconnected from gateway", "gateway refused the connection (401): token expired", "retrying in"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("output lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Count(log, "connected to") < 2 {
+		t.Errorf("expected two connections:\n%s", log)
+	}
+}
