@@ -5,12 +5,17 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/uncaged/workflow/shared/version.Version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: build test lint bench bench-full fuzz clean
+.PHONY: build test lint bench bench-full bench-engine demo fuzz clean
 
 ## build: compile the binaries into bin/
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/uncaged-workflow ./connector/cmd/uncaged-workflow
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/uncaged-gateway ./gateway/cmd/uncaged-gateway
+
+## demo: a gateway, a connector and a sample workflow on loopback (DEMO_PORT, default 8080)
+demo: build
+	./deploy/demo/run-demo.sh
 
 ## test: lint, then every test (race detector on), as CI runs it
 test: lint
@@ -25,6 +30,10 @@ lint:
 ## bench: storage benchmarks with ratios against in-run baselines (quick sizes)
 bench:
 	$(GO) run ./bench/cmd/storebench -threads 100000 -blobs 200000
+
+## bench-engine: per-step overhead, bundle load and run-to-first-step latency
+bench-engine:
+	$(GO) run ./bench/cmd/enginebench
 
 ## bench-full: the issue's full sizes (1M CAS blobs; needs ~5 GB of disk and a few minutes)
 bench-full:

@@ -19,11 +19,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "uncaged-workflow"), "../connector/cmd/uncaged-workflow")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building uncaged-workflow:", err)
-		os.Exit(1)
+	for _, b := range []struct{ name, pkg string }{{"uncaged-workflow", "../connector/cmd/uncaged-workflow"}, {"uncaged-gateway", "../gateway/cmd/uncaged-gateway"}} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building "+b.name+":", err)
+			os.Exit(1)
+		}
 	}
 	binDir = dir
 	code := m.Run()

@@ -111,11 +111,16 @@ func newRoot(env Env) *cobra.Command {
 	for _, c := range []*cobra.Command{run, live} {
 		c.Annotations = map[string]string{groupAnnotation: "Shortcuts:"}
 	}
+	connect, serve := a.connectCmd(), a.serveCmd()
+	for _, c := range []*cobra.Command{connect, serve} {
+		c.Annotations = map[string]string{groupAnnotation: "Gateway:"}
+	}
 	root.AddCommand(
 		a.workflowCmd(),
 		a.threadCmd(),
 		a.casCmd(),
 		run, live,
+		connect, serve,
 		a.engineCmd(),
 		a.versionCmd(),
 	)

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/storage"
+)
+
+// HostEngine is the Engine of a storage root's engine host, reached through
+// its control socket. Reads (Running) and Pause never start a host: with
+// none running, nothing runs and there is nothing to pause. Run, Fork, Kill
+// and Resume start one with the spawn function given to NewHostEngine when
+// none runs, as the CLI does.
+//
+// One client is kept and reused while the host answers (each host.Dial
+// makes a new HTTP transport, and the live route asks what runs ten times
+// a second); it is dropped when the host stops answering.
+type HostEngine struct {
+	layout storage.Layout
+	spawn  func() error
+
+	mu     sync.Mutex
+	client *host.Client
+}
+
+var _ Engine = (*HostEngine)(nil)
+
+// NewHostEngine returns the Engine of l's host. spawn starts a host in the
+// background (host.SpawnSelf in production); nil never starts one, so the
+// actions fail while no host runs.
+func NewHostEngine(l storage.Layout, spawn func() error) *HostEngine {
+	return &HostEngine{layout: l, spawn: spawn}
+}
+
+// get returns the cached client or dials one; ensure starts a host first
+// when none answers and spawn is set.
+func (e *HostEngine) get(ensure bool) (*host.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client != nil {
+		return e.client, nil
+	}
+	var c *host.Client
+	var err error
+	if ensure && e.spawn != nil {
+		c, err = host.Ensure(e.layout, e.spawn)
+	} else {
+		c, err = host.Dial(e.layout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.client = c
+	return c, nil
+}
+
+// dropIfGone drops the cached client c after a failed call when the host
+// no longer answers, so the next call dials (or starts) a fresh one, and
+// reports whether it did. An error the host itself answered (thread not
+// running, unknown role) keeps the client.
+func (e *HostEngine) dropIfGone(c *host.Client) bool {
+	if _, err := c.Status(); err == nil {
+		return false
+	}
+	e.mu.Lock()
+	if e.client == c {
+		e.client = nil
+	}
+	e.mu.Unlock()
+	return true
+}
+
+// call runs op on a client. When the cached client turns out to talk to a
+// host that is gone, it is dropped, and op is tried once more on a fresh
+// one if retry says op is safe to repeat (Run and Fork are not: the first
+// attempt may have started a thread).
+func (e *HostEngine) call(ensure, retry bool, op func(*host.Client) error) error {
+	for attempt := 0; ; attempt++ {
+		c, err := e.get(ensure)
+		if err != nil {
+			return err
+		}
+		if err = op(c); err == nil || !e.dropIfGone(c) || !retry || attempt > 0 {
+			return err
+		}
+	}
+}
+
+// Run implements Engine.
+func (e *HostEngine) Run(workflow, prompt string) (string, error) {
+	var id string
+	err := e.call(true, false, func(c *host.Client) (err error) {
+		id, err = c.Run(host.RunRequest{Workflow: workflow, Prompt: prompt})
+		return err
+	})
+	return id, err
+}
+
+// Fork implements Engine.
+func (e *HostEngine) Fork(id, fromRole string) (string, error) {
+	var newID string
+	err := e.call(true, false, func(c *host.Client) (err error) {
+		newID, err = c.Fork(id, host.ForkRequest{FromRole: fromRole})
+		return err
+	})
+	return newID, err
+}
+
+// Kill implements Engine.
+func (e *HostEngine) Kill(id string) error {
+	return e.call(true, true, func(c *host.Client) error { return c.Kill(id) })
+}
+
+// Resume implements Engine.
+func (e *HostEngine) Resume(id string) error {
+	return e.call(true, true, func(c *host.Client) error { return c.Resume(id) })
+}
+
+// Pause implements Engine. With no host running, the thread is not running.
+func (e *HostEngine) Pause(id string) error {
+	err := e.call(false, true, func(c *host.Client) error { return c.Pause(id) })
+	if errors.Is(err, host.ErrNoHost) {
+		return fmt.Errorf("thread not running: %s", id)
+	}
+	return err
+}
+
+// Running implements Engine: no host means nothing runs.
+func (e *HostEngine) Running() ([]host.RunningThread, error) {
+	var out []host.RunningThread
+	err := e.call(false, true, func(c *host.Client) (err error) {
+		out, err = c.List()
+		return err
+	})
+	if errors.Is(err, host.ErrNoHost) {
+		return nil, nil
+	}
+	return out, err
+}

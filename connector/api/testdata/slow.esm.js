@@ -1,0 +1,24 @@
+// Five roles that each take a while, so a test can pause, kill or crash the
+// host in the middle.
+import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
+
+const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const names = ["one", "two", "three", "four", "five"];
+const roles = {};
+const table = { [START]: [{ condition: "FALLBACK", role: names[0] }] };
+names.forEach((name, i) => {
+  roles[name] = { description: "step " + (i + 1), systemPrompt: "", schema: { type: "object" } };
+  table[name] = [{ condition: "FALLBACK", role: names[i + 1] || END }];
+});
+
+const definition = { description: "Five slow steps.", roles, table };
+
+export const descriptor = buildDescriptor(definition);
+
+export const run = createWorkflow(definition, {
+  adapter: () => async (ctx) => {
+    await delay(400);
+    return { meta: { step: ctx.steps.length + 1 }, childThread: null };
+  },
+  overrides: null,
+});

@@ -1,0 +1,561 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// ThreadSummary is one thread in GET /api/threads.
+type ThreadSummary struct {
+	ThreadID string `json:"threadId"`
+	// Workflow is the registered name of the thread's bundle, or null.
+	Workflow *string `json:"workflow"`
+	// Hash is the thread's bundle hash.
+	Hash string `json:"hash"`
+	// StartedAt is when the thread started (ISO-8601): the time in its id,
+	// else its first step's timestamp.
+	StartedAt string `json:"startedAt"`
+	// UpdatedAt is its last activity: updatedAt while active, completedAt
+	// once finished (ISO-8601).
+	UpdatedAt string         `json:"updatedAt"`
+	Status    threads.Status `json:"status"`
+	Source    threads.Source `json:"source"`
+}
+
+// ThreadList is GET /api/threads: one page, and how many threads matched.
+type ThreadList struct {
+	Threads []ThreadSummary `json:"threads"`
+	Total   int             `json:"total"`
+}
+
+// RunningSummary is one thread in GET /api/threads/running.
+type RunningSummary struct {
+	ThreadID     string         `json:"threadId"`
+	Hash         string         `json:"hash"`
+	WorkflowName *string        `json:"workflowName"`
+	Status       threads.Status `json:"status"` // running or paused
+	StartedAt    string         `json:"startedAt"`
+	// Parent is the parent thread of a child thread, else null.
+	Parent *string `json:"parent"`
+}
+
+// ThreadDetail is GET /api/threads/:id. Records holds a ThreadStartRecord,
+// then a RoleRecord per step, then a ResultRecord once the thread ended.
+type ThreadDetail struct {
+	ThreadID string `json:"threadId"`
+	Records  []any  `json:"records"`
+}
+
+// Record types, the "type" of every record.
+const (
+	RecordThreadStart    = "thread-start"
+	RecordRole           = "role"
+	RecordWorkflowResult = "workflow-result"
+)
+
+// ThreadStartRecord is the first record of a thread, the same in
+// GET /api/threads/:id and in the live stream. It carries the original's
+// REST fields (workflow, prompt, status) and its SSE fields (bundleHash,
+// head, start, source); timestamp is the start time in milliseconds (the
+// original sent null).
+type ThreadStartRecord struct {
+	Type       string         `json:"type"`
+	ThreadID   string         `json:"threadId"`
+	Workflow   string         `json:"workflow"` // the start node's name, or "unknown"
+	Prompt     *string        `json:"prompt"`   // null when the prompt is not in the CAS
+	Status     threads.Status `json:"status"`
+	StartedAt  string         `json:"startedAt"`
+	Timestamp  int64          `json:"timestamp"`
+	BundleHash string         `json:"bundleHash"`
+	Head       string         `json:"head"`
+	Start      string         `json:"start"`
+	Source     threads.Source `json:"source"`
+}
+
+// RoleRecord is one step of a thread.
+type RoleRecord struct {
+	Type        string `json:"type"`
+	Role        string `json:"role"`
+	ContentHash string `json:"contentHash"`
+	// Content is the step's content text, or the original's placeholder
+	// "(content not in CAS; contentHash=…)".
+	Content   string          `json:"content"`
+	Meta      json.RawMessage `json:"meta"`
+	Timestamp int64           `json:"timestamp"`
+	StateHash string          `json:"stateHash"`
+	// ChildThread is the final state of a child thread the step ran, or null.
+	ChildThread *string `json:"childThread"`
+}
+
+// ResultRecord is how a thread ended: its __end__ state. Unlike the
+// original, it is sent for every __end__ (a missing return code reads as 1).
+type ResultRecord struct {
+	Type       string `json:"type"`
+	ReturnCode int    `json:"returnCode"`
+	Content    string `json:"content"` // the summary
+	Timestamp  int64  `json:"timestamp"`
+	StateHash  string `json:"stateHash"`
+}
+
+// validStatuses are the values ?status accepts.
+var validStatuses = []threads.Status{
+	threads.StatusRunning, threads.StatusPaused, threads.StatusCompleted,
+	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
+}
+
+// checkThreadRef accepts what could name a thread: letters, digits, '-' and
+// '_' (so the original's test id "nonexistent-id" is a 404, not a 400),
+// never anything that could leave the logs directory.
+func checkThreadRef(id string) error {
+	if id == "" || len(id) > 64 {
+		return fail(http.StatusBadRequest, "invalid thread id %q: want the 26-character id of a thread", id)
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
+			return fail(http.StatusBadRequest, "invalid thread id %q: only letters and digits are allowed", id)
+		}
+	}
+	return nil
+}
+
+// resolve finds the thread :id names; a lower-case id finds its upper-case
+// thread.
+func (s *server) resolve(c echo.Context, id string) (threads.Record, error) {
+	if err := checkThreadRef(id); err != nil {
+		return threads.Record{}, err
+	}
+	rec, err := threads.Resolve(s.opts.Layout, id)
+	if errors.Is(err, threads.ErrNotFound) && strings.ToUpper(id) != id {
+		rec, err = threads.Resolve(s.opts.Layout, strings.ToUpper(id))
+	}
+	switch {
+	case errors.Is(err, threads.ErrNotFound):
+		return rec, fail(http.StatusNotFound, "thread not found: %s", id)
+	case err != nil:
+		return rec, s.internal(c, err)
+	}
+	return rec, nil
+}
+
+// running asks the engine which threads it executes, by id. Without an
+// engine nothing runs.
+func (s *server) running() (map[string]host.RunningThread, error) {
+	out := map[string]host.RunningThread{}
+	if s.opts.Engine == nil {
+		return out, nil
+	}
+	list, err := s.opts.Engine.Running()
+	for _, r := range list {
+		out[r.ThreadID] = r
+	}
+	return out, err
+}
+
+// runningOrLog is running for routes that can still answer without it: an
+// engine that does not answer is logged and counts as running nothing.
+func (s *server) runningOrLog() map[string]host.RunningThread {
+	out, err := s.running()
+	if err != nil {
+		s.log.Warn("engine host did not say which threads run", "err", err)
+	}
+	return out
+}
+
+func liveness(running map[string]host.RunningThread, id string) threads.Liveness {
+	r, ok := running[id]
+	switch {
+	case !ok:
+		return threads.NotExecuting
+	case r.Status == threads.StatusPaused:
+		return threads.HeldPaused
+	}
+	return threads.Executing
+}
+
+// statusOf derives a thread's status from its head and the engine's word.
+func statusOf(store *cas.Store, rec threads.Record, running map[string]host.RunningThread) threads.Status {
+	end, _ := threads.HeadEnd(store, rec.Head)
+	return threads.DeriveStatus(rec.Source, end, liveness(running, rec.ThreadID))
+}
+
+// startedAt is when a thread started (ms): the time in its id, else its
+// first step's timestamp, else its last activity.
+func startedAt(store *cas.Store, rec threads.Record) int64 {
+	if t, ok := ids.ThreadIDTime(rec.ThreadID); ok {
+		return t.UnixMilli()
+	}
+	if frames, err := threads.Walk(store, rec.Head); err == nil && len(frames) > 0 {
+		return frames[0].State.Payload.Timestamp
+	}
+	return rec.UpdatedAt
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func parseStatuses(v string) (map[threads.Status]bool, error) {
+	out := map[threads.Status]bool{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		ok := false
+		for _, st := range validStatuses {
+			if threads.Status(part) == st {
+				ok = true
+			}
+		}
+		if !ok {
+			return nil, fail(http.StatusBadRequest, "unknown status %q: want running, paused, completed, failed, killed or interrupted", part)
+		}
+		out[threads.Status(part)] = true
+	}
+	return out, nil
+}
+
+// threadsOf lists the threads of every version of a workflow; none for a
+// name the registry does not know.
+func (s *server) threadsOf(reg *registry.Registry, name string) ([]threads.Record, error) {
+	e, ok := reg.Get(name)
+	if !ok {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []threads.Record
+	hashes := []string{e.Hash}
+	for _, v := range e.History {
+		hashes = append(hashes, v.Hash)
+	}
+	for _, h := range hashes {
+		if seen[h] || !ids.IsHash(h) {
+			continue
+		}
+		seen[h] = true
+		recs, err := threads.ListBundle(s.opts.Layout, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+func (s *server) listThreads(c echo.Context) error {
+	page, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	want, err := parseStatuses(c.QueryParam("status"))
+	if err != nil {
+		return err
+	}
+	reg, err := s.registry(c)
+	if err != nil {
+		return err
+	}
+	var recs []threads.Record
+	if name := c.QueryParam("workflow"); name != "" {
+		recs, err = s.threadsOf(reg, name)
+	} else {
+		recs, err = threads.List(s.opts.Layout)
+	}
+	if err != nil {
+		return s.internal(c, err)
+	}
+
+	type row struct {
+		rec     threads.Record
+		started int64
+		status  threads.Status
+	}
+	rows := make([]row, len(recs))
+	for i, r := range recs {
+		rows[i] = row{rec: r, started: startedAt(s.store, r)}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].started != rows[j].started {
+			return rows[i].started > rows[j].started
+		}
+		return rows[i].rec.ThreadID > rows[j].rec.ThreadID
+	})
+	running := s.runningOrLog()
+	if len(want) > 0 {
+		kept := rows[:0]
+		for _, r := range rows {
+			r.status = statusOf(s.store, r.rec, running)
+			if want[r.status] {
+				kept = append(kept, r)
+			}
+		}
+		rows = kept
+	}
+	total := len(rows)
+	rows = window(rows, page)
+	names := reg.BundleNames()
+	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
+	for _, r := range rows {
+		if r.status == "" {
+			r.status = statusOf(s.store, r.rec, running)
+		}
+		out.Threads = append(out.Threads, ThreadSummary{
+			ThreadID: r.rec.ThreadID, Workflow: optional(names[r.rec.BundleHash]), Hash: r.rec.BundleHash,
+			StartedAt: isoTime(r.started), UpdatedAt: isoTime(r.rec.UpdatedAt), Status: r.status, Source: r.rec.Source,
+		})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) runningThreads(c echo.Context) error {
+	out := []RunningSummary{}
+	if s.opts.Engine != nil {
+		list, err := s.opts.Engine.Running()
+		if err != nil {
+			return fail(http.StatusBadGateway, "engine host: %s", err.Error())
+		}
+		for _, r := range list {
+			started := r.StartedAt
+			if t, ok := ids.ThreadIDTime(r.ThreadID); ok {
+				started = t.UnixMilli()
+			}
+			status := r.Status
+			if status == "" {
+				status = threads.StatusRunning
+			}
+			out = append(out, RunningSummary{
+				ThreadID: r.ThreadID, Hash: r.BundleHash, WorkflowName: optional(r.Workflow),
+				Status: status, StartedAt: isoTime(started), Parent: optional(r.Parent),
+			})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"threads": out})
+}
+
+func (s *server) getThread(c echo.Context) error {
+	rec, err := s.resolve(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	records := []any{s.threadStart(rec, statusOf(s.store, rec, s.runningOrLog()))}
+	steps, _, err := s.stepRecords(rec.Head)
+	if err != nil {
+		return s.internal(c, err)
+	}
+	records = append(records, steps...)
+	return c.JSON(http.StatusOK, ThreadDetail{ThreadID: rec.ThreadID, Records: records})
+}
+
+// threadStart builds the thread-start record.
+func (s *server) threadStart(rec threads.Record, status threads.Status) ThreadStartRecord {
+	started := startedAt(s.store, rec)
+	out := ThreadStartRecord{
+		Type: RecordThreadStart, ThreadID: rec.ThreadID, Workflow: "unknown", Status: status,
+		StartedAt: isoTime(started), Timestamp: started,
+		BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start, Source: rec.Source,
+	}
+	if n, err := s.store.GetNode(rec.Start); err == nil {
+		if st, ok := n.(node.Start); ok {
+			if st.Payload.Name != "" {
+				out.Workflow = st.Payload.Name
+			}
+			if len(st.Refs) > 0 {
+				if p, ok := contentPayload(s.store, st.Refs[0]); ok {
+					out.Prompt = &p
+				}
+			}
+		}
+	}
+	return out
+}
+
+// stepRecords returns a RoleRecord per step of the chain ending at head
+// (fork-branch frames skipped) and, when the chain ends in __end__, a
+// ResultRecord; ended reports that.
+func (s *server) stepRecords(head string) (records []any, ended bool, err error) {
+	frames, err := threads.Walk(s.store, head)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, f := range frames {
+		p := f.State.Payload
+		switch p.Role {
+		case node.RoleFork:
+			continue
+		case node.RoleEnd:
+			records = append(records, ResultRecord{
+				Type: RecordWorkflowResult, ReturnCode: f.State.ReturnCode(), Content: f.State.Summary(),
+				Timestamp: p.Timestamp, StateHash: f.Hash,
+			})
+			return records, true, nil
+		}
+		meta, err := p.Meta.MarshalJSON()
+		if err != nil {
+			meta = []byte("{}")
+		}
+		text, ok := contentPayload(s.store, p.Content)
+		if !ok {
+			text = "(content not in CAS; contentHash=" + p.Content + ")"
+		}
+		records = append(records, RoleRecord{
+			Type: RecordRole, Role: p.Role, ContentHash: p.Content, Content: text, Meta: meta,
+			Timestamp: p.Timestamp, StateHash: f.Hash, ChildThread: optional(p.ChildThread),
+		})
+	}
+	return records, false, nil
+}
+
+// contentPayload reads a content node's text.
+func contentPayload(store *cas.Store, hash string) (string, bool) {
+	if !ids.IsHash(hash) {
+		return "", false
+	}
+	n, err := store.GetNode(hash)
+	if err != nil {
+		return "", false
+	}
+	c, ok := n.(node.Content)
+	if !ok {
+		return "", false
+	}
+	return c.Payload, true
+}
+
+// decodeObject parses a JSON object body. An empty body is an empty object
+// only when allowEmpty says so.
+func decodeObject(body []byte, allowEmpty bool) (map[string]any, error) {
+	if allowEmpty && len(bytes.TrimSpace(body)) == 0 {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fail(http.StatusBadRequest, "invalid JSON body")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fail(http.StatusBadRequest, "invalid JSON body")
+	}
+	obj, _ := v.(map[string]any)
+	return obj, nil
+}
+
+func (s *server) engine() (Engine, error) {
+	if s.opts.Engine == nil {
+		return nil, fail(http.StatusServiceUnavailable, "no engine host is available to act on threads")
+	}
+	return s.opts.Engine, nil
+}
+
+func (s *server) runThread(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeObject(body, false)
+	if err != nil {
+		return err
+	}
+	name, ok1 := obj["workflow"].(string)
+	prompt, ok2 := obj["prompt"].(string)
+	if !ok1 || !ok2 {
+		return fail(http.StatusBadRequest, "workflow (string) and prompt (string) are required")
+	}
+	reg, err := s.registry(c)
+	if err != nil {
+		return err
+	}
+	if _, ok := reg.Get(name); !ok {
+		if err := registry.ValidateName(name); err != nil {
+			return fail(http.StatusBadRequest, "%s", err.Error())
+		}
+		return fail(http.StatusNotFound, "workflow not found: %s", name)
+	}
+	eng, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := eng.Run(name, prompt)
+	if err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	}
+	return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: id})
+}
+
+// act builds kill, pause and resume: resolve the thread (404 when unknown),
+// ask the engine (400 with its message when it refuses).
+func (s *server) act(verb string, fn func(Engine, string) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rec, err := s.resolve(c, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		eng, err := s.engine()
+		if err != nil {
+			return err
+		}
+		if err := fn(eng, rec.ThreadID); err != nil {
+			s.log.Info("thread action refused", "action", verb, "thread", rec.ThreadID, "err", err)
+			return fail(http.StatusBadRequest, "%s", err.Error())
+		}
+		return c.JSON(http.StatusOK, okBody)
+	}
+}
+
+func (s *server) forkThread(c echo.Context) error {
+	if err := checkThreadRef(c.Param("id")); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeObject(body, true)
+	if err != nil {
+		return err
+	}
+	if obj == nil {
+		return fail(http.StatusBadRequest, "request body must be a JSON object")
+	}
+	fromRole := ""
+	switch v := obj["fromRole"].(type) {
+	case nil:
+	case string:
+		if v != "" && strings.TrimSpace(v) == "" {
+			return fail(http.StatusBadRequest, "fromRole must name a role")
+		}
+		fromRole = v
+	default:
+		return fail(http.StatusBadRequest, "fromRole must be a string")
+	}
+	rec, err := s.resolve(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	eng, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := eng.Fork(rec.ThreadID, fromRole)
+	if err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	}
+	return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: id})
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/connector/api"
+	"github.com/uncaged/workflow/connector/link"
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/version"
+)
+
+// Environment variables of connect.
+const (
+	EnvToken        = "UNCAGED_WORKFLOW_TOKEN"
+	EnvSharedSecret = "WORKFLOW_DASHBOARD_SECRET"
+	EnvGateway      = "UNCAGED_WORKFLOW_GATEWAY"
+)
+
+// runEngine makes sure threads of l can run while this command lives: it
+// becomes the root's engine host, or uses the one already running. It
+// returns when the host is up; stop ends a host it started.
+func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logger) (stop func(), err error) {
+	h, err := host.Open(host.Options{Layout: l, Load: a.workflowLoader(l), Getenv: os.Getenv, Logger: logger})
+	if errors.Is(err, host.ErrHostRunning) {
+		fmt.Fprintln(a.env.Stderr, "using the engine host already running for "+l.Root)
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); h.Serve(hctx) }()
+	// Wait until it answers, so the API's first request finds it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := host.Dial(l); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			return nil, errors.New("engine host did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() { cancel(); <-done }, nil
+}
+
+// apiHandler is the connector's REST API over the storage root.
+func (a *app) apiHandler(l storage.Layout, logger *slog.Logger) http.Handler {
+	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String())), Logger: logger})
+}
+
+func defaultName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "connector"
+	}
+	return strings.ToLower(strings.SplitN(h, ".", 2)[0])
+}
+
+func (a *app) connectCmd() *cobra.Command {
+	var name, gateway, tokenFile, listen string
+	cmd := &cobra.Command{
+		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR]",
+		Short: "Connect to workflow gateway via WebSocket",
+		Long: "Serves this machine's workflows and threads to the gateway over one outgoing\n" +
+			"WebSocket, reconnecting forever. The token comes from --token-file, " + EnvToken + ",\n" +
+			"or the shared secret " + EnvSharedSecret + ".",
+		Args: exactArgs(0, 0, "", "connect takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if gateway == "" {
+				gateway = a.env.Getenv(EnvGateway)
+			}
+			if gateway == "" {
+				return errors.New("connect requires --gateway URL (or " + EnvGateway + ")")
+			}
+			token, err := a.connectorToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			stopEngine, err := a.runEngine(ctx, l, logger)
+			if err != nil {
+				return err
+			}
+			defer stopEngine()
+			handler := a.apiHandler(l, logger)
+			if listen != "" {
+				stopHTTP, err := a.listen(listen, handler)
+				if err != nil {
+					return err
+				}
+				defer stopHTTP()
+			}
+			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger, Version: version.Version})
+			fmt.Fprintln(a.out(), "disconnected: shutting down")
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
+	cmd.Flags().StringVar(&gateway, "gateway", "", "the gateway URL (env "+EnvGateway+")")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token")
+	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
+	return cmd
+}
+
+// connectorToken finds the credential for the gateway.
+func (a *app) connectorToken(file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read token file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	for _, env := range []string{EnvToken, EnvSharedSecret} {
+		if v := a.env.Getenv(env); v != "" {
+			return v, nil
+		}
+	}
+	return "", errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
+}
+
+// listen serves h on addr until the returned stop is called.
+func (a *app) listen(addr string, h http.Handler) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	fmt.Fprintf(a.out(), "API listening on http://%s\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}, nil
+}
+
+func (a *app) serveCmd() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR]",
+		Short: "Serve the REST API locally (no gateway)",
+		Args:  exactArgs(0, 0, "", "serve takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			stopEngine, err := a.runEngine(ctx, l, logger)
+			if err != nil {
+				return err
+			}
+			defer stopEngine()
+			stopHTTP, err := a.listen(listen, a.apiHandler(l, logger))
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			stopHTTP()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7860", "address to serve the API on")
+	return cmd
+}

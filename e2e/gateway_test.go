@@ -1,0 +1,365 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a background process of a test, stopped when the test ends.
+type proc struct {
+	cmd  *exec.Cmd
+	logs *strings.Builder
+}
+
+func startProc(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	logs := &strings.Builder{}
+	// One writer for both streams: exec then writes from one goroutine.
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, logs: logs}
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("%s %v output:\n%s", name, args, logs.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) stop(sig syscall.Signal) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// gatewayEnv holds what the tests need to talk to a gateway.
+type gatewayEnv struct {
+	t    *testing.T
+	addr string // the gateway's own address
+	// front is where connectors and the dashboard reach it: the gateway
+	// itself, or nginx in front of it.
+	front  string
+	key    string
+	dash   string
+	gw     *proc
+	client *http.Client
+}
+
+func gwCLI(t *testing.T, key string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "uncaged-gateway"), args...)
+	cmd.Env = append(os.Environ(), "UNCAGED_GATEWAY_KEY="+key)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("uncaged-gateway %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func startGateway(t *testing.T) *gatewayEnv {
+	g := &gatewayEnv{t: t, addr: freePort(t), client: &http.Client{Timeout: 60 * time.Second}}
+	g.front = g.addr
+	g.key = gwCLI(t, "", "key", "generate")
+	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
+	g.restart()
+	return g
+}
+
+func (g *gatewayEnv) restart() {
+	if g.gw != nil {
+		g.gw.stop(syscall.SIGTERM)
+	}
+	g.gw = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway", "serve", "--listen", g.addr, "--heartbeat", "1s")
+	waitFor(g.t, "the gateway to listen", func() bool {
+		resp, err := http.Get("http://" + g.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+}
+
+// connector starts `uncaged-workflow connect` for name on its own root with
+// the given workflows registered.
+func (g *gatewayEnv) connector(name string, workflows map[string]string) (*proc, string) {
+	root := engineRoot(g.t)
+	for wf, file := range workflows {
+		add(g.t, root, wf, file)
+	}
+	tok := gwCLI(g.t, g.key, "token", "create", "--connector", name)
+	p := startProc(g.t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
+		"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+g.front)
+	g.waitStatus(name, "online", 30*time.Second)
+	return p, root
+}
+
+func (g *gatewayEnv) endpoints() map[string]string {
+	var eps []struct{ Name, Status string }
+	resp, body := g.do("GET", "/api/gateway/endpoints", "")
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, e := range eps {
+		out[e.Name] = e.Status
+	}
+	return out
+}
+
+func (g *gatewayEnv) waitStatus(name, status string, within time.Duration) {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for g.endpoints()[name] != status {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s not %s within %s: %v", name, status, within, g.endpoints())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (g *gatewayEnv) do(method, path, body string) (*http.Response, string) {
+	g.t.Helper()
+	req, _ := http.NewRequest(method, "http://"+g.front+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+g.dash)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestTwoMachinesThroughTheGateway(t *testing.T) {
+	twoMachines(t, startGateway(t))
+}
+
+// TestThroughNginx runs the same flows with nginx in front of the gateway,
+// configured with deploy/nginx/proxy.conf: WebSocket upgrade for the
+// tunnels, no buffering for live streams.
+func TestThroughNginx(t *testing.T) {
+	g := startGateway(t)
+	g.front = startNginx(t, g.addr)
+	twoMachines(t, g)
+}
+
+func twoMachines(t *testing.T, g *gatewayEnv) {
+	_, laptopRoot := g.connector("laptop", map[string]string{"slow": "slow.esm.js"})
+	_, ciRoot := g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
+	if eps := g.endpoints(); eps["laptop"] != "online" || eps["ci-box"] != "online" {
+		t.Fatalf("endpoints: %v", eps)
+	}
+	resp, body := g.do("GET", "/api/clients/laptop/workflows", "")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"name":"slow"`) || strings.Contains(body, "plan-code-review") {
+		t.Fatalf("laptop workflows: %d %s", resp.StatusCode, body)
+	}
+	resp, body = g.do("POST", "/api/clients/ci-box/threads", `{"workflow":"plan-code-review","prompt":"via the gateway"}`)
+	var started struct{ ThreadID string }
+	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &started) != nil {
+		t.Fatalf("start on ci-box: %d %s", resp.StatusCode, body)
+	}
+	s := finished(t, ciRoot, started.ThreadID)
+	if roles(s) != "planner,coder,reviewer" {
+		t.Fatalf("thread on ci-box: %+v", s)
+	}
+	if r := run(t, laptopRoot, "thread", "list"); !strings.Contains(r.stdout, "no threads") {
+		t.Fatalf("the thread ran on the wrong machine: %+v", r)
+	}
+
+	// Live SSE through the gateway: the first step arrives while the slow
+	// thread still runs.
+	resp, body = g.do("POST", "/api/clients/laptop/threads", `{"workflow":"slow","prompt":"stream me"}`)
+	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &started) != nil {
+		t.Fatalf("start on laptop: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest("GET", "http://"+g.front+"/api/clients/laptop/threads/"+started.ThreadID+"/live?key="+g.dash, nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("live: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	sc := bufio.NewScanner(stream.Body)
+	sawRoleWhileRunning, sawDone := false, false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"type":"role"`) && !sawRoleWhileRunning {
+			if st := show(t, laptopRoot, started.ThreadID); st.Result == nil {
+				sawRoleWhileRunning = true
+			}
+		}
+		if line == "event: done" {
+			sawDone = true
+			break
+		}
+	}
+	if !sawRoleWhileRunning || !sawDone {
+		t.Fatalf("stream: role while running %v, done %v", sawRoleWhileRunning, sawDone)
+	}
+}
+
+func TestGatewayRestartAndConnectorDeath(t *testing.T) {
+	g := startGateway(t)
+	laptop, _ := g.connector("laptop", nil)
+	g.restart()
+	g.waitStatus("laptop", "online", 30*time.Second)
+	laptop.stop(syscall.SIGKILL)
+	g.waitStatus("laptop", "offline", 35*time.Second)
+	resp, body := g.do("GET", "/api/clients/laptop/workflows", "")
+	if resp.StatusCode != 503 {
+		t.Fatalf("offline connector: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestTokensAndNames(t *testing.T) {
+	g := startGateway(t)
+	g.connector("laptop", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Another connector's token cannot take the name.
+	other := gwCLI(t, g.key, "token", "create", "--connector", "ci-box")
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "uncaged-workflow"), "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
+	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT="+engineRoot(t), "UNCAGED_WORKFLOW_TOKEN="+other)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Start()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if !strings.Contains(line, "gateway refused the connection (403)") {
+		t.Fatalf("hijack attempt printed %q", line)
+	}
+	if g.endpoints()["laptop"] != "online" {
+		t.Fatal("the real laptop was displaced")
+	}
+	expired := gwCLI(t, g.key, "token", "create", "--dashboard", "--ttl", "1ms")
+	time.Sleep(10 * time.Millisecond)
+	for tok, want := range map[string]int{"": 401, "wrong": 401, expired: 401, other: 403} {
+		req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/gateway/endpoints", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != want {
+			t.Errorf("token %.12q: %v %v, want %d", tok, resp, err, want)
+		}
+	}
+	if out := gwCLIStatus(t, g); !strings.Contains(out, "laptop") || !strings.Contains(out, "online") {
+		t.Fatalf("uncaged-gateway status:\n%s", out)
+	}
+}
+
+func gwCLIStatus(t *testing.T, g *gatewayEnv) string {
+	cmd := exec.Command(filepath.Join(binDir, "uncaged-gateway"), "status", "--url", "http://"+g.addr)
+	cmd.Env = append(os.Environ(), "UNCAGED_DASHBOARD_TOKEN="+g.dash)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// startNginx runs nginx on a free port in front of upstream and returns its
+// address. Without nginx installed the test is skipped locally; CI installs
+// it (.ci/run), and there a missing nginx fails.
+func startNginx(t *testing.T, upstream string) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("nginx is not installed (.ci/run installs it)")
+		}
+		t.Skip("nginx not installed; apt-get install nginx-light")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	conf := fmt.Sprintf(`daemon off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 512; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    map $http_upgrade $connection_upgrade { default upgrade; '' close; }
+    server {
+        listen %[2]s;
+        location / {
+            proxy_pass http://%[3]s;
+            include %[4]s;
+        }
+    }
+}
+`, dir, addr, upstream, proxyConf)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGQUIT)
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Logf("nginx output:\n%s\n%s", logs.String(), b)
+		}
+	})
+	waitFor(t, "nginx to listen", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	return addr
+}
