@@ -65,6 +65,7 @@ func (e *HostEngine) dropIfGone(c *host.Client) bool {
 	if _, err := c.Status(); err == nil {
 		return false
 	}
+	c.Close()
 	e.mu.Lock()
 	if e.client == c {
 		e.client = nil

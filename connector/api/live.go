@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
@@ -171,7 +172,7 @@ func (st *liveStream) step() (done bool, err error) {
 	}
 	st.rec = rec
 	if st.pos.records == 0 {
-		start := st.s.threadStart(rec, statusOf(st.s.store, rec, running))
+		start := st.s.threadStart(rec, host.ThreadStatus(st.s.store, rec, running))
 		if err := st.record(start); err != nil {
 			return true, err
 		}
@@ -196,7 +197,7 @@ func (st *liveStream) step() (done bool, err error) {
 	switch {
 	case st.ended, rec.Source == threads.SourceHistory:
 		return true, st.done(DoneCompleted)
-	case engErr == nil && liveness(running, rec.ThreadID) == threads.NotExecuting:
+	case engErr == nil && host.Liveness(running, rec.ThreadID) == threads.NotExecuting:
 		return true, st.done(DoneNotRunning)
 	}
 	return false, nil

@@ -175,23 +175,6 @@ func (s *server) runningOrLog() map[string]host.RunningThread {
 	return out
 }
 
-func liveness(running map[string]host.RunningThread, id string) threads.Liveness {
-	r, ok := running[id]
-	switch {
-	case !ok:
-		return threads.NotExecuting
-	case r.Status == threads.StatusPaused:
-		return threads.HeldPaused
-	}
-	return threads.Executing
-}
-
-// statusOf derives a thread's status from its head and the engine's word.
-func statusOf(store *cas.Store, rec threads.Record, running map[string]host.RunningThread) threads.Status {
-	end, _ := threads.HeadEnd(store, rec.Head)
-	return threads.DeriveStatus(rec.Source, end, liveness(running, rec.ThreadID))
-}
-
 // startedAt is when a thread started (ms): the time in its id, else its
 // first step's timestamp, else its last activity.
 func startedAt(store *cas.Store, rec threads.Record) int64 {
@@ -301,7 +284,7 @@ func (s *server) listThreads(c echo.Context) error {
 	if len(want) > 0 {
 		kept := rows[:0]
 		for _, r := range rows {
-			r.status = statusOf(s.store, r.rec, running)
+			r.status = host.ThreadStatus(s.store, r.rec, running)
 			if want[r.status] {
 				kept = append(kept, r)
 			}
@@ -314,7 +297,7 @@ func (s *server) listThreads(c echo.Context) error {
 	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
 	for _, r := range rows {
 		if r.status == "" {
-			r.status = statusOf(s.store, r.rec, running)
+			r.status = host.ThreadStatus(s.store, r.rec, running)
 		}
 		out.Threads = append(out.Threads, ThreadSummary{
 			ThreadID: r.rec.ThreadID, Workflow: optional(names[r.rec.BundleHash]), Hash: r.rec.BundleHash,
@@ -354,7 +337,7 @@ func (s *server) getThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	records := []any{s.threadStart(rec, statusOf(s.store, rec, s.runningOrLog()))}
+	records := []any{s.threadStart(rec, host.ThreadStatus(s.store, rec, s.runningOrLog()))}
 	steps, _, err := s.stepRecords(rec.Head)
 	if err != nil {
 		return s.internal(c, err)
@@ -427,15 +410,7 @@ func contentPayload(store *cas.Store, hash string) (string, bool) {
 	if !ids.IsHash(hash) {
 		return "", false
 	}
-	n, err := store.GetNode(hash)
-	if err != nil {
-		return "", false
-	}
-	c, ok := n.(node.Content)
-	if !ok {
-		return "", false
-	}
-	return c.Payload, true
+	return threads.ContentPayload(store, hash)
 }
 
 // decodeObject parses a JSON object body. An empty body is an empty object

@@ -47,7 +47,8 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 	// Wait until it answers, so the API's first request finds it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := host.Dial(l); err == nil {
+		if c, err := host.Dial(l); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {

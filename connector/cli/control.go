@@ -16,7 +16,6 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/engine/threads"
 )
 
 // backgroundIdleExit is how long a host started on demand by a command
@@ -37,6 +36,7 @@ func runningThreads(l storage.Layout) map[string]host.RunningThread {
 	if err != nil {
 		return out
 	}
+	defer c.Close()
 	list, err := c.List()
 	if err != nil {
 		return out
@@ -45,17 +45,6 @@ func runningThreads(l storage.Layout) map[string]host.RunningThread {
 		out[r.ThreadID] = r
 	}
 	return out
-}
-
-func liveness(running map[string]host.RunningThread, id string) threads.Liveness {
-	r, ok := running[id]
-	switch {
-	case !ok:
-		return threads.NotExecuting
-	case r.Status == threads.StatusPaused:
-		return threads.HeldPaused
-	}
-	return threads.Executing
 }
 
 func (a *app) threadRunCmd(use string) *cobra.Command {

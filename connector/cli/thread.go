@@ -79,7 +79,7 @@ func (a *app) threadListCmd() *cobra.Command {
 				for _, r := range recs {
 					rows = append(rows, threadRow{
 						ThreadID: r.ThreadID, BundleHash: r.BundleHash, Workflow: optional(names[r.BundleHash]),
-						Source: r.Source, Status: statusOf(store, r, running), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
+						Source: r.Source, Status: host.ThreadStatus(store, r, running), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
 					})
 				}
 				return writeJSON(a.out(), rows)
@@ -139,13 +139,6 @@ func versionHashes(e registry.Entry) []string {
 	return out
 }
 
-// statusOf derives a thread's status from its head and what the engine host
-// says it is doing.
-func statusOf(store *cas.Store, r threads.Record, running map[string]host.RunningThread) threads.Status {
-	end, _ := threads.HeadEnd(store, r.Head)
-	return threads.DeriveStatus(r.Source, end, liveness(running, r.ThreadID))
-}
-
 func optional(s string) *string {
 	if s == "" {
 		return nil
@@ -201,7 +194,7 @@ func (a *app) threadShowCmd() *cobra.Command {
 			}
 			view := threadView{
 				ThreadID: rec.ThreadID, BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start,
-				Source: rec.Source, Status: statusOf(store, rec, runningThreads(l)), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
+				Source: rec.Source, Status: host.ThreadStatus(store, rec, runningThreads(l)), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
 			}
 			if n, err := store.GetNode(rec.Start); err == nil {
 				if s, ok := n.(node.Start); ok {
@@ -235,10 +228,8 @@ func (a *app) threadShowCmd() *cobra.Command {
 
 // contentText is a content node's payload, or the original's placeholder.
 func contentText(store *cas.Store, hash string) string {
-	if n, err := store.GetNode(hash); err == nil {
-		if c, ok := n.(node.Content); ok {
-			return c.Payload
-		}
+	if text, ok := threads.ContentPayload(store, hash); ok {
+		return text
 	}
 	return "(content not in CAS; contentHash=" + hash + ")"
 }

@@ -33,10 +33,15 @@ func Dial(l storage.Layout) (*Client, error) {
 		},
 	}}}
 	if _, err := c.Status(); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
 	}
 	return c, nil
 }
+
+// Close releases the client's idle connections. A long-running process
+// that dials often (the connector's API) must close the clients it drops.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Ensure returns a client for the root's host, starting one with spawn when
 // none runs and waiting (up to 10 s) for it to answer.

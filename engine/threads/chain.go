@@ -59,3 +59,17 @@ func HeadEnd(store *cas.Store, head string) (*node.State, error) {
 	}
 	return nil, nil
 }
+
+// ContentPayload returns the text of a content node, or false when hash
+// names no readable content node.
+func ContentPayload(store *cas.Store, hash string) (string, bool) {
+	n, err := store.GetNode(hash)
+	if err != nil {
+		return "", false
+	}
+	c, ok := n.(node.Content)
+	if !ok {
+		return "", false
+	}
+	return c.Payload, true
+}
