@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -58,7 +59,25 @@ type Authority struct {
 	key    []byte
 	secret string
 	now    func() time.Time
+
+	// verified remembers tokens that passed, so the dashboard's every
+	// request does not re-parse and re-sign its JWT. Entries live at most
+	// cacheTTL and never past the token's expiry.
+	mu       sync.Mutex
+	verified map[cacheKey]cacheEntry
 }
+
+type cacheKey struct{ token, role, name string }
+
+type cacheEntry struct {
+	p       Principal
+	expires time.Time
+}
+
+const (
+	cacheTTL  = time.Minute
+	cacheSize = 4096
+)
 
 // New returns an authority signing with key (at least 32 bytes) and also
 // accepting the shared secret when it is not empty.
@@ -66,7 +85,7 @@ func New(key []byte, sharedSecret string) (*Authority, error) {
 	if len(key) < 32 {
 		return nil, errors.New("gateway signing key must be at least 32 bytes")
 	}
-	return &Authority{key: key, secret: sharedSecret, now: time.Now}, nil
+	return &Authority{key: key, secret: sharedSecret, now: time.Now, verified: map[cacheKey]cacheEntry{}}, nil
 }
 
 // LoadKey reads the signing key: the file, else the environment variable
@@ -131,19 +150,50 @@ func (a *Authority) Verify(credential, role, name string) (Principal, error) {
 	if a.secret != "" && subtle.ConstantTimeCompare([]byte(credential), []byte(a.secret)) == 1 {
 		return Principal{Role: role, Shared: true}, nil
 	}
+	key := cacheKey{credential, role, name}
+	now := a.now()
+	a.mu.Lock()
+	e, ok := a.verified[key]
+	a.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.p, nil
+	}
+	p, exp, err := a.verify(credential, role, name)
+	if err != nil {
+		return p, err
+	}
+	expires := now.Add(cacheTTL)
+	if !exp.IsZero() && exp.Before(expires) {
+		expires = exp
+	}
+	a.mu.Lock()
+	if len(a.verified) >= cacheSize {
+		clear(a.verified)
+	}
+	a.verified[key] = cacheEntry{p: p, expires: expires}
+	a.mu.Unlock()
+	return p, nil
+}
+
+// verify checks a JWT and returns its principal and expiry (zero: none).
+func (a *Authority) verify(credential, role, name string) (Principal, time.Time, error) {
 	var c Claims
 	_, err := jwt.ParseWithClaims(credential, &c, func(t *jwt.Token) (any, error) { return a.key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithTimeFunc(a.now), jwt.WithIssuer("uncaged-gateway"))
 	if err != nil {
-		return Principal{}, ErrInvalid
+		return Principal{}, time.Time{}, ErrInvalid
 	}
 	if c.Role != role {
-		return Principal{}, ErrWrongRole
+		return Principal{}, time.Time{}, ErrWrongRole
 	}
 	if role == RoleConnector && subtle.ConstantTimeCompare([]byte(c.Subject), []byte(name)) != 1 {
-		return Principal{}, ErrWrongName
+		return Principal{}, time.Time{}, ErrWrongName
 	}
-	return Principal{Role: c.Role, Name: c.Subject}, nil
+	var exp time.Time
+	if c.ExpiresAt != nil {
+		exp = c.ExpiresAt.Time
+	}
+	return Principal{Role: c.Role, Name: c.Subject}, exp, nil
 }
 
 // Credential extracts what a request presents: a bearer token, then the

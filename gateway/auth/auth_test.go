@@ -121,3 +121,21 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func TestCachedTokenStillExpires(t *testing.T) {
+	a := newAuthority(t, "")
+	now := time.Now()
+	a.now = func() time.Time { return now }
+	tok, _ := a.Issue(RoleDashboard, "", 10*time.Second)
+	if _, err := a.Verify(tok, RoleDashboard, ""); err != nil {
+		t.Fatal(err)
+	}
+	// A cached pass is per role and name, not per token alone.
+	if _, err := a.Verify(tok, RoleConnector, "x"); !errors.Is(err, ErrWrongRole) {
+		t.Fatalf("cache leaked across roles: %v", err)
+	}
+	now = now.Add(11 * time.Second)
+	if _, err := a.Verify(tok, RoleDashboard, ""); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("expired token served from the cache: %v", err)
+	}
+}

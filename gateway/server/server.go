@@ -73,7 +73,9 @@ func New(opts Options) *Gateway {
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       g.rewrite,
 		Transport:     roundTripperFunc(g.roundTrip),
-		FlushInterval: -1, // stream every write: SSE must not wait in a buffer
+		// 0: ReverseProxy flushes event streams and bodies of unknown length
+		// on every write by itself, and batches the rest.
+		FlushInterval: 0,
 		BufferPool:    newBufferPool(),
 		ErrorHandler:  g.proxyError,
 	}

@@ -118,7 +118,7 @@ type ServeOptions struct {
 func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	conn := newCoalescingConn(websocket.NetConn(ctx, ws, websocket.MessageBinary))
 	if opts.PingInterval > 0 {
 		go pingLoop(ctx, ws, opts.PingInterval, cancel)
 	}
@@ -205,7 +205,7 @@ type Client struct {
 // lives until Close or until the WebSocket drops (Done is closed then).
 func NewClient(ws *websocket.Conn) (*Client, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	conn := newCoalescingConn(websocket.NetConn(ctx, ws, websocket.MessageBinary))
 	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false}
 	cc, err := t.NewClientConn(&watchedConn{Conn: conn, onClose: stop})
 	if err != nil {

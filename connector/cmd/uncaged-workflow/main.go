@@ -6,13 +6,17 @@ import (
 	"os"
 
 	"github.com/uncaged/workflow/connector/cli"
+	"github.com/uncaged/workflow/shared/profiling"
 )
 
 func main() {
-	os.Exit(cli.Run(os.Args[1:], cli.Env{
+	stopProfile := profiling.Start()
+	code := cli.Run(os.Args[1:], cli.Env{
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		Getenv: os.Getenv,
-	}))
+	})
+	stopProfile()
+	os.Exit(code)
 }

@@ -24,13 +24,17 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/server"
+	"github.com/uncaged/workflow/shared/profiling"
 	"github.com/uncaged/workflow/shared/version"
 )
 
 func main() {
 	root := &cobra.Command{Use: "uncaged-gateway", Short: "the uncaged-workflow gateway", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(serveCmd(), tokenCmd(), keyCmd(), statusCmd(), versionCmd())
-	if err := root.Execute(); err != nil {
+	stopProfile := profiling.Start()
+	err := root.Execute()
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -1,0 +1,319 @@
+// Command tunnelbench measures the gateway + tunnel path against the
+// connector's own API on loopback, with real binaries, and prints ratios
+// measured in the same run:
+//
+//   - small GETs, 64 concurrent: throughput through the gateway vs direct,
+//     and the CPU the gateway and connector processes spend per request;
+//   - one 100 MB response: throughput through the gateway vs direct;
+//   - p50 latency of one request at a time;
+//   - gateway memory per idle connector, with -idle connectors held open.
+//
+// Usage: go run ./bench/cmd/tunnelbench [-seconds 5] [-idle 10000]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/tunnel"
+)
+
+func main() {
+	seconds := flag.Int("seconds", 5, "duration of each throughput run")
+	idle := flag.Int("idle", 10000, "idle connectors for the memory figure (0: skip)")
+	bigMB := flag.Int("big", 100, "size of the large response in MB")
+	flag.Parse()
+	work, err := os.MkdirTemp("", "tunnelbench-")
+	check(err)
+	defer os.RemoveAll(work)
+
+	bin := build(work)
+	key := strings.TrimSpace(out(bin("uncaged-gateway"), nil, "key", "generate"))
+	// The shared secret lets the idle connectors of the memory figure in
+	// without issuing ten thousand tokens.
+	env := []string{"UNCAGED_GATEWAY_KEY=" + key, "WORKFLOW_DASHBOARD_SECRET=" + idleSecret}
+	dash := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--dashboard"))
+	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
+
+	gwAddr, apiAddr := freePort(), freePort()
+	gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr)
+	defer stop(gw)
+	waitHTTP("http://" + gwAddr + "/healthz")
+	root := filepath.Join(work, "root")
+	bigHash := putBig(root, *bigMB)
+	conn := start(bin("uncaged-workflow"), []string{storage.EnvRoot + "=" + root, "UNCAGED_WORKFLOW_TOKEN=" + connTok},
+		"connect", "--name", "bench", "--gateway", "http://"+gwAddr, "--listen", apiAddr)
+	defer stop(conn)
+	direct := "http://" + apiAddr + "/api"
+	viaGW := "http://" + gwAddr + "/api/clients/bench"
+	waitHTTP(direct + "/healthz")
+	waitAuthHTTP(viaGW+"/healthz", dash)
+
+	fmt.Printf("tunnelbench: %d CPUs, gateway %s, connector API %s\n\n", numCPU(), gwAddr, apiAddr)
+
+	fmt.Println("small GET /api/healthz, 64 concurrent")
+	dRate, dCPU := load(direct+"/healthz", "", 64, *seconds, []int{conn.Process.Pid})
+	pids := []int{gw.Process.Pid, conn.Process.Pid}
+	tRate, cpuPerReq := load(viaGW+"/healthz", dash, 64, *seconds, pids)
+	fmt.Printf("  direct       %9.0f req/s   connector CPU %.1f µs/request\n", dRate, dCPU)
+	fmt.Printf("  via gateway  %9.0f req/s   gateway + connector CPU %.1f µs/request   ratio %.2fx (target >= 0.5x)\n", tRate, cpuPerReq, tRate/dRate)
+	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n\n", cpuPerReq-dCPU)
+
+	fmt.Printf("one %d MB response (GET /api/cas/<hash>)\n", *bigMB)
+	dBig := bigGet(direct+"/cas/"+bigHash, "")
+	tBig := bigGet(viaGW+"/cas/"+bigHash, dash)
+	fmt.Printf("  direct       %8.1f MB/s\n  via gateway  %8.1f MB/s   ratio %.2fx (target >= 0.5x)\n\n", dBig, tBig, tBig/dBig)
+
+	fmt.Println("latency of one request at a time (GET /api/healthz, 500 requests)")
+	dP50 := p50(direct+"/healthz", "")
+	tP50 := p50(viaGW+"/healthz", dash)
+	fmt.Printf("  direct p50       %8s\n  via gateway p50  %8s   (target <= 1 ms)\n\n", dP50, tP50)
+
+	if *idle > 0 {
+		idleMemory(gw.Process.Pid, gwAddr, *idle)
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tunnelbench:", err)
+		os.Exit(1)
+	}
+}
+
+func numCPU() int { n, _ := strconv.Atoi(strings.TrimSpace(out("nproc", nil))); return n }
+
+func build(work string) func(string) string {
+	for _, b := range []struct{ name, pkg string }{{"uncaged-workflow", "./connector/cmd/uncaged-workflow"}, {"uncaged-gateway", "./gateway/cmd/uncaged-gateway"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(work, b.name), b.pkg)
+		cmd.Stderr = os.Stderr
+		check(cmd.Run())
+	}
+	return func(name string) string { return filepath.Join(work, name) }
+}
+
+func out(bin string, env []string, args ...string) string {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	b, err := cmd.Output()
+	check(err)
+	return string(b)
+}
+
+func start(bin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	check(cmd.Start())
+	return cmd
+}
+
+func stop(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+	}
+}
+
+func freePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitHTTP(url string) { waitAuthHTTP(url, "") }
+
+func waitAuthHTTP(url, token string) {
+	for i := 0; i < 300; i++ {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check(fmt.Errorf("%s never answered", url))
+}
+
+// putBig stores a content node of mb megabytes straight into the CAS.
+func putBig(root string, mb int) string {
+	payload := strings.Repeat("0123456789abcdef", mb<<16)
+	h, err := cas.Open(storage.Layout{Root: root}.CASDir()).PutNode(node.NewContent(payload, nil))
+	check(err)
+	return h
+}
+
+func client(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+}
+
+// cpuTime is utime+stime of a process in µs.
+func cpuTime(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	check(err)
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	return (ut + st) * 1e6 / 100 // clock ticks are 1/100 s on Linux
+}
+
+// load runs `workers` loops of GET url for the duration; it returns the
+// request rate and, when pids are given, their CPU µs per request.
+func load(url, token string, workers, seconds int, pids []int) (float64, float64) {
+	c := client(workers)
+	var n atomic.Int64
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	before := 0.0
+	for _, p := range pids {
+		before += cpuTime(p)
+	}
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				req, _ := http.NewRequest("GET", url, nil)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0).Seconds()
+	after := 0.0
+	for _, p := range pids {
+		after += cpuTime(p)
+	}
+	rate := float64(n.Load()) / elapsed
+	perReq := 0.0
+	if n.Load() > 0 {
+		perReq = (after - before) / float64(n.Load())
+	}
+	return rate, perReq
+}
+
+func bigGet(url, token string) float64 {
+	best := 0.0
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		t0 := time.Now()
+		resp, err := client(1).Do(req)
+		check(err)
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		check(err)
+		if rate := float64(n) / 1e6 / time.Since(t0).Seconds(); rate > best {
+			best = rate
+		}
+	}
+	return best
+}
+
+func p50(url, token string) time.Duration {
+	c := client(1)
+	var ds []time.Duration
+	for i := 0; i < 500; i++ {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		check(err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		ds = append(ds, time.Since(t0))
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2].Round(time.Microsecond)
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+const idleSecret = "tunnelbench-shared-secret"
+
+// idleMemory holds n tunnel connections open (served by a trivial handler
+// in this process) and reports the gateway's resident memory per
+// connection.
+func idleMemory(pid int, gwAddr string, n int) {
+	fmt.Printf("gateway memory per idle connector (%d connectors)\n", n)
+	before := rss(pid)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var connected atomic.Int64
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("idle-%d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ws, err := tunnel.Dial(ctx, "http://"+gwAddr, name, idleSecret, nil)
+			if err != nil {
+				return
+			}
+			connected.Add(1)
+			go tunnel.Serve(ctx, ws, handler, tunnel.ServeOptions{})
+		}()
+	}
+	wg.Wait()
+	time.Sleep(2 * time.Second)
+	after := rss(pid)
+	per := float64(after-before) / float64(max(connected.Load(), 1))
+	fmt.Printf("  %d connected; gateway RSS %d MB -> %d MB: %.1f KiB per connector (target <= 64 KiB)\n",
+		connected.Load(), before>>20, after>>20, per/1024)
+}
