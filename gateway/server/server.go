@@ -71,8 +71,8 @@ func New(opts Options) *Gateway {
 	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat)}
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	g.proxy = &httputil.ReverseProxy{
-		Rewrite:       g.rewrite,
-		Transport:     roundTripperFunc(g.roundTrip),
+		Rewrite:   g.rewrite,
+		Transport: roundTripperFunc(g.roundTrip),
 		// 0: ReverseProxy flushes event streams and bodies of unknown length
 		// on every write by itself, and batches the rest.
 		FlushInterval: 0,
