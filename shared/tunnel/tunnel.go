@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -111,16 +112,21 @@ type ServeOptions struct {
 	// PingInterval, when set, pings the gateway at the WebSocket level this
 	// often, so a dead gateway is noticed even when no request is flowing.
 	PingInterval time.Duration
+	// DrainTimeout bounds how long stopping waits for requests in flight
+	// (0: 10 s).
+	DrainTimeout time.Duration
 }
 
 // Serve answers HTTP/2 requests from the gateway with h until the WebSocket
 // closes or ctx ends; then it closes the WebSocket with reason.
 func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOptions) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	conn := newCoalescingConn(websocket.NetConn(ctx, ws, websocket.MessageBinary))
+	// The connection lives on its own context so that stopping (ctx) can
+	// drain it: no new requests, the ones in flight finish.
+	connCtx, dropConn := context.WithCancel(context.Background())
+	defer dropConn()
+	conn := newCoalescingConn(websocket.NetConn(connCtx, ws, websocket.MessageBinary))
 	if opts.PingInterval > 0 {
-		go pingLoop(ctx, ws, opts.PingInterval, cancel)
+		go pingLoop(connCtx, ws, opts.PingInterval, dropConn)
 	}
 	srv := &http2.Server{MaxConcurrentStreams: opts.MaxConcurrentStreams, IdleTimeout: 0}
 	if srv.MaxConcurrentStreams == 0 {
@@ -130,14 +136,52 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	srv.MaxUploadBufferPerStream = 1 << 20
 	// A tunnel torn down mid-handshake is routine (a replaced connection);
 	// the caller reports what matters, so net/http's own log stays quiet.
-	quiet := log.New(io.Discard, "", 0)
-	srv.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{ErrorLog: quiet}})
-	if err := ctx.Err(); err != nil {
-		ws.Close(websocket.StatusGoingAway, "connector shutting down")
+	base := &http.Server{ErrorLog: log.New(io.Discard, "", 0)}
+	if err := http2.ConfigureServer(base, srv); err != nil {
 		return err
 	}
-	ws.Close(websocket.StatusNormalClosure, "")
-	return nil
+	var inFlight sync.WaitGroup
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Done()
+		h.ServeHTTP(w, r)
+	})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.ServeConn(conn, &http2.ServeConnOpts{Context: connCtx, Handler: counted, BaseConfig: base})
+	}()
+	select {
+	case <-served:
+		ws.Close(websocket.StatusNormalClosure, "")
+		return nil
+	case <-ctx.Done():
+	}
+	// Graceful stop: GOAWAY, then wait (bounded) for requests in flight.
+	drain := opts.DrainTimeout
+	if drain == 0 {
+		drain = 10 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	base.Shutdown(sctx)
+	drained := make(chan struct{})
+	go func() { inFlight.Wait(); close(drained) }()
+	select {
+	case <-served:
+	case <-drained:
+		// Handlers are done; give the server a moment to put their last
+		// frames on the wire and finish the GOAWAY by itself.
+		select {
+		case <-served:
+		case <-time.After(2 * time.Second):
+		}
+	case <-sctx.Done():
+	}
+	dropConn()
+	<-served
+	ws.Close(websocket.StatusGoingAway, "connector shutting down")
+	return ctx.Err()
 }
 
 func pingLoop(ctx context.Context, ws *websocket.Conn, every time.Duration, fail func()) {

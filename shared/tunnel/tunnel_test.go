@@ -204,3 +204,41 @@ func TestDialRejectionsAndURLs(t *testing.T) {
 		t.Fatal("offered subprotocol not seen")
 	}
 }
+
+func TestStoppingDrainsRequestsInFlight(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	c, stopConnector := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		fmt.Fprint(w, "finished")
+	}))
+	type result struct {
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://connector/slow", nil)
+		resp, err := c.RoundTrip(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		got <- result{string(b), err}
+	}()
+	<-started
+	stopConnector() // a shutdown while the request runs
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	r := <-got
+	if r.err != nil || r.body != "finished" {
+		t.Fatalf("request in flight during shutdown: %q %v", r.body, r.err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("tunnel not closed after draining")
+	}
+}
