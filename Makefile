@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/uncaged/workflow/shared/version.Version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: build test lint bench bench-full bench-engine demo fuzz clean
+.PHONY: build test lint bench bench-full bench-engine bench-tunnel demo fuzz clean
 
 ## build: compile the binaries into bin/
 build:
@@ -31,6 +31,10 @@ lint:
 bench:
 	$(GO) run ./bench/cmd/storebench -threads 100000 -blobs 200000
 
+## bench-tunnel: gateway + tunnel vs direct (throughput, CPU, latency, memory per idle connector)
+bench-tunnel:
+	$(GO) run ./bench/cmd/tunnelbench
+
 ## bench-engine: per-step overhead, bundle load and run-to-first-step latency
 bench-engine:
 	$(GO) run ./bench/cmd/enginebench
@@ -45,6 +49,12 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzParseHash -fuzztime=$(FUZZTIME) ./engine/ids
 	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/node
 	$(GO) test -run=^$$ -fuzz=FuzzMarshalRoundTrip -fuzztime=$(FUZZTIME) ./engine/canonyaml
+	$(GO) test -run=^$$ -fuzz=FuzzIndexFastPathAgrees -fuzztime=$(FUZZTIME) ./engine/threads
+	$(GO) test -run=^$$ -fuzz=FuzzHistoryFastPathAgrees -fuzztime=$(FUZZTIME) ./engine/threads
+	$(GO) test -run=^$$ -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./engine/jsrt
+	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./gateway/auth
+	$(GO) test -run=^$$ -fuzz=FuzzLegacyFrame -fuzztime=$(FUZZTIME) ./gateway/legacy
+	$(GO) test -run=^$$ -fuzz=FuzzThreadRunBody -fuzztime=$(FUZZTIME) ./connector/api
 
 clean:
 	rm -rf $(BIN)

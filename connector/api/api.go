@@ -217,6 +217,7 @@ func New(opts Options) *echo.Echo {
 	e.POST("/api/cas/gc", s.gcCAS)
 	e.GET("/api/cas/:hash", s.getCAS)
 	e.DELETE("/api/cas/:hash", s.deleteCAS)
+	mountMetrics(e, opts.Engine) // GET /metrics (metrics.go)
 	return e
 }
 

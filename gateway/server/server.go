@@ -2,10 +2,24 @@
 // /ws/connect, the dashboard lists them at /api/gateway/endpoints and
 // reaches each one's API at /api/clients/<name>/... — proxied through that
 // connector's tunnel with httputil.ReverseProxy, streaming included.
+//
+// A connector that offers the uncaged-workflow.h2 subprotocol gets the
+// HTTP/2 tunnel (shared/tunnel); one that does not is an original
+// TypeScript client speaking JSON frames, served through gateway/legacy.
+// Both are the same presence.Conn to the proxy and can be online at once.
+// The original clients' POST /api/gateway/register and DELETE
+// /api/gateway/register/:name are accepted too (register.go).
+//
+// Limits (Options): request body size, requests in flight per connector,
+// connection attempts per client address, WebSocket message size, request
+// timeout (not for streams). GET /metrics serves Prometheus metrics
+// (gateway/metrics), behind a bearer token when Options.MetricsToken is
+// set.
 package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,19 +29,46 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/legacy"
+	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
-// Options configure a gateway.
+// Defaults of Options.
+const (
+	DefaultHeartbeat      = 15 * time.Second
+	DefaultRequestTimeout = 60 * time.Second
+	DefaultMaxBody        = 8 << 20
+	// DefaultMaxConcurrent bounds the requests (streams included) in flight
+	// to one connector.
+	DefaultMaxConcurrent = 64
+	// DefaultConnectRate is how many /ws/connect attempts one client
+	// address may make a minute, on average, and DefaultConnectBurst how
+	// many at once. A reconnecting connector backs off to one attempt every
+	// 30 s, so honest clients stay far below.
+	DefaultConnectRate  = 10
+	DefaultConnectBurst = 20
+	// DefaultWSReadLimit bounds one WebSocket message from a connector. For
+	// an original (JSON-frame) client that is also its largest response.
+	DefaultWSReadLimit = 4 << 20
+)
+
+// shutdownReason is what connectors are told when the gateway stops.
+const shutdownReason = "gateway shutting down"
+
+// Options configure a gateway. Zero values take the defaults above.
 type Options struct {
 	Auth *auth.Authority
 	// Heartbeat is the ping interval (0: 15 s); two misses mark a connector
@@ -35,9 +76,29 @@ type Options struct {
 	Heartbeat time.Duration
 	// RequestTimeout bounds a proxied request that is not a stream (0: 60 s).
 	RequestTimeout time.Duration
-	// MaxBody bounds a proxied request body (0: 8 MiB).
+	// MaxBody bounds a proxied request body (0: 8 MiB); larger is 413.
 	MaxBody int64
-	Logger  *slog.Logger
+	// MaxConcurrent bounds the requests in flight to one connector, streams
+	// included (0: 64; negative: no bound). One more is answered 503
+	// {"error":"connector busy: ..."} with Retry-After: 1.
+	MaxConcurrent int
+	// ConnectRate is how many /ws/connect attempts one client address may
+	// make a minute on average (0: 10; negative: no limit), ConnectBurst
+	// how many in a row (0: 20). One more is answered 429 with Retry-After.
+	ConnectRate  float64
+	ConnectBurst int
+	// WSReadLimit bounds one WebSocket message from a connector, tunnel or
+	// legacy (0: 4 MiB); a larger one closes that connection.
+	WSReadLimit int64
+	// MetricsToken, when set, is the bearer token GET /metrics requires;
+	// empty leaves /metrics open, as is conventional for a scrape target.
+	MetricsToken string
+	// IPExtractor tells a request's client address (rate limit, logs,
+	// endpoints). nil: X-Forwarded-For is believed only from loopback,
+	// link-local and private peers — a reverse proxy in front — and the
+	// peer address is used otherwise.
+	IPExtractor echo.IPExtractor
+	Logger      *slog.Logger
 	// Dashboard serves "/" (nil: a plain page saying the dashboard is not
 	// built into this binary).
 	Dashboard http.Handler
@@ -45,10 +106,14 @@ type Options struct {
 
 // Gateway is a running gateway.
 type Gateway struct {
-	opts     Options
-	presence *presence.Registry
-	proxy    *httputil.ReverseProxy
-	echo     *echo.Echo
+	opts          Options
+	presence      *presence.Registry
+	proxy         *httputil.ReverseProxy
+	echo          *echo.Echo
+	metrics       *metrics.Gateway
+	connectLimit  *rateLimiter
+	registrations registrations
+	shuttingDown  atomic.Bool
 }
 
 // connectorName is what a connector may call itself: a host-name label.
@@ -57,18 +122,34 @@ var connectorName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // New builds a gateway.
 func New(opts Options) *Gateway {
 	if opts.Heartbeat == 0 {
-		opts.Heartbeat = 15 * time.Second
+		opts.Heartbeat = DefaultHeartbeat
 	}
 	if opts.RequestTimeout == 0 {
-		opts.RequestTimeout = 60 * time.Second
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	if opts.MaxBody == 0 {
-		opts.MaxBody = 8 << 20
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.ConnectRate == 0 {
+		opts.ConnectRate = DefaultConnectRate
+	}
+	if opts.ConnectBurst <= 0 {
+		opts.ConnectBurst = DefaultConnectBurst
+	}
+	if opts.WSReadLimit <= 0 {
+		opts.WSReadLimit = DefaultWSReadLimit
+	}
+	if opts.IPExtractor == nil {
+		opts.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat)}
+	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst)}
+	g.metrics = metrics.New(g.presence.Online)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:   g.rewrite,
@@ -89,25 +170,35 @@ func (g *Gateway) Handler() http.Handler { return g.echo }
 // Presence exposes the connector registry (status commands, tests).
 func (g *Gateway) Presence() *presence.Registry { return g.presence }
 
+// Metrics are the gateway's metrics (served at /metrics).
+func (g *Gateway) Metrics() *metrics.Gateway { return g.metrics }
+
 // Shutdown closes every tunnel with a reason the connectors log.
-func (g *Gateway) Shutdown() { g.presence.CloseAll("gateway shutting down") }
+func (g *Gateway) Shutdown() {
+	g.shuttingDown.Store(true)
+	g.presence.CloseAll(shutdownReason)
+}
 
 func (g *Gateway) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = jsonErrorHandler
+	e.IPExtractor = g.opts.IPExtractor
 	e.Use(middleware.Recover(), middleware.RequestID())
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
+	e.GET("/metrics", g.serveMetrics)
 	e.GET(tunnel.ConnectPath, g.connect)
 	api := e.Group("/api")
 	api.POST("/gateway/login", g.login)
 	api.POST("/gateway/logout", g.logout)
+	api.POST("/gateway/register", g.register)
+	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
 	dash.GET("/gateway/endpoints", func(c echo.Context) error { return c.JSON(http.StatusOK, g.presence.List()) })
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
-		dash.Any(prefix, g.forward)
-		dash.Any(prefix+"/*", g.forward)
+		dash.Any(prefix, g.forward, g.instrument)
+		dash.Any(prefix+"/*", g.forward, g.instrument)
 	}
 	if g.opts.Dashboard != nil {
 		e.GET("/*", echo.WrapHandler(g.opts.Dashboard))
@@ -129,13 +220,54 @@ func jsonErrorHandler(err error, c echo.Context) {
 	c.JSON(code, map[string]string{"error": msg})
 }
 
+// verify checks a credential, counting a refusal in the metrics; the
+// error is the 401/403 to answer.
+func (g *Gateway) verify(credential, role, name string) error {
+	if _, err := g.opts.Auth.Verify(credential, role, name); err != nil {
+		g.metrics.AuthFailure(authReason(err))
+		return echo.NewHTTPError(auth.Status(err), err.Error())
+	}
+	return nil
+}
+
+// authReason is the metric label of a Verify error.
+func authReason(err error) string {
+	switch {
+	case errors.Is(err, auth.ErrNoCredentials):
+		return metrics.AuthMissing
+	case errors.Is(err, auth.ErrWrongRole):
+		return metrics.AuthWrongRole
+	case errors.Is(err, auth.ErrWrongName):
+		return metrics.AuthWrongName
+	default:
+		return metrics.AuthInvalid
+	}
+}
+
 func (g *Gateway) requireDashboard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if _, err := g.opts.Auth.Verify(auth.Credential(c.Request()), auth.RoleDashboard, ""); err != nil {
-			return echo.NewHTTPError(auth.Status(err), err.Error())
+		if err := g.verify(auth.Credential(c.Request()), auth.RoleDashboard, ""); err != nil {
+			return err
 		}
 		return next(c)
 	}
+}
+
+// serveMetrics is GET /metrics, behind Options.MetricsToken when set.
+func (g *Gateway) serveMetrics(c echo.Context) error {
+	if want := g.opts.MetricsToken; want != "" {
+		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		switch {
+		case !ok || got == "":
+			g.metrics.AuthFailure(metrics.AuthMissing)
+			return echo.NewHTTPError(http.StatusUnauthorized, auth.ErrNoCredentials.Error())
+		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1:
+			g.metrics.AuthFailure(metrics.AuthInvalid)
+			return echo.NewHTTPError(http.StatusUnauthorized, "invalid metrics token")
+		}
+	}
+	g.metrics.Handler().ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // login checks a dashboard token and sets it as an HttpOnly cookie, so the
@@ -147,8 +279,8 @@ func (g *Gateway) login(c echo.Context) error {
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&body); err != nil || body.Token == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, `body must be {"token": "..."}`)
 	}
-	if _, err := g.opts.Auth.Verify(body.Token, auth.RoleDashboard, ""); err != nil {
-		return echo.NewHTTPError(auth.Status(err), err.Error())
+	if err := g.verify(body.Token, auth.RoleDashboard, ""); err != nil {
+		return err
 	}
 	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: body.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Request().TLS != nil || c.Request().Header.Get("X-Forwarded-Proto") == "https"})
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
@@ -159,34 +291,73 @@ func (g *Gateway) logout(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
 
-// connect accepts a connector's tunnel.
+const invalidNameMessage = "invalid connector name: use lowercase letters, digits and hyphens (at most 63)"
+
+// connect accepts a connector: the HTTP/2 tunnel when it offers the
+// subprotocol, else an original client's JSON-frame socket. Every attempt
+// first takes a token from its address's rate limit.
 func (g *Gateway) connect(c echo.Context) error {
 	r := c.Request()
+	if ok, wait := g.connectLimit.allow(c.RealIP()); !ok {
+		g.metrics.RateLimited()
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
+		return echo.NewHTTPError(http.StatusTooManyRequests, "too many connection attempts from this address; retry later")
+	}
 	name := r.URL.Query().Get("name")
 	if name == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "name required")
 	}
 	if !connectorName.MatchString(name) {
-		return echo.NewHTTPError(http.StatusBadRequest, "invalid connector name: use lowercase letters, digits and hyphens (at most 63)")
+		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
 	p, err := g.opts.Auth.Verify(auth.Credential(r), auth.RoleConnector, name)
 	if err != nil {
+		g.metrics.AuthFailure(authReason(err))
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP())
 		return echo.NewHTTPError(auth.Status(err), err.Error())
 	}
-	if !tunnel.Offers(r) {
-		return echo.NewHTTPError(http.StatusUpgradeRequired, "this gateway speaks the "+tunnel.Subprotocol+" tunnel; upgrade the connector")
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return echo.NewHTTPError(http.StatusUpgradeRequired, "expected WebSocket upgrade")
 	}
-	ws, err := tunnel.Accept(c.Response(), r)
-	if err != nil {
-		return nil // Accept has answered the client
+	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP()}
+	var conn presence.Conn
+	if tunnel.Offers(r) {
+		ws, err := tunnel.Accept(c.Response(), r)
+		if err != nil {
+			return nil // Accept has answered the client
+		}
+		ws.SetReadLimit(g.opts.WSReadLimit)
+		client, err := tunnel.NewClient(ws)
+		if err != nil {
+			return nil
+		}
+		conn, info.Protocol = client, metrics.ProtocolH2
+	} else {
+		// An original TypeScript client: no subprotocol, JSON frames.
+		ws, err := websocket.Accept(c.Response(), r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return nil // Accept has answered the client
+		}
+		conn = legacy.New(ws, legacy.Options{
+			ReadLimit:   g.opts.WSReadLimit,
+			MaxBody:     g.opts.MaxBody,
+			ClientToken: func() string { return g.registrations.clientToken(name) },
+			OnDrop:      g.metrics.LegacyFrameDropped,
+		})
+		info.Protocol = metrics.ProtocolLegacy
 	}
-	client, err := tunnel.NewClient(ws)
-	if err != nil {
-		return nil
-	}
-	g.presence.Attach(name, client, presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Protocol: "h2"})
-	g.opts.Logger.Info("connector connected", "connector", name, "address", c.RealIP(), "shared_secret", p.Shared)
+	t := newTracked(conn, info.Protocol, g.opts.MaxConcurrent)
+	g.presence.Attach(name, t, info)
+	g.metrics.Connected(info.Protocol)
+	go func() {
+		<-t.Done()
+		reason := t.disconnectReason()
+		if reason == metrics.DisconnectRemote && g.shuttingDown.Load() {
+			reason = metrics.DisconnectShutdown
+		}
+		g.metrics.Disconnected(reason)
+	}()
+	g.opts.Logger.Info("connector connected", "connector", name, "protocol", info.Protocol, "address", c.RealIP(), "shared_secret", p.Shared)
 	return nil
 }
 
@@ -202,11 +373,20 @@ func (g *Gateway) forward(c echo.Context) error {
 	case !online:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
 	}
+	if t, ok := conn.(*tracked); ok {
+		if !t.acquire() {
+			c.Response().Header().Set("Retry-After", "1")
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "connector busy: "+name+" has too many requests in flight")
+		}
+		defer t.release()
+	}
 	r := c.Request()
 	if r.ContentLength > g.opts.MaxBody {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large")
 	}
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody), m: g.metrics}
+	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, conn)
 	if !isStream(r) {
 		var cancel context.CancelFunc
@@ -264,8 +444,12 @@ func (g *Gateway) roundTrip(r *http.Request) (*http.Response, error) {
 
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := http.StatusBadGateway, "connector unreachable: "+err.Error()
-	if errors.Is(err, context.DeadlineExceeded) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		status, msg = http.StatusGatewayTimeout, "connector did not answer in time"
+	case errors.As(err, &tooLarge), errors.Is(err, legacy.ErrBodyTooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, "request body too large"
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return // the client went away; nobody to answer

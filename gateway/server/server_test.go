@@ -26,12 +26,16 @@ type fixture struct {
 	dash string
 }
 
-func newFixture(t *testing.T, heartbeat time.Duration) *fixture {
+func newFixture(t *testing.T, heartbeat time.Duration, mutate ...func(*Options)) *fixture {
 	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Options{Auth: a, Heartbeat: heartbeat, RequestTimeout: 2 * time.Second})
+	opts := Options{Auth: a, Heartbeat: heartbeat, RequestTimeout: 2 * time.Second}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	g := New(opts)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(func() { g.Shutdown(); srv.Close() })
 	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)

@@ -16,7 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -140,10 +140,12 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	if err := http2.ConfigureServer(base, srv); err != nil {
 		return err
 	}
-	var inFlight sync.WaitGroup
+	// Handlers in flight; a WaitGroup does not fit, as handlers keep
+	// starting while a drain waits.
+	var inFlight atomic.Int64
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inFlight.Add(1)
-		defer inFlight.Done()
+		defer inFlight.Add(-1)
 		h.ServeHTTP(w, r)
 	})
 	served := make(chan struct{})
@@ -166,7 +168,12 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	defer cancel()
 	base.Shutdown(sctx)
 	drained := make(chan struct{})
-	go func() { inFlight.Wait(); close(drained) }()
+	go func() {
+		defer close(drained)
+		for inFlight.Load() > 0 && sctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	select {
 	case <-served:
 	case <-drained:

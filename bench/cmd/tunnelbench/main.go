@@ -53,7 +53,7 @@ func main() {
 	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
 
 	gwAddr, apiAddr := freePort(), freePort()
-	gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr)
+	gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1")
 	defer stop(gw)
 	waitHTTP("http://" + gwAddr + "/healthz")
 	root := filepath.Join(work, "root")

@@ -50,7 +50,10 @@ func authority(keyFile string) (*auth.Authority, error) {
 
 func serveCmd() *cobra.Command {
 	var listen, keyFile string
-	var heartbeat time.Duration
+	var heartbeat, requestTimeout time.Duration
+	var maxBody, wsReadLimit int64
+	var maxConcurrent, connectBurst int
+	var connectRate float64
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--key-file FILE]",
 		Short: "Run the gateway",
@@ -66,7 +69,12 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			g := server.New(server.Options{Auth: a, Heartbeat: heartbeat, Logger: logger})
+			g := server.New(server.Options{
+				Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
+				MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
+				ConnectRate: connectRate, ConnectBurst: connectBurst,
+				MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
+			})
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
@@ -92,6 +100,12 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on (env UNCAGED_GATEWAY_LISTEN)")
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the token signing key (env UNCAGED_GATEWAY_KEY)")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "ping interval; a connector missing two pings is offline")
+	cmd.Flags().DurationVar(&requestTimeout, "request-timeout", server.DefaultRequestTimeout, "timeout of a proxied request that is not a stream")
+	cmd.Flags().Int64Var(&maxBody, "max-body", server.DefaultMaxBody, "largest proxied request body, in bytes")
+	cmd.Flags().Int64Var(&wsReadLimit, "ws-read-limit", server.DefaultWSReadLimit, "largest WebSocket message from a connector, in bytes")
+	cmd.Flags().IntVar(&maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "proxied requests in flight per connector (negative: no limit)")
+	cmd.Flags().Float64Var(&connectRate, "connect-rate", server.DefaultConnectRate, "connection attempts per minute per IP (negative: no limit)")
+	cmd.Flags().IntVar(&connectBurst, "connect-burst", server.DefaultConnectBurst, "burst of connection attempts per IP")
 	return cmd
 }
 

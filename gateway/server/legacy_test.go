@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/legacy"
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+// dialLegacy opens a WebSocket the way the original TypeScript client does:
+// GET /ws/connect?name=<n>&secret=<s>, no subprotocol, no headers.
+func (f *fixture) dialLegacy(name, secret string) (*websocket.Conn, *http.Response, error) {
+	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/ws/connect?" + url.Values{"name": {name}, "secret": {secret}}.Encode()
+	ws, resp, err := websocket.Dial(context.Background(), u, nil)
+	if err == nil {
+		ws.SetReadLimit(64 << 20)
+	}
+	return ws, resp, err
+}
+
+// legacyConnector connects an original-protocol client serving h; the
+// returned func disconnects it.
+func (f *fixture) legacyConnector(name string, h http.Handler) context.CancelFunc {
+	f.t.Helper()
+	ws, _, err := f.dialLegacy(name, "shared-secret")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); legacy.Serve(ctx, ws, h); ws.CloseNow() }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	f.waitStatus(name, presence.Online)
+	return func() { cancel(); <-done }
+}
+
+// rawLegacy connects an original-protocol client whose frames the test
+// reads and writes itself.
+func (f *fixture) rawLegacy(name string) *websocket.Conn {
+	f.t.Helper()
+	ws, _, err := f.dialLegacy(name, "shared-secret")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { ws.CloseNow() })
+	f.waitStatus(name, presence.Online)
+	return ws
+}
+
+func (f *fixture) legacyConn(name string) *legacy.Conn {
+	f.t.Helper()
+	c, _, _ := f.gw.Presence().Get(name)
+	lc, ok := c.(*tracked).Conn.(*legacy.Conn)
+	if !ok {
+		f.t.Fatalf("%s is not a legacy connection: %T", name, c)
+	}
+	return lc
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) legacy.RequestFrame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := legacy.ParseRequest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fr
+}
+
+func writeFrame(t *testing.T, ws *websocket.Conn, s string) {
+	t.Helper()
+	if err := ws.Write(context.Background(), websocket.MessageText, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goDo runs a dashboard request in the background.
+func (f *fixture) goDo(ctx context.Context, method, path string, body io.Reader) <-chan [2]string {
+	out := make(chan [2]string, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, method, f.srv.URL+path, body)
+		req.Header.Set("Authorization", "Bearer "+f.dash)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- [2]string{"error", err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out <- [2]string{fmt.Sprint(resp.StatusCode), string(b)}
+	}()
+	return out
+}
+
+func waitResult(t *testing.T, ch <-chan [2]string) [2]string {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("request did not finish")
+		return [2]string{}
+	}
+}
+
+// originalAPI answers like the original client's local API: it requires
+// the X-Client-Token its process registered.
+func originalAPI(token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("X-Client-Token") != token {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"Unauthorized"}`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, `{"machine":"old","method":%q,"uri":%q,"body":%q,"auth":%q}`, r.Method, r.URL.RequestURI(), body, r.Header.Get("Authorization"))
+	})
+}
+
+func TestLegacyClientThroughTheGateway(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	f.connector("new-box", echoAPI("new-box"))
+	f.legacyConnector("old", originalAPI("tok-123"))
+
+	// Before it registers its client token, its API refuses.
+	resp, body := f.do("GET", "/api/clients/old/workflows", f.dash, nil)
+	if resp.StatusCode != 401 || body != `{"error":"Unauthorized"}` {
+		t.Fatalf("unregistered: %d %s", resp.StatusCode, body)
+	}
+	reg := `{"name":"old","url":"ws://old","secret":"shared-secret","clientToken":"tok-123"}`
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 201 || body != "{\"registered\":\"old\"}\n" {
+		t.Fatalf("register: %d %s", resp.StatusCode, body)
+	}
+	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
+		resp, body = f.do("GET", prefix+"old/threads?workflow=solve&key=secret-in-query", f.dash, nil)
+		if resp.StatusCode != 200 || body != `{"machine":"old","method":"GET","uri":"/api/threads?workflow=solve","body":"","auth":""}` {
+			t.Fatalf("GET %s: %d %s", prefix, resp.StatusCode, body)
+		}
+	}
+	resp, body = f.do("POST", "/api/clients/old/threads", f.dash, strings.NewReader(`{"workflow":"w","prompt":"héllo"}`))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"body":"{\"workflow\":\"w\",\"prompt\":\"héllo\"}"`) {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
+	}
+	if _, body := f.do("GET", "/api/clients/new-box/x", f.dash, nil); !strings.Contains(body, `"machine":"new-box"`) {
+		t.Fatalf("the h2 connector beside it: %s", body)
+	}
+
+	// Both kinds are listed online, each with its protocol.
+	resp, body = f.do("GET", "/api/gateway/endpoints", f.dash, nil)
+	var eps []presence.Endpoint
+	if err := json.Unmarshal([]byte(body), &eps); err != nil || len(eps) != 2 {
+		t.Fatalf("endpoints: %d %s", resp.StatusCode, body)
+	}
+	got := map[string]string{}
+	for _, e := range eps {
+		if e.Status != presence.Online {
+			t.Fatalf("%s is %s", e.Name, e.Status)
+		}
+		got[e.Name] = e.Protocol
+	}
+	if got["new-box"] != "h2" || got["old"] != "legacy-json" || !strings.Contains(body, `"protocol":"legacy-json"`) {
+		t.Fatalf("protocols: %v", got)
+	}
+
+	// The heartbeat (the same register call) answers 200; unregistering
+	// forgets the token.
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 200 || !strings.Contains(body, `"registered":"old"`) {
+		t.Fatalf("re-register: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do("DELETE", "/api/gateway/register/old", "shared-secret", nil); resp.StatusCode != 200 || body != "{\"unregistered\":\"old\"}\n" {
+		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := f.do("GET", "/api/clients/old/workflows", f.dash, nil); resp.StatusCode != 401 {
+		t.Fatalf("after unregister: %d", resp.StatusCode)
+	}
+}
+
+func TestLegacyConcurrentRequestsAnsweredOutOfOrder(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	const n = 8
+	var mu sync.Mutex
+	release := map[string]chan struct{}{}
+	arrived := make(chan string, n)
+	for i := range n {
+		release[fmt.Sprint(i)] = make(chan struct{})
+	}
+	f.legacyConnector("old", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := strings.TrimPrefix(r.URL.Path, "/api/n/")
+		mu.Lock()
+		ch := release[i]
+		mu.Unlock()
+		arrived <- i
+		<-ch
+		fmt.Fprintf(w, "answer %s", i)
+	}))
+	results := make([]<-chan [2]string, n)
+	for i := range n {
+		results[i] = f.goDo(context.Background(), "GET", fmt.Sprintf("/api/clients/old/n/%d", i), nil)
+	}
+	for range n {
+		<-arrived
+	}
+	for i := n - 1; i >= 0; i-- { // the last asked is answered first
+		close(release[fmt.Sprint(i)])
+		if r := waitResult(t, results[i]); r != [2]string{"200", fmt.Sprintf("answer %d", i)} {
+			t.Fatalf("request %d: %v", i, r)
+		}
+	}
+}
+
+func TestLegacyCancellationForgetsTheRequest(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	ws := f.rawLegacy("old")
+	ctx, cancel := context.WithCancel(context.Background())
+	res := f.goDo(ctx, "GET", "/api/clients/old/slow", nil)
+	fr := readFrame(t, ws)
+	if fr.Method != "GET" || fr.Path != "/api/slow" || fr.Body != nil {
+		t.Fatalf("frame %+v", fr)
+	}
+	lc := f.legacyConn("old")
+	if lc.Pending() != 1 {
+		t.Fatalf("pending %d", lc.Pending())
+	}
+	cancel()
+	waitResult(t, res)
+	deadline := time.Now().Add(5 * time.Second)
+	for lc.Pending() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled request is still pending")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The answer that comes too late is dropped; the socket lives on.
+	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":200,"headers":{},"body":"late"}`)
+	res = f.goDo(context.Background(), "GET", "/api/clients/old/next", nil)
+	fr = readFrame(t, ws)
+	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":200,"headers":{"content-type":"text/plain"},"body":"next"}`)
+	if r := waitResult(t, res); r != [2]string{"200", "next"} {
+		t.Fatalf("after a cancel: %v", r)
+	}
+}
+
+func TestLegacySocketCloseFailsPendingWith502(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	ws := f.rawLegacy("old")
+	res := []<-chan [2]string{
+		f.goDo(context.Background(), "GET", "/api/clients/old/a", nil),
+		f.goDo(context.Background(), "POST", "/api/clients/old/b", strings.NewReader("x")),
+	}
+	readFrame(t, ws)
+	readFrame(t, ws)
+	ws.Close(websocket.StatusNormalClosure, "shutdown")
+	for _, ch := range res {
+		r := waitResult(t, ch)
+		var e struct{ Error string }
+		if r[0] != "502" || json.Unmarshal([]byte(r[1]), &e) != nil || !strings.Contains(e.Error, "connector unreachable") {
+			t.Fatalf("pending request after the socket closed: %v", r)
+		}
+	}
+	f.waitStatus("old", presence.Offline)
+	if resp, body := f.do("GET", "/api/clients/old/a", f.dash, nil); resp.StatusCode != 503 || !strings.Contains(body, "connector offline") {
+		t.Fatalf("after close: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestLegacyInvalidFramesAreIgnored(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	ws := f.rawLegacy("old")
+	res := f.goDo(context.Background(), "GET", "/api/clients/old/x", nil)
+	fr := readFrame(t, ws)
+	for _, junk := range []string{
+		`garbage`, `{}`, `{"id":"` + fr.ID + `","status":"200","headers":{},"body":""}`,
+		`{"id":"` + fr.ID + `","status":200,"headers":[],"body":""}`,
+		`{"id":"` + fr.ID + `","status":200,"headers":{},"body":null}`,
+		`{"id":"someone-else","status":200,"headers":{},"body":""}`,
+	} {
+		writeFrame(t, ws, junk)
+	}
+	if err := ws.Write(context.Background(), websocket.MessageBinary, []byte("bin")); err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":404.2,"headers":{"content-type":"application/json"},"body":"{\"error\":\"Thread not found\"}"}`)
+	if r := waitResult(t, res); r != [2]string{"404", `{"error":"Thread not found"}`} {
+		t.Fatalf("answer after junk: %v", r)
+	}
+	if n := f.legacyConn("old").Dropped(); n != 7 {
+		t.Fatalf("dropped %d frames, want 7", n)
+	}
+	// An answer with a status HTTP has no place for is a 502.
+	res = f.goDo(context.Background(), "GET", "/api/clients/old/y", nil)
+	fr = readFrame(t, ws)
+	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":42,"headers":{},"body":""}`)
+	if r := waitResult(t, res); r[0] != "502" || !strings.Contains(r[1], "invalid status 42") {
+		t.Fatalf("status 42: %v", r)
+	}
+}
+
+func TestLegacyConnectAuthAndLimits(t *testing.T) {
+	f := newFixture(t, time.Hour, func(o *Options) { o.WSReadLimit = 1 << 10; o.MaxBody = 100 })
+	if _, resp, err := f.dialLegacy("old", "wrong"); err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("wrong secret: %v %v", resp, err)
+	}
+	ciTok, _ := f.auth.Issue(auth.RoleConnector, "ci-box", time.Hour)
+	if _, resp, err := f.dialLegacy("old", ciTok); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("another name's token: %v %v", resp, err)
+	}
+	// A connector token for the name works as the secret, too.
+	oldTok, _ := f.auth.Issue(auth.RoleConnector, "old", time.Hour)
+	ws, _, err := f.dialLegacy("old", oldTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	f.waitStatus("old", presence.Online)
+
+	// A body over MaxBody that does not say its length up front is 413.
+	res := f.goDo(context.Background(), "POST", "/api/clients/old/cas", io.MultiReader(strings.NewReader(strings.Repeat("x", 200))))
+	if r := waitResult(t, res); r[0] != "413" || !strings.Contains(r[1], "too large") {
+		t.Fatalf("big body: %v", r)
+	}
+	// A frame over the read limit ends the connection.
+	res = f.goDo(context.Background(), "GET", "/api/clients/old/big", nil)
+	fr := readFrame(t, ws)
+	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":200,"headers":{},"body":"`+strings.Repeat("y", 2<<10)+`"}`)
+	if r := waitResult(t, res); r[0] != "502" {
+		t.Fatalf("oversized answer: %v", r)
+	}
+	f.waitStatus("old", presence.Offline)
+
+	// A plain GET is told to upgrade, as the original gateway did.
+	resp, body := f.do("GET", "/ws/connect?name=old&secret=shared-secret", "", nil)
+	if resp.StatusCode != 426 || body != "{\"error\":\"expected WebSocket upgrade\"}\n" {
+		t.Fatalf("no upgrade: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestRegisterRoutes(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	post := func(body string) (int, string) {
+		resp, b := f.do("POST", "/api/gateway/register", "", strings.NewReader(body))
+		return resp.StatusCode, b
+	}
+	oldTok, _ := f.auth.Issue(auth.RoleConnector, "old", time.Hour)
+	ciTok, _ := f.auth.Issue(auth.RoleConnector, "ci-box", time.Hour)
+	cases := []struct {
+		body string
+		code int
+		want string
+	}{
+		{`not json`, 400, `"error":"body must be a JSON object`},
+		{`{"url":"ws://x","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
+		{`{"name":"old","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
+		{`{"name":"old","url":"ws://old"}`, 401, `{"error":"missing credentials"}`},
+		{`{"name":"old","url":"ws://old","secret":"nope"}`, 401, `{"error":"invalid or expired token"}`},
+		{`{"name":"old","url":"ws://old","secret":"` + ciTok + `"}`, 403, `{"error":"token is for another connector"}`},
+		{`{"name":"Bad_Name","url":"ws://x","secret":"shared-secret"}`, 400, `invalid connector name`},
+		{`{"name":"old","url":"ws://old/","secret":"` + oldTok + `","clientToken":"t1"}`, 201, `{"registered":"old"}`},
+		{`{"name":"old","url":"ws://old","secret":"shared-secret"}`, 200, `{"registered":"old"}`},
+	}
+	for _, c := range cases {
+		if code, body := post(c.body); code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s", c.body, code, body)
+		}
+	}
+	// A heartbeat without clientToken keeps the one known.
+	if tok := f.gw.registrations.clientToken("old"); tok != "t1" {
+		t.Fatalf("client token %q", tok)
+	}
+	if reg := f.gw.registrations.m["old"]; reg.URL != "ws://old" || reg.RegisteredAt.IsZero() || reg.LastHeartbeat.Before(reg.RegisteredAt) {
+		t.Fatalf("record %+v", reg)
+	}
+	for _, c := range []struct {
+		token string
+		code  int
+	}{{"", 401}, {"nope", 401}, {ciTok, 403}, {oldTok, 200}} {
+		if resp, body := f.do("DELETE", "/api/gateway/register/old", c.token, nil); resp.StatusCode != c.code || !strings.HasPrefix(body, "{") {
+			t.Errorf("DELETE with %.8q: %d %s", c.token, resp.StatusCode, body)
+		}
+	}
+	if tok := f.gw.registrations.clientToken("old"); tok != "" {
+		t.Fatalf("token survived unregister: %q", tok)
+	}
+}
+
+func TestLegacyClientAnswersHeartbeats(t *testing.T) {
+	f := newFixture(t, 50*time.Millisecond)
+	f.legacyConnector("old", originalAPI(""))
+	before := f.gw.Presence().List()[0].LastHeartbeat
+	time.Sleep(300 * time.Millisecond)
+	e := f.gw.Presence().List()[0]
+	if e.Status != presence.Online || e.LastHeartbeat <= before {
+		t.Fatalf("after six heartbeats: %+v (before %d)", e, before)
+	}
+}

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+// rateLimiter is a token bucket per client address: each holds up to burst
+// tokens and gains perSecond of them a second; an attempt takes one.
+type rateLimiter struct {
+	perSecond float64
+	burst     float64
+	now       func() time.Time
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	lastSweep time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// newRateLimiter returns a limiter allowing perMinute attempts a minute on
+// average and burst at once; nil (no limit) when perMinute is negative.
+func newRateLimiter(perMinute float64, burst int) *rateLimiter {
+	if perMinute < 0 {
+		return nil
+	}
+	return &rateLimiter{perSecond: perMinute / 60, burst: float64(max(burst, 1)), now: time.Now, buckets: map[string]*bucket{}}
+}
+
+// allow takes a token for key; when there is none it says how long until
+// there will be.
+func (l *rateLimiter) allow(key string) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.sweep(now)
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{tokens: l.burst, at: now}
+		l.buckets[key] = b
+	}
+	b.tokens = l.refilled(b, now)
+	b.at = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	if l.perSecond <= 0 {
+		return false, time.Hour
+	}
+	return false, time.Duration((1 - b.tokens) / l.perSecond * float64(time.Second))
+}
+
+func (l *rateLimiter) refilled(b *bucket, now time.Time) float64 {
+	return math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.perSecond)
+}
+
+// sweep forgets, once a minute, the buckets that have refilled: they are
+// the same as no bucket, so memory stays bounded by the recent callers.
+func (l *rateLimiter) sweep(now time.Time) {
+	if now.Sub(l.lastSweep) < time.Minute {
+		return
+	}
+	l.lastSweep = now
+	for k, b := range l.buckets {
+		if l.refilled(b, now) >= l.burst {
+			delete(l.buckets, k)
+		}
+	}
+}
+
+// tracked is a connector's connection as the gateway holds it: the tunnel
+// or legacy adapter, a semaphore bounding its requests in flight, and the
+// reason the gateway closed it (for the disconnect metric).
+type tracked struct {
+	presence.Conn
+	protocol string
+	slots    chan struct{} // nil: no bound
+	reason   atomic.Pointer[string]
+}
+
+func newTracked(c presence.Conn, protocol string, maxConcurrent int) *tracked {
+	t := &tracked{Conn: c, protocol: protocol}
+	if maxConcurrent > 0 {
+		t.slots = make(chan struct{}, maxConcurrent)
+	}
+	return t
+}
+
+// acquire takes a request slot if one is free.
+func (t *tracked) acquire() bool {
+	if t.slots == nil {
+		return true
+	}
+	select {
+	case t.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *tracked) release() {
+	if t.slots != nil {
+		<-t.slots
+	}
+}
+
+// Close records why the gateway closed the connection, then closes it.
+func (t *tracked) Close(reason string) error {
+	t.reason.CompareAndSwap(nil, &reason)
+	return t.Conn.Close(reason)
+}
+
+// disconnectReason classifies how the connection ended: the gateway's own
+// reasons (presence's replacement and heartbeat texts, our shutdown), or
+// the connector going away.
+func (t *tracked) disconnectReason() string {
+	r := t.reason.Load()
+	switch {
+	case r == nil:
+		return metrics.DisconnectRemote
+	case strings.HasPrefix(*r, "replaced"):
+		return metrics.DisconnectReplaced
+	case strings.Contains(*r, "heartbeat"):
+		return metrics.DisconnectHeartbeat
+	case *r == shutdownReason:
+		return metrics.DisconnectShutdown
+	default:
+		return metrics.DisconnectOther
+	}
+}

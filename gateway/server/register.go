@@ -1,0 +1,110 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/uncaged/workflow/gateway/auth"
+)
+
+// registration is what an original client told POST /api/gateway/register
+// (spec/cli-network.md §5.4, §6.3). Its clientToken is the token the
+// client's local API requires as X-Client-Token; the gateway adds it to
+// every request it forwards to that client over the JSON-frame socket.
+type registration struct {
+	URL           string
+	ClientToken   string
+	RegisteredAt  time.Time
+	LastHeartbeat time.Time
+}
+
+// registrations are the original clients' registrations, by name.
+type registrations struct {
+	mu sync.Mutex
+	m  map[string]*registration
+}
+
+// upsert records a registration (or its heartbeat: the same call repeated)
+// and reports whether it is new. An empty clientToken keeps the one known.
+func (r *registrations) upsert(name, url, clientToken string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*registration{}
+	}
+	reg, ok := r.m[name]
+	if !ok {
+		reg = &registration{RegisteredAt: now}
+		r.m[name] = reg
+	}
+	reg.URL = strings.TrimSuffix(url, "/")
+	if clientToken != "" {
+		reg.ClientToken = clientToken
+	}
+	reg.LastHeartbeat = now
+	return !ok
+}
+
+func (r *registrations) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, name)
+}
+
+// clientToken is the token registered for name ("" if none).
+func (r *registrations) clientToken(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reg, ok := r.m[name]; ok {
+		return reg.ClientToken
+	}
+	return ""
+}
+
+// register is POST /api/gateway/register, the original client's
+// registration and (repeated every 60 s) heartbeat: body
+// {"name","url","secret","clientToken"}, the secret checked as a connector
+// credential for that name. 201 {"registered":name} when new, 200 when it
+// was known.
+func (g *Gateway) register(c echo.Context) error {
+	var body struct {
+		Name        string `json:"name"`
+		URL         string `json:"url"`
+		Secret      string `json:"secret"`
+		ClientToken string `json:"clientToken"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&body); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "body must be a JSON object {name, url, secret, clientToken}")
+	}
+	if body.Name == "" || body.URL == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "name and url required")
+	}
+	if err := g.verify(body.Secret, auth.RoleConnector, body.Name); err != nil {
+		return err
+	}
+	if !connectorName.MatchString(body.Name) {
+		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
+	}
+	status := http.StatusOK
+	if g.registrations.upsert(body.Name, body.URL, body.ClientToken, time.Now()) {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, map[string]string{"registered": body.Name})
+}
+
+// unregister is DELETE /api/gateway/register/:name, authenticated with
+// Authorization: Bearer <connector credential for name>.
+func (g *Gateway) unregister(c echo.Context) error {
+	name := c.Param("name")
+	if err := g.verify(auth.Credential(c.Request()), auth.RoleConnector, name); err != nil {
+		return err
+	}
+	g.registrations.remove(name)
+	return c.JSON(http.StatusOK, map[string]string{"unregistered": name})
+}
