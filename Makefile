@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/uncaged/workflow/shared/version.Version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: build test lint bench bench-full bench-engine bench-tunnel demo fuzz clean
+.PHONY: build test web web-test lint bench bench-full bench-engine bench-tunnel demo fuzz clean
 
 ## build: compile the binaries into bin/
 build:
@@ -17,9 +17,19 @@ build:
 demo: build
 	./deploy/demo/run-demo.sh
 
-## test: lint, then every test (race detector on), as CI runs it
-test: lint
+## test: lint, the dashboard's tests and build check, then every Go test (race detector on), as CI runs it
+test: lint web-test
 	$(GO) test -race -count=1 $(PKGS)
+
+## web: rebuild the dashboard into gateway/web/dist (commit the result)
+web:
+	cd gateway/web && npm ci --no-audit --no-fund && npm run build
+
+## web-test: the dashboard's unit tests, and a check that the committed build matches its source
+web-test:
+	cd gateway/web && npm ci --no-audit --no-fund && npm test && npm run build
+	@stale="$$(git status --porcelain -- gateway/web/dist)"; \
+	if [ -n "$$stale" ]; then echo "gateway/web/dist does not match its source (run make web and commit):"; echo "$$stale"; exit 1; fi
 
 ## lint: gofmt and go vet
 lint:

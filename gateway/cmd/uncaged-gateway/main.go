@@ -24,6 +24,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/server"
+	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/profiling"
 	"github.com/uncaged/workflow/shared/version"
 )
@@ -74,6 +75,7 @@ func serveCmd() *cobra.Command {
 				MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 				ConnectRate: connectRate, ConnectBurst: connectBurst,
 				MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
+				Dashboard:    web.Handler(),
 			})
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

@@ -1,0 +1,164 @@
+import { FormEvent, useEffect, useState } from "react";
+import { ago, ApiError, Endpoint, gateway, getToken, onUnauthorized, useApi } from "./api";
+import { href, Route, useRoute } from "./route";
+import { CasView, ThreadDetail, ThreadList, WorkflowDetailView, WorkflowList } from "./views";
+
+type Auth = "checking" | "in" | "out";
+
+export function App() {
+  const [auth, setAuth] = useState<Auth>(() => (getToken() ? "checking" : "out"));
+  useEffect(() => onUnauthorized(() => setAuth("out")), []);
+  useEffect(() => {
+    // A stored token: log in again so the stream cookie is fresh too.
+    const t = getToken();
+    if (auth !== "checking" || !t) return;
+    gateway.login(t).then(
+      () => setAuth("in"),
+      () => setAuth("out"),
+    );
+  }, [auth]);
+  if (auth === "checking") return <div className="center muted" role="status">Checking your token…</div>;
+  if (auth === "out") return <Login onIn={() => setAuth("in")} />;
+  return <Shell onOut={() => setAuth("out")} />;
+}
+
+function Login({ onIn }: { onIn: () => void }) {
+  const [token, setTok] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await gateway.login(token.trim());
+      onIn();
+    } catch (err) {
+      const ae = err as ApiError;
+      setError(ae.status === 401 || ae.status === 403 ? "That token was refused." : ae.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main className="center">
+      <form className="card login" onSubmit={submit} aria-labelledby="login-title">
+        <h1 id="login-title">uncaged workflow</h1>
+        <label htmlFor="token">Dashboard token</label>
+        <textarea id="token" name="token" rows={3} value={token} onChange={(e) => setTok(e.target.value)} placeholder="paste the token from `uncaged-gateway token create --dashboard`" autoFocus required />
+        {error && <p className="error" role="alert">{error}</p>}
+        <button type="submit" className="primary" disabled={busy || !token.trim()}>
+          {busy ? "Signing in…" : "Sign in"}
+        </button>
+      </form>
+    </main>
+  );
+}
+
+function Shell({ onOut }: { onOut: () => void }) {
+  const route = useRoute();
+  const [menu, setMenu] = useState(false);
+  const machineName = "machine" in route ? route.machine : null;
+  useEffect(() => setMenu(false), [route]);
+  const logout = async () => {
+    try {
+      await gateway.logout();
+    } catch {
+      /* the token is dropped anyway */
+    }
+    onOut();
+  };
+  return (
+    <div className="shell">
+      <header className="topbar">
+        <button className="menu-btn" aria-expanded={menu} aria-controls="sidebar" onClick={() => setMenu((m) => !m)}>
+          ☰<span className="sr-only"> machines</span>
+        </button>
+        <a className="brand" href={href.home()}>uncaged workflow</a>
+        {machineName && (
+          <nav className="tabs" aria-label="machine sections">
+            <span className="crumb">{machineName}</span>
+            <a href={href.threads(machineName)} aria-current={route.view === "threads" || route.view === "thread" ? "page" : undefined}>Threads</a>
+            <a href={href.workflows(machineName)} aria-current={route.view === "workflows" || route.view === "workflow" ? "page" : undefined}>Workflows</a>
+          </nav>
+        )}
+        <button className="link" onClick={logout}>Log out</button>
+      </header>
+      <Sidebar current={machineName} open={menu} />
+      <main className="content">
+        <Page route={route} />
+      </main>
+    </div>
+  );
+}
+
+function Sidebar({ current, open }: { current: string | null; open: boolean }) {
+  const eps = useApi(gateway.endpoints, [], 5000);
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, []);
+  return (
+    <aside id="sidebar" className={`sidebar${open ? " open" : ""}`} aria-label="machines">
+      <h2>Machines</h2>
+      {eps.error && <p className="error" role="alert">{eps.error.message}</p>}
+      {!eps.data && eps.loading && <p className="muted">Loading…</p>}
+      {eps.data && eps.data.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
+      <ul className="machines">
+        {[...(eps.data ?? [])]
+          .sort((a, b) => a.name.localeCompare(b.name))
+          .map((ep) => (
+            <MachineItem key={ep.name} ep={ep} now={now} current={current === ep.name} />
+          ))}
+      </ul>
+    </aside>
+  );
+}
+
+function MachineItem({ ep, now, current }: { ep: Endpoint; now: number; current: boolean }) {
+  return (
+    <li className={`machine ${ep.status}`} data-machine={ep.name} data-status={ep.status}>
+      <a href={href.threads(ep.name)} aria-current={current ? "page" : undefined}>
+        <span className={`dot ${ep.status}`} aria-hidden="true" />
+        <span className="mname">{ep.name}</span>
+        <span className="sr-only"> ({ep.status})</span>
+        <span className="mmeta">
+          {ep.status} · {ago(ep.lastHeartbeat, now)}
+          {ep.version ? ` · ${/^\d/.test(ep.version) ? "v" : ""}${ep.version}` : ""}
+        </span>
+      </a>
+    </li>
+  );
+}
+
+function Page({ route }: { route: Route }) {
+  switch (route.view) {
+    case "home":
+      return (
+        <section className="empty">
+          <h1>Pick a machine</h1>
+          <p className="muted">Choose a machine from the list to see its threads and workflows.</p>
+        </section>
+      );
+    case "threads":
+      return <ThreadList key={route.machine} machine={route.machine} />;
+    case "thread":
+      return <ThreadDetail key={`${route.machine}/${route.id}`} machine={route.machine} id={route.id} />;
+    case "workflows":
+      return <WorkflowList key={route.machine} machine={route.machine} />;
+    case "workflow":
+      return <WorkflowDetailView key={`${route.machine}/${route.name}`} machine={route.machine} name={route.name} />;
+    case "cas":
+      return <CasView key={`${route.machine}/${route.hash}`} machine={route.machine} hash={route.hash} />;
+    case "notfound":
+      return (
+        <section className="empty">
+          <h1>Not found</h1>
+          <p>
+            Nothing lives at <code>{route.path}</code>. <a href={href.home()}>Back to the start</a>.
+          </p>
+        </section>
+      );
+  }
+}

@@ -1,0 +1,119 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ago, api, ApiError, gateway, getToken, initialLive, liveReducer, machine, onUnauthorized, setToken, TOKEN_KEY } from "./api";
+import type { RoleRecord, StartRecord } from "./api";
+
+function respond(status: number, body: unknown) {
+  return vi.fn(async () => new Response(body === undefined ? "" : JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } }));
+}
+
+describe("api fetch wrapper", () => {
+  beforeEach(() => localStorage.clear());
+  afterEach(() => vi.unstubAllGlobals());
+
+  it("sends the stored token as a Bearer header and JSON bodies", async () => {
+    setToken("tok-1");
+    const f = respond(201, { threadId: "T1" });
+    vi.stubGlobal("fetch", f);
+    const out = await machine("lap top").run("wf", "hello");
+    expect(out).toEqual({ threadId: "T1" });
+    const [url, init] = f.mock.calls[0] as unknown as [string, RequestInit];
+    expect(url).toBe("/api/clients/lap%20top/threads");
+    expect(init.method).toBe("POST");
+    expect((init.headers as Record<string, string>).Authorization).toBe("Bearer tok-1");
+    expect(JSON.parse(init.body as string)).toEqual({ workflow: "wf", prompt: "hello" });
+  });
+
+  it("builds thread list queries", async () => {
+    const f = respond(200, { threads: [], total: 0 });
+    vi.stubGlobal("fetch", f);
+    await machine("m").threads({ limit: 20, offset: 40, status: "running" });
+    expect(f.mock.calls[0][0 as never]).toBe("/api/clients/m/threads?limit=20&offset=40&status=running");
+  });
+
+  it("turns a JSON error into an ApiError with the server's message", async () => {
+    vi.stubGlobal("fetch", respond(404, { error: "thread not found" }));
+    const err = (await api("/api/x").catch((e: unknown) => e)) as ApiError;
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.status).toBe(404);
+    expect(err.message).toBe("thread not found");
+  });
+
+  it("drops the token and tells listeners on 401", async () => {
+    setToken("old");
+    const seen = vi.fn();
+    const off = onUnauthorized(seen);
+    vi.stubGlobal("fetch", respond(401, { error: "unauthorized" }));
+    await expect(api("/api/gateway/endpoints")).rejects.toMatchObject({ status: 401 });
+    expect(seen).toHaveBeenCalledOnce();
+    expect(localStorage.getItem(TOKEN_KEY)).toBeNull();
+    off();
+  });
+
+  it("does not log out on 403", async () => {
+    setToken("tok");
+    vi.stubGlobal("fetch", respond(403, { error: "forbidden" }));
+    await expect(api("/api/x")).rejects.toMatchObject({ status: 403 });
+    expect(getToken()).toBe("tok");
+  });
+
+  it("login keeps the token only when the gateway accepts it", async () => {
+    vi.stubGlobal("fetch", respond(401, { error: "invalid token" }));
+    await expect(gateway.login("bad")).rejects.toBeInstanceOf(ApiError);
+    expect(getToken()).toBeNull();
+    const ok = vi.fn(async (url: string) => new Response(url.endsWith("/login") ? '{"ok":true}' : "[]", { status: 200 }));
+    vi.stubGlobal("fetch", ok);
+    await gateway.login("good");
+    expect(getToken()).toBe("good");
+    expect(ok.mock.calls.map((c) => c[0])).toEqual(["/api/gateway/login", "/api/gateway/endpoints"]);
+  });
+
+  it("reports network failures as status 0", async () => {
+    vi.stubGlobal("fetch", vi.fn(async () => { throw new TypeError("Failed to fetch"); }));
+    await expect(api("/api/x")).rejects.toMatchObject({ status: 0 });
+  });
+});
+
+describe("liveReducer", () => {
+  const start = { type: "thread-start", threadId: "T", status: "running" } as StartRecord;
+  const step = (role: string) => ({ type: "role", role, content: role }) as RoleRecord;
+
+  it("places records by their event id and ignores replays", () => {
+    let s = liveReducer(initialLive, { type: "open" });
+    s = liveReducer(s, { type: "record", id: "1:0", record: start });
+    s = liveReducer(s, { type: "record", id: "2:10", record: step("a") });
+    // A reconnect replays from the start: nothing is duplicated.
+    s = liveReducer(s, { type: "record", id: "1:0", record: start });
+    s = liveReducer(s, { type: "record", id: "2:10", record: step("a") });
+    s = liveReducer(s, { type: "record", id: "3:20", record: step("b") });
+    expect(s.records.map((r) => (r.type === "role" ? r.role : r.type))).toEqual(["thread-start", "a", "b"]);
+    expect(s.connected).toBe(true);
+  });
+
+  it("appends records without an id", () => {
+    const s = liveReducer(liveReducer(initialLive, { type: "record", id: "", record: start }), { type: "record", id: "", record: step("x") });
+    expect(s.records).toHaveLength(2);
+  });
+
+  it("flags a gap instead of leaving holes", () => {
+    const s = liveReducer(initialLive, { type: "record", id: "3:0", record: step("c") });
+    expect(s.records).toHaveLength(0);
+    expect(s.error).toMatch(/missed/);
+  });
+
+  it("collects info lines and ends on done", () => {
+    let s = liveReducer(initialLive, { type: "info", line: "hello" });
+    s = liveReducer(s, { type: "done", reason: "completed" });
+    expect(s.info).toEqual(["hello"]);
+    expect(s.done).toBe("completed");
+    expect(s.connected).toBe(false);
+    expect(liveReducer(s, { type: "reset" })).toBe(initialLive);
+  });
+});
+
+describe("formatting", () => {
+  it("says how long ago", () => {
+    expect(ago(1000, 13_000)).toBe("12 s ago");
+    expect(ago(0)).toBe("never");
+    expect(ago(0 + 1, 1 + 5 * 60_000)).toBe("5 min ago");
+  });
+});

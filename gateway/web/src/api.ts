@@ -1,0 +1,364 @@
+// The data layer: every request the dashboard makes goes through here.
+// Same-origin; the token is kept in localStorage and sent as a Bearer
+// header, and POST /api/gateway/login sets the HttpOnly cookie the
+// EventSource streams need. A 401 anywhere drops the token and shows the
+// login page.
+import { useCallback, useEffect, useReducer, useRef, useState } from "react";
+
+export const TOKEN_KEY = "uncaged.dashboard.token";
+
+export type Endpoint = {
+  name: string;
+  url?: string;
+  status: "online" | "offline";
+  lastHeartbeat?: number;
+  connectedAt?: number;
+  version?: string;
+  address?: string;
+  protocol?: string;
+};
+export type WorkflowSummary = { name: string; hash: string; timestamp: number };
+export type Edge = { from: string; to: string; condition: string; conditionDescription?: string | null };
+export type RoleInfo = { description?: string; systemPrompt?: string; schema?: unknown };
+export type Descriptor = { description?: string; roles: Record<string, RoleInfo>; graph: { edges: Edge[] } };
+export type WorkflowDetail = {
+  name: string;
+  hash: string;
+  timestamp: number;
+  history: { hash: string; timestamp: number }[];
+  descriptor: Descriptor | null;
+};
+export type ThreadStatus = "running" | "paused" | "completed" | "failed" | "killed" | "interrupted";
+export type ThreadSummary = {
+  threadId: string;
+  workflow: string | null;
+  hash: string;
+  startedAt: string;
+  updatedAt: string;
+  status: ThreadStatus;
+  source: string;
+};
+export type StartRecord = {
+  type: "thread-start";
+  threadId: string;
+  workflow: string;
+  prompt: string | null;
+  status: ThreadStatus;
+  startedAt: string;
+  timestamp: number;
+  bundleHash: string;
+  head: string;
+  start: string;
+  source: string;
+};
+export type RoleRecord = {
+  type: "role";
+  role: string;
+  contentHash: string;
+  content: string;
+  meta: unknown;
+  timestamp: number;
+  stateHash: string;
+  childThread: string | null;
+};
+export type ResultRecord = { type: "workflow-result"; returnCode: number; content: string; timestamp: number; stateHash?: string };
+export type ThreadRecord = StartRecord | RoleRecord | ResultRecord;
+
+export class ApiError extends Error {
+  constructor(public status: number, message: string) {
+    super(message);
+  }
+}
+
+// --- token and 401 handling ------------------------------------------------
+
+type Listener = () => void;
+const unauthorized = new Set<Listener>();
+
+export function getToken(): string | null {
+  try {
+    return localStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+export function setToken(token: string | null) {
+  try {
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    /* storage unavailable: keep going with the cookie */
+  }
+}
+/** onUnauthorized registers a callback for any 401; it returns the unsubscriber. */
+export function onUnauthorized(fn: Listener): () => void {
+  unauthorized.add(fn);
+  return () => unauthorized.delete(fn);
+}
+
+/** api fetches a JSON endpoint with the token; errors become ApiError. */
+export async function api<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let body: string | undefined;
+  if (init.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(init.body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, { method: init.method ?? "GET", headers, body, credentials: "same-origin", signal: init.signal });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw new ApiError(0, `network error: ${(e as Error).message}`);
+  }
+  const text = await res.text();
+  let data: unknown = undefined;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = undefined;
+    }
+  }
+  if (!res.ok) {
+    const msg = (data as { error?: string } | undefined)?.error ?? (text.slice(0, 200) || res.statusText || `HTTP ${res.status}`);
+    if (res.status === 401) {
+      setToken(null);
+      unauthorized.forEach((fn) => fn());
+    }
+    throw new ApiError(res.status, msg);
+  }
+  return data as T;
+}
+
+const seg = encodeURIComponent;
+export const clientPath = (machine: string, rest: string) => `/api/clients/${seg(machine)}${rest}`;
+
+export const gateway = {
+  endpoints: () => api<Endpoint[]>("/api/gateway/endpoints"),
+  async login(token: string) {
+    setToken(token);
+    try {
+      await api<unknown>("/api/gateway/login", { method: "POST", body: { token } });
+      await api<Endpoint[]>("/api/gateway/endpoints");
+    } catch (e) {
+      setToken(null);
+      throw e;
+    }
+  },
+  async logout() {
+    try {
+      await api<unknown>("/api/gateway/logout", { method: "POST" });
+    } finally {
+      setToken(null);
+    }
+  },
+};
+
+export const machine = (m: string) => ({
+  workflows: () => api<{ workflows: WorkflowSummary[] }>(clientPath(m, "/workflows")),
+  workflow: (name: string) => api<WorkflowDetail>(clientPath(m, `/workflows/${seg(name)}`)),
+  threads: (q: { limit: number; offset: number; status?: string; workflow?: string }) => {
+    const p = new URLSearchParams({ limit: String(q.limit), offset: String(q.offset) });
+    if (q.status) p.set("status", q.status);
+    if (q.workflow) p.set("workflow", q.workflow);
+    return api<{ threads: ThreadSummary[]; total: number }>(clientPath(m, `/threads?${p}`));
+  },
+  thread: (id: string) => api<{ threadId: string; records: ThreadRecord[] }>(clientPath(m, `/threads/${seg(id)}`)),
+  run: (workflow: string, prompt: string) => api<{ threadId: string }>(clientPath(m, "/threads"), { method: "POST", body: { workflow, prompt } }),
+  act: (id: string, verb: "kill" | "pause" | "resume") => api<{ ok: boolean }>(clientPath(m, `/threads/${seg(id)}/${verb}`), { method: "POST", body: {} }),
+  fork: (id: string, fromRole?: string) =>
+    api<{ threadId: string }>(clientPath(m, `/threads/${seg(id)}/fork`), { method: "POST", body: fromRole ? { fromRole } : {} }),
+  cas: (hash: string) => api<{ hash: string; content: string }>(clientPath(m, `/cas/${seg(hash)}`)),
+  livePath: (id: string) => clientPath(m, `/threads/${seg(id)}/live`),
+});
+
+// --- hooks -------------------------------------------------------------------
+
+export type Loadable<T> = { data: T | undefined; error: ApiError | Error | undefined; loading: boolean; reload: () => void };
+
+/**
+ * useApi runs load when deps change (and every pollMs when set), keeping the
+ * last good data while a refresh runs so polling never flashes.
+ */
+export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loadable<T> {
+  const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean }>({ loading: true });
+  const [tick, setTick] = useState(0);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  useEffect(() => {
+    let live = true;
+    setState((s) => ({ ...s, loading: true }));
+    load().then(
+      (data) => live && setState({ data, loading: false }),
+      (error: Error) => live && setState((s) => ({ data: s.data, error, loading: false })),
+    );
+    return () => {
+      live = false;
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [...deps, tick]);
+  // Reset when the subject changes, so one machine's data never shows under another.
+  const key = JSON.stringify(deps);
+  const prevKey = useRef(key);
+  if (prevKey.current !== key) {
+    prevKey.current = key;
+    setState({ loading: true });
+  }
+  useEffect(() => {
+    if (!pollMs) return;
+    const t = setInterval(reload, pollMs);
+    return () => clearInterval(t);
+  }, [pollMs, reload]);
+  return { data: state.data, error: state.error, loading: state.loading, reload };
+}
+
+// --- the live stream -----------------------------------------------------------
+
+export type LiveState = {
+  records: ThreadRecord[];
+  info: string[];
+  done: string | null; // the reason, once "done" arrived
+  connected: boolean;
+  error: string | null;
+};
+export type LiveAction =
+  | { type: "record"; id: string; record: ThreadRecord }
+  | { type: "info"; line: string }
+  | { type: "done"; reason: string }
+  | { type: "open" }
+  | { type: "error"; message: string }
+  | { type: "reset" };
+
+export const initialLive: LiveState = { records: [], info: [], done: null, connected: false, error: null };
+const MAX_INFO = 500;
+
+/**
+ * liveReducer folds the SSE events into the thread's records. An event id is
+ * "<records>:<logOffset>": the record's 1-based position, so a record sent
+ * again after a reconnect replaces itself instead of being appended twice.
+ */
+export function liveReducer(s: LiveState, a: LiveAction): LiveState {
+  switch (a.type) {
+    case "record": {
+      const n = parseInt(a.id.split(":")[0], 10);
+      const records = s.records.slice();
+      if (Number.isFinite(n) && n >= 1) {
+        if (n - 1 > records.length) return { ...s, error: `missed records before #${n}` };
+        records[n - 1] = a.record;
+      } else {
+        records.push(a.record);
+      }
+      return { ...s, records };
+    }
+    case "info": {
+      const info = s.info.length >= MAX_INFO ? s.info.slice(-MAX_INFO + 1) : s.info.slice();
+      info.push(a.line);
+      return { ...s, info };
+    }
+    case "done":
+      return { ...s, done: a.reason, connected: false };
+    case "open":
+      return { ...s, connected: true, error: null };
+    case "error":
+      return { ...s, connected: false, error: a.message };
+    case "reset":
+      return initialLive;
+  }
+}
+
+/**
+ * useLive follows /live. The browser reconnects by itself (sending
+ * Last-Event-ID); when it gives up (the stream answered an error status)
+ * we open a new stream after a pause, which replays from the start and the
+ * reducer de-duplicates. generation forces a fresh stream (after resume).
+ */
+export function useLive(url: string | null, generation = 0): LiveState {
+  const [state, dispatch] = useReducer(liveReducer, initialLive);
+  useEffect(() => {
+    dispatch({ type: "reset" });
+    if (!url) return;
+    let es: EventSource | null = null;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    let stopped = false;
+    let attempts = 0;
+    const open = () => {
+      es = new EventSource(url, { withCredentials: true });
+      es.onopen = () => {
+        attempts = 0;
+        dispatch({ type: "open" });
+      };
+      es.addEventListener("record", (ev) => {
+        const e = ev as MessageEvent<string>;
+        try {
+          dispatch({ type: "record", id: e.lastEventId, record: JSON.parse(e.data) });
+        } catch {
+          /* a malformed event is skipped */
+        }
+      });
+      es.addEventListener("info", (ev) => {
+        const e = ev as MessageEvent<string>;
+        let line = e.data;
+        try {
+          const v = JSON.parse(e.data);
+          line = typeof v === "string" ? v : JSON.stringify(v);
+        } catch {
+          /* plain text */
+        }
+        dispatch({ type: "info", line });
+      });
+      es.addEventListener("done", (ev) => {
+        let reason = "completed";
+        try {
+          reason = JSON.parse((ev as MessageEvent<string>).data).reason ?? reason;
+        } catch {
+          /* keep the default */
+        }
+        dispatch({ type: "done", reason });
+        es?.close();
+        stopped = true;
+      });
+      es.onerror = () => {
+        if (stopped || !es) return;
+        if (es.readyState === EventSource.CLOSED) {
+          dispatch({ type: "error", message: "live stream closed; reconnecting…" });
+          attempts++;
+          retry = setTimeout(open, Math.min(1000 * 2 ** attempts, 15000));
+        } else {
+          dispatch({ type: "error", message: "live stream interrupted; reconnecting…" });
+        }
+      };
+    };
+    open();
+    return () => {
+      stopped = true;
+      clearTimeout(retry);
+      es?.close();
+    };
+  }, [url, generation]);
+  return state;
+}
+
+// --- formatting ----------------------------------------------------------------
+
+export function ago(ms: number | undefined, now = Date.now()): string {
+  if (!ms) return "never";
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "–";
+  if (ms < 1000) return `${ms} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+export const fmtTime = (t: string | number | undefined) => (t ? new Date(t).toLocaleString() : "–");
+export const HASH_RE = /\b[0-9A-HJKMNP-TV-Z]{13}\b/g;
+export const TERMINAL: ThreadStatus[] = ["completed", "failed", "killed"];
