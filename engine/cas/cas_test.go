@@ -172,7 +172,7 @@ func TestRefsIndex(t *testing.T) {
 	}
 	// A rewrite keeps the given entries and existing appended ones, drops
 	// entries whose blobs are gone.
-	if err := s.RewriteRefsIndex(map[string][]string{b: {a}}); err != nil {
+	if err := s.RewriteRefsIndex(map[string][]string{b: {a}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	idx, _ = s.RefsIndex()

@@ -125,9 +125,10 @@ func (s *Store) RefsIndex() (map[string][]string, error) {
 }
 
 // RewriteRefsIndex replaces the index with the given entries (after a
-// collection: only the blobs that survived). It holds the index lock
-// exclusively, so no append is lost to the rename.
-func (s *Store) RewriteRefsIndex(entries map[string][]string) error {
+// collection: the blobs that survived) plus whatever was appended since the
+// caller read it, minus the entries of the deleted blobs. It holds the
+// index lock exclusively, so no append is lost to the rename.
+func (s *Store) RewriteRefsIndex(entries map[string][]string, deleted []string) error {
 	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) && len(entries) == 0 {
 		return nil // an empty store has nothing to index
 	}
@@ -141,12 +142,18 @@ func (s *Store) RewriteRefsIndex(entries map[string][]string) error {
 	if err != nil {
 		return err
 	}
+	for _, h := range deleted {
+		delete(current, h)
+	}
 	var buf bytes.Buffer
+	buf.Grow((len(entries) + len(current)) * 3 * (ids.HashLen + 1))
 	w := bufio.NewWriter(&buf)
 	for h, refs := range entries {
 		writeIndexLine(w, h, refs)
 		delete(current, h)
 	}
+	// What is left was appended during the collection (or is stale: a blob
+	// removed by hand); a stat tells them apart for these few.
 	for h, refs := range current {
 		if _, err := os.Stat(s.path(h)); err == nil {
 			writeIndexLine(w, h, refs)

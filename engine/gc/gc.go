@@ -131,24 +131,21 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 		return Result{}, err
 	}
 	res := Result{ScannedThreads: len(roots), ActiveRefs: count, DeletedHashes: []string{}}
-	examined := 0
+	var garbage []string
 	for h := range present {
-		examined++
-		if examined%65536 == 0 {
-			progress(PhaseSweep, examined)
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
+		if !marked[h] {
+			garbage = append(garbage, h)
 		}
-		if marked[h] || (opts.Grace > 0 && youngerThan(store, h, began.Add(-opts.Grace))) {
-			continue
-		}
-		if err := store.Delete(h); err != nil {
-			return res, fmt.Errorf("failed to delete cas %s: %w", h, err)
-		}
-		res.DeletedHashes = append(res.DeletedHashes, h)
 	}
-	progress(PhaseSweep, examined)
+	cutoff := began.Add(-opts.Grace)
+	deleted, err := sweep(ctx, store, garbage, func(h string) bool {
+		return opts.Grace > 0 && youngerThan(store, h, cutoff)
+	}, func(n int) { progress(PhaseSweep, n) })
+	res.DeletedHashes = append(res.DeletedHashes, deleted...)
+	if err != nil {
+		return res, err
+	}
+	progress(PhaseSweep, len(present))
 	sort.Strings(res.DeletedHashes)
 	res.DeletedEntries = len(res.DeletedHashes)
 	// Keep the index to what survived, plus what this collection learned.
@@ -163,10 +160,60 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 			survivors[h] = refs
 		}
 	}
-	if err := store.RewriteRefsIndex(survivors); err != nil {
+	if err := store.RewriteRefsIndex(survivors, res.DeletedHashes); err != nil {
 		return res, fmt.Errorf("rewrite refs index: %w", err)
 	}
 	return res, nil
+}
+
+// sweep deletes the garbage with a few goroutines, since each unlink waits
+// on the filesystem; spare says which to keep after all. It returns what it
+// deleted, also when it stops on an error or cancellation.
+func sweep(ctx context.Context, store *cas.Store, garbage []string, spare func(string) bool, progress func(int)) ([]string, error) {
+	var (
+		mu       sync.Mutex
+		deleted  []string
+		firstErr error
+		next     int
+		wg       sync.WaitGroup
+	)
+	take := func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr != nil || next >= len(garbage) {
+			return "", false
+		}
+		if next%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				firstErr = err
+				return "", false
+			}
+			progress(next)
+		}
+		next++
+		return garbage[next-1], true
+	}
+	for w := 0; w < runtime.GOMAXPROCS(0)*4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for h, ok := take(); ok; h, ok = take() {
+				if spare(h) {
+					continue
+				}
+				err := store.Delete(h)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("failed to delete cas %s: %w", h, err)
+				} else if err == nil {
+					deleted = append(deleted, h)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return deleted, firstErr
 }
 
 func youngerThan(store *cas.Store, h string, cutoff time.Time) bool {

@@ -284,9 +284,15 @@ func benchGC(root string, n int) {
 		return true, nil
 	}))
 	t0 = time.Now()
-	res = must(gc.Collect(context.Background(), l, cas.Open(casDir), gc.Options{}))
+	phases := map[gc.Phase]time.Duration{}
+	res = must(gc.Collect(context.Background(), l, cas.Open(casDir), gc.Options{Progress: func(p gc.Phase, n int) {
+		phases[p] = time.Since(t0) // the last report of each phase: when it ended
+	}}))
 	ours = time.Since(t0)
 	fmt.Printf("  %s (after removing %d threads)\n", res.String(), removed)
+	fmt.Printf("  phases: listing + roots %s, mark %s, sweep %s, index rewrite %s\n",
+		phases[gc.PhaseRoots].Round(time.Millisecond), (phases[gc.PhaseMark] - phases[gc.PhaseRoots]).Round(time.Millisecond),
+		(phases[gc.PhaseSweep] - phases[gc.PhaseMark]).Round(time.Millisecond), (ours - phases[gc.PhaseSweep]).Round(time.Millisecond))
 	report("cas gc, with refs index", ours, base, blobs-garbage, "blobs")
 	fmt.Println()
 }
