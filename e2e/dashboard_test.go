@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,7 +282,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, laptopRoot := g.connector("laptop", map[string]string{"crawl": rel, "slow": "slow.esm.js"})
-	g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
+	ciBox, _ := g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
 	base := dashboardURL(t, g)
 	b := newBrowser(t, exe)
 
@@ -293,6 +294,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.shot("login")
 	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`) // typing replaces it
 	b.do("typing the token", chromedp.SendKeys(chromedp.CSS("#token"), g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+
+	// The landing page: every machine's threads in one table.
+	b.until("the all-machines view", `document.querySelector("[data-testid=all-threads]") && document.querySelector('.topbar a.all-link[aria-current="page"]')`)
 
 	// Both machines, online.
 	b.until("both machines online", `document.querySelector('.machine[data-machine="laptop"][data-status="online"]') && document.querySelector('.machine[data-machine="ci-box"][data-status="online"]')`)
@@ -346,7 +350,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitFor(t, "the thread to pause", func() bool { return show(t, laptopRoot, id).Status == "paused" })
 	b.until("the page to say paused", `document.querySelector('section[data-status="paused"]')`)
 	b.click(`details.card > summary`) // the role graph, the latest step highlighted
-	b.until("the thread's graph with its current role", `document.querySelectorAll(".react-flow__node").length === 8 && document.querySelector(".react-flow__node.gnode-active")`)
+	b.until("the thread's graph with its current role and the path so far", `document.querySelectorAll(".react-flow__node").length === 8 && document.querySelector(".react-flow__node.gnode-active") && document.querySelector(".react-flow__edge.gedge-visited")`)
 	b.shot("thread-paused")
 	b.confirm(`[data-testid=resume]`)
 	b.until("the result card after resuming", `document.querySelector(".rec-result") && document.querySelectorAll(".rec-role").length === 6`)
@@ -397,6 +401,17 @@ func TestDashboardInABrowser(t *testing.T) {
 		Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, "value").set.call(s, "killed");
 		s.dispatchEvent(new Event("change", { bubbles: true })); return true })()`)
 	b.until("only the killed thread under the killed filter", fmt.Sprintf(`document.querySelectorAll("tr[data-thread]").length === 1 && document.querySelector('tr[data-thread=%q]')`, other.ThreadID))
+
+	// All machines: the same threads with their machine, sortable on screen.
+	b.click(`.topbar a.all-link`)
+	b.until("both threads under all machines", fmt.Sprintf(`document.querySelector('tr[data-thread=%q][data-machine="laptop"] a[data-machine-link="laptop"]') && document.querySelector('tr[data-thread=%q][data-machine="laptop"]') && document.querySelector('[data-testid=machines-up]').innerText.includes("ci-box")`, id, other.ThreadID))
+	b.shot("all-threads")
+	b.click(`th[data-sort=status] button`)
+	b.until("sorted by status, the killed thread before the completed ones", fmt.Sprintf(`document.querySelector('th[data-sort=status]').getAttribute("aria-sort") === "ascending" && document.querySelector("tbody tr").dataset.thread === %q`, other.ThreadID))
+	// A machine going offline is named in a note; the others' threads stay.
+	ciBox.stop(syscall.SIGTERM)
+	g.waitStatus("ci-box", "offline", 35*time.Second)
+	b.until("the offline note", fmt.Sprintf(`document.querySelector('[data-testid=offline-note] li[data-machine="ci-box"]') && document.querySelector('[data-testid=offline-note]').innerText.includes("ci-box offline") && document.querySelector('tr[data-thread=%q]')`, id))
 
 	// A phone-sized window: the machine list folds behind a menu button.
 	b.do("a phone-sized window", chromedp.EmulateViewport(390, 844))

@@ -1,7 +1,7 @@
 import { FormEvent, useEffect, useState } from "react";
 import { ago, ApiError, Endpoint, gateway, getToken, onUnauthorized, useApi } from "./api";
 import { href, Route, useRoute } from "./route";
-import { CasView, ThreadDetail, ThreadList, WorkflowDetailView, WorkflowList } from "./views";
+import { AllThreads, CasView, ThreadDetail, ThreadList, WorkflowDetailView, WorkflowList } from "./views";
 
 type Auth = "checking" | "in" | "out";
 
@@ -75,6 +75,7 @@ function Shell({ onOut }: { onOut: () => void }) {
           ☰<span className="sr-only"> machines</span>
         </button>
         <a className="brand" href={href.home()}>uncaged workflow</a>
+        <a className="all-link" href={href.all()} aria-current={route.view === "all" || route.view === "home" ? "page" : undefined}>All machines</a>
         {machineName && (
           <nav className="tabs" aria-label="machine sections">
             <span className="crumb">{machineName}</span>
@@ -135,12 +136,8 @@ function MachineItem({ ep, now, current }: { ep: Endpoint; now: number; current:
 function Page({ route }: { route: Route }) {
   switch (route.view) {
     case "home":
-      return (
-        <section className="empty">
-          <h1>Pick a machine</h1>
-          <p className="muted">Choose a machine from the list to see its threads and workflows.</p>
-        </section>
-      );
+    case "all":
+      return <AllThreads />;
     case "threads":
       return <ThreadList key={route.machine} machine={route.machine} />;
     case "thread":

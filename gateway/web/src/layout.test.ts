@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Edge } from "./api";
-import { END, layoutGraph, START } from "./layout";
+import { edgeKey, END, layoutGraph, START, visitedEdges } from "./layout";
 
 const edges: Edge[] = [
   { from: START, to: "planner", condition: "FALLBACK", conditionDescription: null },
@@ -53,5 +53,30 @@ describe("layoutGraph", () => {
     const empty = layoutGraph([]);
     expect(empty.nodes.map((n) => n.id).sort()).toEqual([END, START].sort());
     expect(empty.edges).toEqual([]);
+  });
+});
+
+describe("visited edges", () => {
+  it("lists start → first role, consecutive roles, and → end once finished", () => {
+    const running = visitedEdges(["planner", "coder", "reviewer", "coder"], false);
+    expect(running).toEqual([edgeKey(START, "planner"), edgeKey("planner", "coder"), edgeKey("coder", "reviewer"), edgeKey("reviewer", "coder")]);
+    expect(visitedEdges(["planner", "coder", "reviewer"], true)).toContain(edgeKey("reviewer", END));
+    expect(visitedEdges([], true)).toEqual([]);
+    // A role repeated is one edge, listed once.
+    expect(visitedEdges(["a", "a", "a"], false)).toEqual([edgeKey(START, "a"), edgeKey("a", "a")]);
+  });
+
+  it("styles the visited edges apart and leaves the others alone", () => {
+    const g = layoutGraph(edges, {}, "reviewer", visitedEdges(["planner", "coder", "reviewer"], false));
+    const visited = g.edges.filter((e) => e.className?.includes("gedge-visited")).map((e) => `${e.source}>${e.target}`);
+    expect(visited.sort()).toEqual([`${START}>planner`, "coder>reviewer", "planner>coder"].sort());
+    const pc = g.edges.find((e) => e.source === "planner" && e.target === "coder")!;
+    expect(pc.style?.strokeDasharray).toBeTruthy(); // still a FALLBACK edge
+    expect(pc.style?.strokeWidth).toBe(3);
+    const end = g.edges.find((e) => e.target === END)!;
+    expect(end.className).not.toContain("gedge-visited");
+    expect(end.style).toBeUndefined();
+    const done = layoutGraph(edges, {}, null, visitedEdges(["planner", "coder", "reviewer"], true));
+    expect(done.edges.find((e) => e.target === END)!.className).toContain("gedge-visited");
   });
 });

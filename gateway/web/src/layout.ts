@@ -1,12 +1,13 @@
 // The role graph's layout: dagre positions for @xyflow/react nodes, top to
-// bottom, with __start__ / __end__ as terminals and FALLBACK edges dashed.
+// bottom, with __start__ / __end__ as terminals, FALLBACK edges dashed and
+// the edges a thread went along (visitedEdges) bold and green.
 import dagre from "@dagrejs/dagre";
 import type { Edge as FlowEdge, Node as FlowNode } from "@xyflow/react";
 import { MarkerType } from "@xyflow/react";
 import type { Edge } from "./api";
+import { edgeKey, END, START } from "./path";
 
-export const START = "__start__";
-export const END = "__end__";
+export { edgeKey, END, START, visitedEdges } from "./path";
 export const FALLBACK = "FALLBACK";
 export const ROLE_SIZE = { width: 170, height: 44 };
 export const TERMINAL_SIZE = { width: 90, height: 34 };
@@ -17,6 +18,7 @@ export function layoutGraph(
   edges: Edge[],
   roles: Record<string, { description?: string }> = {},
   active?: string | null,
+  visited: string[] = [],
 ): { nodes: FlowNode<GraphNodeData>[]; edges: FlowEdge[] } {
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: "TB", nodesep: 40, ranksep: 70, edgesep: 20 });
@@ -54,18 +56,22 @@ export function layoutGraph(
       connectable: false,
     };
   });
+  const seen = new Set(visited);
   const flowEdges: FlowEdge[] = edges.map((e, i) => {
     const fallback = e.condition === FALLBACK;
+    const went = seen.has(edgeKey(e.from, e.to));
+    const style = { ...(fallback ? { strokeDasharray: "6 4" } : {}), ...(went ? { stroke: "var(--visited)", strokeWidth: 3 } : {}) };
     return {
       id: `e${i}-${e.from}-${e.to}`,
       source: e.from,
       target: e.to,
       label: fallback ? undefined : e.condition,
-      data: { condition: e.condition, description: e.conditionDescription ?? null },
+      data: { condition: e.condition, description: e.conditionDescription ?? null, visited: went },
       animated: false,
-      className: fallback ? "gedge gedge-fallback" : "gedge",
-      style: fallback ? { strokeDasharray: "6 4" } : undefined,
-      markerEnd: { type: MarkerType.ArrowClosed },
+      className: `gedge${fallback ? " gedge-fallback" : ""}${went ? " gedge-visited" : ""}`,
+      style: Object.keys(style).length ? style : undefined,
+      markerEnd: went ? { type: MarkerType.ArrowClosed, color: "#1f8a4c" } : { type: MarkerType.ArrowClosed },
+      zIndex: went ? 1 : 0,
     };
   });
   return { nodes, edges: flowEdges };

@@ -5,6 +5,8 @@ import { casParts } from "./views";
 describe("hash routes", () => {
   it("parses every view and round-trips href", () => {
     expect(parseHash("")).toEqual({ view: "home" });
+    expect(parseHash(href.all())).toEqual({ view: "all" });
+    expect(parseHash("#/threads/x").view).toBe("notfound");
     expect(parseHash("#/m/laptop")).toEqual({ view: "threads", machine: "laptop" });
     expect(parseHash(href.thread("ci box", "01ABC"))).toEqual({ view: "thread", machine: "ci box", id: "01ABC" });
     expect(parseHash(href.workflow("m", "plan-code-review"))).toEqual({ view: "workflow", machine: "m", name: "plan-code-review" });

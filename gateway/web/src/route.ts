@@ -1,13 +1,15 @@
 import { useEffect, useState } from "react";
 
 // Hash routes:
-//   #/                               pick a machine
+//   #/                               all machines' threads (the landing page)
+//   #/threads                        the same
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
 //   #/m/<machine>/workflows[/<name>] workflows, one workflow's graph
 //   #/m/<machine>/cas/<hash>         a CAS node
 export type Route =
   | { view: "home" }
+  | { view: "all" }
   | { view: "threads"; machine: string }
   | { view: "thread"; machine: string; id: string }
   | { view: "workflows"; machine: string }
@@ -25,6 +27,7 @@ export function parseHash(hash: string): Route {
     }
   });
   if (parts.length === 0) return { view: "home" };
+  if (parts.length === 1 && parts[0] === "threads") return { view: "all" };
   if (parts[0] !== "m" || !parts[1]) return { view: "notfound", path };
   const machine = parts[1];
   const [section, arg] = [parts[2], parts[3]];
@@ -39,6 +42,7 @@ export function parseHash(hash: string): Route {
 const e = encodeURIComponent;
 export const href = {
   home: () => "#/",
+  all: () => "#/threads",
   threads: (m: string) => `#/m/${e(m)}/threads`,
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,
   workflows: (m: string) => `#/m/${e(m)}/workflows`,

@@ -1,9 +1,11 @@
 import { FormEvent, lazy, ReactNode, Suspense, useEffect, useMemo, useRef, useState } from "react";
 import Markdown from "react-markdown";
 import {
-  ago, ApiError, duration, fmtTime, HASH_RE, machine, RoleRecord, TERMINAL, ThreadRecord, ThreadStatus, useApi, useLive,
+  ago, ApiError, duration, fmtTime, gateway, HASH_RE, machine, RoleRecord, TERMINAL, ThreadRecord, ThreadStatus, ThreadSummary, useApi, useLive,
 } from "./api";
+import { visitedEdges } from "./path";
 import { href, navigate } from "./route";
+import { ALL_LIMIT, ariaSort, loadMachines, mergeThreads, nextSort, Sort, SortKey, sortThreads, splitEndpoints, threadDuration } from "./threads";
 
 const Graph = lazy(() => import("./Graph"));
 
@@ -135,6 +137,61 @@ function ConfirmButton({ label, question, action, className, testid }: { label: 
 
 // --- threads -----------------------------------------------------------------
 
+/**
+ * AllThreads is the landing page: every online machine's newest threads in
+ * one table, with a note for the offline machines and an error per machine
+ * that did not answer.
+ */
+export function AllThreads() {
+  const eps = useApi(gateway.endpoints, [], 5000);
+  const split = eps.data ? splitEndpoints(eps.data) : null;
+  const online = split?.online ?? [];
+  const key = online.join("\n");
+  const q = useApi(async () => (split ? mergeThreads(await loadMachines(online)) : null), [key, !!split], 5000);
+  const data = q.data;
+  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  return (
+    <section aria-labelledby="all-title" data-testid="all-threads">
+      <h1 id="all-title">Threads on all machines</h1>
+      {eps.error && <ErrorBox error={eps.error} retry={eps.reload} />}
+      {!eps.data && eps.loading && <Loading what="machines" />}
+      {split && split.online.length + split.offline.length === 0 && (
+        <p className="empty muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>
+      )}
+      {split && split.online.length > 0 && (
+        <p className="muted machines-up" data-testid="machines-up">
+          Online: {split.online.map((m, i) => (
+            <span key={m}>{i > 0 && ", "}<a href={href.threads(m)}>{m}</a></span>
+          ))}
+        </p>
+      )}
+      {split && split.offline.length > 0 && (
+        <ul className="offline-note muted" data-testid="offline-note">
+          {split.offline.map((m) => <li key={m} data-machine={m}>{m} offline — its threads are not shown</li>)}
+        </ul>
+      )}
+      {data?.failed.map((f) => (
+        <div key={f.machine} className="error-box" role="alert" data-failed={f.machine}>
+          <strong>{f.machine}:</strong> could not list its threads: {f.error.message}
+          <button className="link" onClick={q.reload}>Retry</button>
+        </div>
+      ))}
+      {split && online.length > 0 && !data && q.loading && <Loading what="threads" />}
+      {data && online.length > 0 && data.rows.length === 0 && data.loaded.length > 0 && <p className="empty muted">No threads yet on any online machine.</p>}
+      {data && data.rows.length > 0 && (
+        <ThreadTable
+          rows={data.rows}
+          sort={sort}
+          onSort={setSort}
+          caption={data.loaded.some((l) => l.total > l.shown)
+            ? `The newest ${ALL_LIMIT} threads of each machine (${data.loaded.filter((l) => l.total > l.shown).map((l) => `${l.machine} has ${l.total}`).join(", ")}); sorting orders these rows only.`
+            : undefined}
+        />
+      )}
+    </section>
+  );
+}
+
 const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted"];
 const PAGE = 20;
 
@@ -143,10 +200,10 @@ export function ThreadList({ machine: m }: { machine: string }) {
   const [workflow, setWorkflow] = useState("");
   const [offset, setOffset] = useState(0);
   const [running, setRunning] = useState(false);
+  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
   const api = useMemo(() => machine(m), [m]);
   const q = useApi(() => api.threads({ limit: PAGE, offset, status: status || undefined, workflow: workflow || undefined }), [m, status, workflow, offset], 5000);
   const wfs = useApi(api.workflows, [m]);
-  const now = Date.now();
   const total = q.data?.total ?? 0;
   return (
     <section aria-labelledby="threads-title">
@@ -176,29 +233,13 @@ export function ThreadList({ machine: m }: { machine: string }) {
       {!q.data && q.loading && <Loading what="threads" />}
       {q.data && q.data.threads.length === 0 && <p className="empty muted">No threads{status ? ` with status ${status}` : ""}{workflow ? ` of ${workflow}` : ""} yet.</p>}
       {q.data && q.data.threads.length > 0 && (
-        <div className="table-wrap">
-          <table className="threads">
-            <thead>
-              <tr><th>Thread</th><th>Status</th><th>Workflow</th><th>Started</th><th>Updated</th><th>Duration</th></tr>
-            </thead>
-            <tbody>
-              {q.data.threads.map((t) => {
-                const start = Date.parse(t.startedAt);
-                const end = t.status === "running" ? now : Date.parse(t.updatedAt);
-                return (
-                  <tr key={t.threadId} data-thread={t.threadId}>
-                    <td><a href={href.thread(m, t.threadId)} className="mono">{t.threadId}</a></td>
-                    <td><Status s={t.status} /></td>
-                    <td>{t.workflow ?? <span className="muted">unknown</span>}</td>
-                    <td title={fmtTime(t.startedAt)}>{ago(start, now)}</td>
-                    <td title={fmtTime(t.updatedAt)}>{ago(Date.parse(t.updatedAt), now)}</td>
-                    <td>{duration(end - start)}</td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+        <ThreadTable
+          rows={q.data.threads}
+          machine={m}
+          sort={sort}
+          onSort={setSort}
+          caption={total > PAGE ? `Threads ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}; sorting orders the rows on this page only.` : undefined}
+        />
       )}
       {total > PAGE && (
         <nav className="row pager" aria-label="pages">
@@ -209,6 +250,79 @@ export function ThreadList({ machine: m }: { machine: string }) {
       )}
       {running && <RunDialog machine={m} onClose={() => setRunning(false)} />}
     </section>
+  );
+}
+
+const COLUMNS: { key: SortKey; label: string }[] = [
+  { key: "status", label: "Status" },
+  { key: "workflow", label: "Workflow" },
+  { key: "started", label: "Started" },
+  { key: "updated", label: "Updated" },
+  { key: "duration", label: "Duration" },
+];
+
+export const DEFAULT_SORT: Sort = { key: "started", dir: "desc" };
+
+/**
+ * ThreadTable lists threads, sortable by clicking (or Enter/Space on) a
+ * column header, which sorts the rows it is given, on screen. Without a
+ * machine (rows from several) it has a Machine column. The sort is kept by
+ * the caller when given (sort, onSort), so it survives paging and reloads.
+ */
+export function ThreadTable({ rows, machine: one, caption, sort: given, onSort }: {
+  rows: (ThreadSummary & { machine?: string })[];
+  machine?: string;
+  caption?: string;
+  sort?: Sort;
+  onSort?: (s: Sort) => void;
+}) {
+  const [own, setOwn] = useState<Sort>(DEFAULT_SORT);
+  const sort = given ?? own;
+  const setSort = (f: (cur: Sort) => Sort) => (onSort ? onSort(f(sort)) : setOwn(f));
+  const now = Date.now();
+  const sorted = sortThreads(rows, sort, now);
+  const multi = one === undefined;
+  const cols = multi ? [COLUMNS[0], { key: "machine" as SortKey, label: "Machine" }, ...COLUMNS.slice(1)] : COLUMNS;
+  const dirWord = sort.dir === "asc" ? "ascending" : "descending";
+  const sortedBy = cols.find((c) => c.key === sort.key)?.label.toLowerCase() ?? sort.key;
+  return (
+    <div className="table-wrap">
+      <table className="threads">
+        <caption className={caption ? "caption" : "sr-only"}>
+          {caption ? `${caption} ` : ""}Sorted by {sortedBy}, {dirWord}.
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Thread</th>
+            {cols.map((c) => (
+              <th key={c.key} scope="col" aria-sort={ariaSort(sort, c.key)} data-sort={c.key}>
+                <button type="button" className="sort" onClick={() => setSort((cur) => nextSort(cur, c.key))}>
+                  {c.label}
+                  <span aria-hidden="true" className="sort-mark">{sort.key === c.key ? (sort.dir === "asc" ? " ▲" : " ▼") : " ↕"}</span>
+                </button>
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {sorted.map((t) => {
+            const m = t.machine ?? one ?? "";
+            const start = Date.parse(t.startedAt);
+            return (
+              <tr key={`${m}/${t.threadId}`} data-thread={t.threadId} data-machine={m}>
+                <td><a href={href.thread(m, t.threadId)} className="mono">{t.threadId}</a></td>
+                <td><Status s={t.status} /></td>
+                {multi && <td><a href={href.threads(m)} className="mlink" data-machine-link={m}>{m}</a></td>}
+                <td>{t.workflow ?? <span className="muted">unknown</span>}</td>
+                <td title={fmtTime(t.startedAt)}>{ago(start, now)}</td>
+                <td title={fmtTime(t.updatedAt)}>{ago(Date.parse(t.updatedAt), now)}</td>
+                <td>{duration(threadDuration(t, now))}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -307,7 +421,12 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
       {snap.error && !snap.data && <ErrorBox error={snap.error} retry={snap.reload} />}
       {!snap.data && !live.records.length && snap.loading && <Loading what="thread" />}
       {start?.type === "thread-start" && start.workflow !== "unknown" && (
-        <ThreadGraph m={m} workflow={start.workflow} active={status && !TERMINAL.includes(status) ? steps[steps.length - 1]?.role : null} />
+        <ThreadGraph
+          m={m}
+          workflow={start.workflow}
+          active={status && !TERMINAL.includes(status) ? steps[steps.length - 1]?.role : null}
+          visited={visitedEdges(steps.map((r) => r.role), records.some((r) => r.type === "workflow-result"))}
+        />
       )}
       <ol className="records">
         {records.map((r, i) => (
@@ -327,32 +446,41 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   );
 }
 
-/** ThreadGraph shows the workflow's role graph on demand, the latest step's role highlighted. */
-function ThreadGraph({ m, workflow, active }: { m: string; workflow: string; active?: string | null }) {
+/**
+ * ThreadGraph shows the workflow's role graph on demand: the latest step's
+ * role highlighted, the edges the thread went along drawn bold and green.
+ */
+function ThreadGraph({ m, workflow, active, visited }: { m: string; workflow: string; active?: string | null; visited: string[] }) {
   const [open, setOpen] = useState(false);
   return (
     <details className="card" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
       <summary>Role graph of {workflow}{active ? ` (at ${active})` : ""}</summary>
-      {open && <ThreadGraphBody m={m} workflow={workflow} active={active} />}
+      {open && <ThreadGraphBody m={m} workflow={workflow} active={active} visited={visited} />}
     </details>
   );
 }
-function ThreadGraphBody({ m, workflow, active }: { m: string; workflow: string; active?: string | null }) {
+function ThreadGraphBody({ m, workflow, active, visited }: { m: string; workflow: string; active?: string | null; visited: string[] }) {
   const q = useApi(() => machine(m).workflow(workflow), [m, workflow]);
   const d = q.data?.descriptor;
   if (q.error) return <ErrorBox error={q.error} retry={q.reload} />;
   if (!q.data) return <Loading what="the graph" />;
   if (!d) return <p className="muted">This workflow has no descriptor.</p>;
   return (
-    <div className="graph">
-      <Suspense fallback={<Loading what="the graph" />}>
-        <Graph edges={d.graph?.edges ?? []} roles={d.roles ?? {}} active={active} />
-      </Suspense>
-    </div>
+    <>
+      <p className="muted legend">
+        <span className="legend-visited" aria-hidden="true" /> the path this thread took
+        {active ? <> · <span className="legend-active" aria-hidden="true" /> its current role</> : null}
+      </p>
+      <div className="graph">
+        <Suspense fallback={<Loading what="the graph" />}>
+          <Graph edges={d.graph?.edges ?? []} roles={d.roles ?? {}} active={active} visited={visited} />
+        </Suspense>
+      </div>
+    </>
   );
 }
 
-function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork: (fromRole?: string) => Promise<void> }) {
+export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork: (fromRole?: string) => Promise<void> }) {
   if (r.type === "thread-start") {
     return (
       <article className="card rec rec-start" aria-label="thread start">
@@ -400,9 +528,7 @@ function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork: (fro
       <footer className="hashes">
         <HashLink m={m} hash={r.contentHash} label="content" />
         <HashLink m={m} hash={r.stateHash} label="state" />
-        {r.childThread && (
-          <span className="hashlink">child <a href={href.thread(m, r.childThread)} className="mono">{r.childThread}</a></span>
-        )}
+        <HashLink m={m} hash={r.childThread} label="child thread" />
       </footer>
     </article>
   );
