@@ -16,6 +16,7 @@
 //	GET    /api/workflows                   {"workflows":[WorkflowSummary]}
 //	GET    /api/workflows/:name             WorkflowDetail
 //	GET    /api/workflows/:name/history     {"name","history":[{hash,timestamp,current}]}
+//	POST   /api/workflows/:name/rollback    {"hash"?} → {"name","hash","timestamp"}
 //	GET    /api/threads                     {"threads":[ThreadSummary],"total"}
 //	GET    /api/threads/running             {"threads":[RunningSummary]}
 //	POST   /api/threads                     {"workflow","prompt"} → 201 {"threadId"}
@@ -201,6 +202,7 @@ func New(opts Options) *echo.Echo {
 	e.GET("/api/workflows", s.listWorkflows)
 	e.GET("/api/workflows/:name", s.getWorkflow)
 	e.GET("/api/workflows/:name/history", s.workflowHistory)
+	e.POST("/api/workflows/:name/rollback", s.rollbackWorkflow)
 
 	e.GET("/api/threads", s.listThreads)
 	e.POST("/api/threads", s.runThread)

@@ -544,3 +544,24 @@ func TestNoHost(t *testing.T) {
 	id = f.run("linear", "again")
 	f.waitStatus(id, "completed")
 }
+
+func TestWorkflowRollback(t *testing.T) {
+	f := newFixture(t)
+	first := f.register("plan-code", "linear.esm.js")
+	second := f.register("plan-code", "slow.esm.js")
+	var got struct{ Name, Hash string }
+	f.want(http.MethodPost, "/api/workflows/plan-code/rollback", "", http.StatusOK, &got)
+	if got.Name != "plan-code" || got.Hash != first {
+		t.Fatalf("rollback to the previous version: %+v", got)
+	}
+	f.want(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":"`+second+`"}`, http.StatusOK, &got)
+	if got.Hash != second {
+		t.Fatalf("rollback to a given hash: %+v", got)
+	}
+	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":"SSVQ0RZ55P9Y4"}`, http.StatusBadRequest, "hash not found in history: SSVQ0RZ55P9Y4")
+	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":"../x"}`, http.StatusBadRequest, "invalid hash")
+	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":5}`, http.StatusBadRequest, "hash must be a string")
+	f.wantError(http.MethodPost, "/api/workflows/nope/rollback", "", http.StatusNotFound, "workflow not found: nope")
+	os.Remove(filepath.Join(f.l.Root, "bundles", first+".esm.js"))
+	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", "", http.StatusBadRequest, "bundle file not found for hash "+first)
+}

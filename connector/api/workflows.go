@@ -117,3 +117,42 @@ func (s *server) workflowHistory(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, WorkflowHistory{Name: name, History: e.VersionRows()})
 }
+
+// rollbackWorkflow is POST /api/workflows/:name/rollback {"hash"?}: make an
+// earlier version current (default: the previous one).
+func (s *server) rollbackWorkflow(c echo.Context) error {
+	name, _, err := s.lookupWorkflow(c)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeObject(body, true)
+	if err != nil {
+		return err
+	}
+	target := ""
+	switch v := obj["hash"].(type) {
+	case nil:
+	case string:
+		if target, err = ids.ParseHash(v); err != nil {
+			return fail(http.StatusBadRequest, "%s", err.Error())
+		}
+	default:
+		return fail(http.StatusBadRequest, "hash must be a string")
+	}
+	l := s.opts.Layout
+	v, err := registry.RollbackFile(l.RegistryFile(), name, target, func(hash string) bool {
+		if h, err := ids.ParseHash(hash); err == nil {
+			_, err = os.Stat(l.BundleFile(h))
+			return err == nil
+		}
+		return false
+	})
+	if err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	}
+	return c.JSON(http.StatusOK, map[string]any{"name": name, "hash": v.Hash, "timestamp": v.Timestamp})
+}

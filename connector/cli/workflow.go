@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/jsrt"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
 )
 
 func (a *app) workflowCmd() *cobra.Command {
@@ -297,17 +298,7 @@ func (a *app) workflowRollbackCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
-				v, err := r.Rollback(name, target)
-				if err != nil {
-					return err
-				}
-				if _, err := os.Stat(l.BundleFile(v.Hash)); err != nil {
-					return fmt.Errorf("bundle file not found for hash %s", v.Hash)
-				}
-				return nil
-			})
-			if err != nil {
+			if _, err := registry.RollbackFile(l.RegistryFile(), name, target, bundleStored(l)); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "rolled back workflow %q\n", name)
@@ -319,4 +310,12 @@ func (a *app) workflowRollbackCmd() *cobra.Command {
 // isoMillis formats ms since the epoch like JavaScript's toISOString.
 func isoMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// bundleStored says whether a bundle hash has its file in the root.
+func bundleStored(l storage.Layout) func(string) bool {
+	return func(hash string) bool {
+		_, err := os.Stat(l.BundleFile(hash))
+		return err == nil
+	}
 }

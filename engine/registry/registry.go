@@ -340,3 +340,22 @@ func Update(path string, fn func(*Registry) error) error {
 		return r.Save(path)
 	})
 }
+
+// RollbackFile rolls name back in the registry file at path (see Rollback)
+// under its lock, refusing a version whose bundle file is gone:
+// bundleExists says whether a hash's bundle is stored.
+func RollbackFile(path, name, target string, bundleExists func(hash string) bool) (Version, error) {
+	var chosen Version
+	err := Update(path, func(r *Registry) error {
+		v, err := r.Rollback(name, target)
+		if err != nil {
+			return err
+		}
+		if !bundleExists(v.Hash) {
+			return fmt.Errorf("bundle file not found for hash %s", v.Hash)
+		}
+		chosen = v
+		return nil
+	})
+	return chosen, err
+}
