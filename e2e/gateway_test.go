@@ -15,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
 )
 
 // proc is a background process of a test, stopped when the test ends.
@@ -362,4 +366,59 @@ http {
 		return err == nil && resp.StatusCode == 200
 	})
 	return addr
+}
+
+// TestLargeResponseStreamsWithBoundedGatewayMemory fetches a 50 MB CAS
+// node through the gateway and checks the gateway's peak memory grew by
+// far less than the body: the proxy streams, it does not buffer.
+func TestLargeResponseStreamsWithBoundedGatewayMemory(t *testing.T) {
+	g := startGateway(t)
+	_, root := g.connector("laptop", nil)
+	payload := strings.Repeat("0123456789abcdef", 50<<16) // 50 MiB
+	hash := putBlob(t, root, payload)
+	before := peakRSS(t, g.gw.cmd.Process.Pid)
+	req, _ := http.NewRequest("GET", "http://"+g.front+"/api/clients/laptop/cas/"+hash, nil)
+	req.Header.Set("Authorization", "Bearer "+g.dash)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || n < int64(len(payload)) {
+		t.Fatalf("large response: %d, %d bytes, %v", resp.StatusCode, n, err)
+	}
+	grew := peakRSS(t, g.gw.cmd.Process.Pid) - before
+	t.Logf("gateway peak RSS grew %d MiB for a %d MiB response", grew>>20, n>>20)
+	if grew > 24<<20 {
+		t.Fatalf("gateway peak memory grew by %d MiB for a %d MiB body: it buffers", grew>>20, n>>20)
+	}
+}
+
+// putBlob writes a content node straight into a connector's CAS (the
+// API caps request bodies at 1 MiB, and argv cannot carry 50 MiB).
+func putBlob(t *testing.T, root, payload string) string {
+	t.Helper()
+	h, err := cas.Open(storage.Layout{Root: root}.CASDir()).PutNode(node.NewContent(payload, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// peakRSS is a process's high-water resident memory (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb int64
+			fmt.Sscan(strings.Fields(line)[1], &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
 }
