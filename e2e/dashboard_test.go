@@ -314,6 +314,20 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.until("the graph's edges", `document.querySelectorAll(".react-flow__edge").length >= 8 && document.querySelector(".gedge-fallback") && document.body.innerText.includes("retry")`)
 	b.shot("workflow")
 
+	// A workflow registered twice: its earlier version is made current again.
+	add(t, laptopRoot, "slow", "linear.esm.js")
+	b.click(`.tabs a[href$="/workflows"]`)
+	b.click(`a[data-workflow="slow"]`)
+	b.until("the earlier version in the history", `document.querySelectorAll("li[data-hash] [data-testid=rollback]").length === 1`)
+	older := eval[string](b, `document.querySelector("li[data-hash]").dataset.hash`)
+	newer := eval[string](b, `document.querySelector(".kv dd.mono").innerText.trim()`)
+	b.confirm(`li[data-hash] [data-testid=rollback]`)
+	b.until("the earlier version current, the newer one in the history", fmt.Sprintf(`document.querySelector(".kv dd.mono").innerText.trim() === %q && document.querySelector('li[data-hash=%q]')`, older, newer))
+	var slow struct{ Hash string }
+	if resp, body := g.do("GET", "/api/clients/laptop/workflows/slow", ""); resp.StatusCode != 200 || json.Unmarshal([]byte(body), &slow) != nil || slow.Hash != older {
+		t.Fatalf("after the rollback to %s: %d %s", older, resp.StatusCode, body)
+	}
+
 	// Run a thread from the dialog; it opens the thread's page.
 	b.click(`.tabs a[href$="/threads"]`)
 	b.click(`[data-testid=run-open]`)

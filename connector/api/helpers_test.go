@@ -88,11 +88,12 @@ func loader(l storage.Layout) func(string) (workflow.Workflow, error) {
 	}
 }
 
-// register adds testdata/<file> as workflow name, with its descriptor
+// register adds e2e/testdata/<file> (the bundles the end-to-end tests
+// use) as workflow name, with its descriptor
 // sidecar, as `workflow add` does, and returns the bundle hash.
 func (f *fixture) register(name, file string) string {
 	f.t.Helper()
-	src, err := os.ReadFile(filepath.Join("testdata", file))
+	src, err := os.ReadFile(filepath.Join("..", "..", "e2e", "testdata", file))
 	if err != nil {
 		f.t.Fatal(err)
 	}

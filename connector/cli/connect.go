@@ -61,6 +61,24 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 	return func() { cancel(); <-done }, nil
 }
 
+// startAPI is what connect and serve share: a context
+// that ends on SIGINT/SIGTERM, the engine, and the REST API over them. stop
+// ends the engine host if this process started it.
+func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http.Handler, stop func(), err error) {
+	l, err := a.layout()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	logger = slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopEngine, err := a.runEngine(ctx, l, logger)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, logger, a.apiHandler(l, logger), func() { stopEngine(); cancel() }, nil
+}
+
 // apiHandler is the connector's REST API over the storage root.
 func (a *app) apiHandler(l storage.Layout, logger *slog.Logger) http.Handler {
 	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String())), Logger: logger})
@@ -94,19 +112,11 @@ func (a *app) connectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := a.layout()
+			ctx, logger, handler, stop, err := a.startAPI()
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			stopEngine, err := a.runEngine(ctx, l, logger)
-			if err != nil {
-				return err
-			}
-			defer stopEngine()
-			handler := a.apiHandler(l, logger)
 			if listen != "" {
 				stopHTTP, err := a.listen(listen, handler)
 				if err != nil {
@@ -166,19 +176,12 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "Serve the REST API locally (no gateway)",
 		Args:  exactArgs(0, 0, "", "serve takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := a.layout()
+			ctx, _, handler, stop, err := a.startAPI()
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			stopEngine, err := a.runEngine(ctx, l, logger)
-			if err != nil {
-				return err
-			}
-			defer stopEngine()
-			stopHTTP, err := a.listen(listen, a.apiHandler(l, logger))
+			stopHTTP, err := a.listen(listen, handler)
 			if err != nil {
 				return err
 			}

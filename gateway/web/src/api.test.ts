@@ -30,6 +30,20 @@ describe("api fetch wrapper", () => {
     expect(f.mock.calls[0][0 as never]).toBe("/api/clients/m/threads?limit=20&offset=40&status=running");
   });
 
+  it("rolls a workflow back to a given version, or to the previous one", async () => {
+    const f = respond(200, { name: "my flow", hash: "ABCDEFGHJKMNP", timestamp: 5 });
+    vi.stubGlobal("fetch", f);
+    expect(await machine("lap top").rollback("my flow", "ABCDEFGHJKMNP")).toEqual({ name: "my flow", hash: "ABCDEFGHJKMNP", timestamp: 5 });
+    const [url, init] = f.mock.calls[0] as unknown as [string, RequestInit];
+    expect(url).toBe("/api/clients/lap%20top/workflows/my%20flow/rollback");
+    expect(init.method).toBe("POST");
+    expect(JSON.parse(init.body as string)).toEqual({ hash: "ABCDEFGHJKMNP" });
+    await machine("m").rollback("wf");
+    expect(JSON.parse((f.mock.calls[1] as unknown as [string, RequestInit])[1].body as string)).toEqual({});
+    vi.stubGlobal("fetch", respond(400, { error: "no history entry to rollback to" }));
+    await expect(machine("m").rollback("wf")).rejects.toMatchObject({ status: 400, message: "no history entry to rollback to" });
+  });
+
   it("turns a JSON error into an ApiError with the server's message", async () => {
     vi.stubGlobal("fetch", respond(404, { error: "thread not found" }));
     const err = (await api("/api/x").catch((e: unknown) => e)) as ApiError;

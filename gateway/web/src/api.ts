@@ -160,6 +160,9 @@ export const gateway = {
 export const machine = (m: string) => ({
   workflows: () => api<{ workflows: WorkflowSummary[] }>(clientPath(m, "/workflows")),
   workflow: (name: string) => api<WorkflowDetail>(clientPath(m, `/workflows/${seg(name)}`)),
+  /** rollback makes an earlier version current (without a hash: the previous one). */
+  rollback: (name: string, hash?: string) =>
+    api<WorkflowSummary>(clientPath(m, `/workflows/${seg(name)}/rollback`), { method: "POST", body: hash ? { hash } : {} }),
   threads: (q: { limit: number; offset: number; status?: string; workflow?: string }) => {
     const p = new URLSearchParams({ limit: String(q.limit), offset: String(q.offset) });
     if (q.status) p.set("status", q.status);

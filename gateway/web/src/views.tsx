@@ -561,6 +561,7 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
   const api = useMemo(() => machine(m), [m]);
   const q = useApi(() => api.workflow(name), [m, name]);
   const d = q.data?.descriptor;
+  const current = q.data?.hash;
   return (
     <section aria-labelledby="wfd-title">
       <p><a href={href.workflows(m)}>← Workflows</a></p>
@@ -607,7 +608,23 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
           ) : (
             <ul className="list">
               {q.data.history.map((h) => (
-                <li key={h.hash + h.timestamp}><span className="mono">{h.hash}</span> <span className="muted">{fmtTime(h.timestamp)}</span></li>
+                <li key={h.hash + h.timestamp} data-hash={h.hash}>
+                  <span className="mono">{h.hash}</span> <span className="muted">{fmtTime(h.timestamp)}</span>{" "}
+                  {h.hash === current ? (
+                    <span className="muted">(same bundle as the current version)</span>
+                  ) : (
+                    <ConfirmButton
+                      testid="rollback"
+                      className="small"
+                      label="Make current"
+                      question={`Make version ${h.hash} (registered ${fmtTime(h.timestamp)}) the current version of "${name}"? The current version ${current} moves into the history; new runs use ${h.hash}.`}
+                      action={async () => {
+                        await api.rollback(name, h.hash);
+                        q.reload();
+                      }}
+                    />
+                  )}
+                </li>
               ))}
             </ul>
           )}
