@@ -74,11 +74,7 @@ func (s *server) getCAS(c echo.Context) error {
 }
 
 func (s *server) putCAS(c echo.Context) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeObject(body, false)
+	obj, err := readObject(c, false)
 	if err != nil {
 		return err
 	}

@@ -413,6 +413,15 @@ func contentPayload(store *cas.Store, hash string) (string, bool) {
 	return threads.ContentPayload(store, hash)
 }
 
+// readObject reads the request body as a JSON object (see decodeObject).
+func readObject(c echo.Context, allowEmpty bool) (map[string]any, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObject(body, allowEmpty)
+}
+
 // decodeObject parses a JSON object body. An empty body is an empty object
 // only when allowEmpty says so.
 func decodeObject(body []byte, allowEmpty bool) (map[string]any, error) {
@@ -440,11 +449,7 @@ func (s *server) engine() (Engine, error) {
 }
 
 func (s *server) runThread(c echo.Context) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeObject(body, false)
+	obj, err := readObject(c, false)
 	if err != nil {
 		return err
 	}
@@ -498,11 +503,7 @@ func (s *server) forkThread(c echo.Context) error {
 	if err := checkThreadRef(c.Param("id")); err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeObject(body, true)
+	obj, err := readObject(c, true)
 	if err != nil {
 		return err
 	}

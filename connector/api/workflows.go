@@ -125,11 +125,7 @@ func (s *server) rollbackWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeObject(body, true)
+	obj, err := readObject(c, true)
 	if err != nil {
 		return err
 	}
