@@ -120,14 +120,14 @@ func (g *gatewayEnv) restart() {
 
 // connector starts `uncaged-workflow connect` for name on its own root with
 // the given workflows registered.
-func (g *gatewayEnv) connector(name string, workflows map[string]string) (*proc, string) {
+func (g *gatewayEnv) connector(name string, workflows map[string]string, extra ...string) (*proc, string) {
 	root := engineRoot(g.t)
 	for wf, file := range workflows {
 		add(g.t, root, wf, file)
 	}
 	tok := gwCLI(g.t, g.key, "token", "create", "--connector", name)
 	p := startProc(g.t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
-		"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+g.front)
+		"uncaged-workflow", append([]string{"connect", "--name", name, "--gateway", "http://" + g.front}, extra...)...)
 	g.waitStatus(name, "online", 30*time.Second)
 	return p, root
 }
@@ -421,4 +421,62 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// TestClosingTheDashboardRequestStopsTheConnectorHandler opens a live stream
+// through the gateway to a running thread, closes it, and watches the
+// connector's own metrics (on its --listen address) count the live route as
+// answered: its handler returned although the thread still runs.
+func TestClosingTheDashboardRequestStopsTheConnectorHandler(t *testing.T) {
+	g := startGateway(t)
+	local := freePort(t)
+	_, root := g.connector("laptop", nil, "--listen", local)
+	// Slower than slow.esm.js, so the thread is surely still running when
+	// the stream is closed, however loaded the machine.
+	src, err := os.ReadFile(filepath.Join("testdata", "slow.esm.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "slower.esm.js")
+	os.WriteFile(bundle, []byte(strings.Replace(string(src), "await delay(400)", "await delay(5000)", 1)), 0o644)
+	if r := run(t, root, "workflow", "add", "slow", bundle); r.code != 0 {
+		t.Fatalf("add: %+v", r)
+	}
+	liveCount := func() int {
+		resp, err := http.Get("http://" + local + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		n := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "uncaged_connector_requests_total{") && strings.Contains(line, `/live"`) {
+				var v float64
+				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+				n += int(v)
+			}
+		}
+		return n
+	}
+	id := start(t, root, "slow")
+	before := liveCount()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.front+"/api/clients/laptop/threads/"+id+"/live?key="+g.dash, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("live: %v %v", resp, err)
+	}
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.HasPrefix(line, "id:") && !strings.HasPrefix(line, "event:") && !strings.HasPrefix(line, ":") {
+		t.Fatalf("first line %q", line)
+	}
+	if liveCount() != before {
+		t.Fatal("the live handler ended before the client went away")
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "the connector's live handler to return", func() bool { return liveCount() == before+1 })
+	if s := show(t, root, id); s.Result != nil {
+		t.Fatalf("the thread finished before the check, so it proves nothing: %+v", s)
+	}
 }
