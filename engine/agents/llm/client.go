@@ -1,0 +1,401 @@
+// Package llm is an OpenAI-compatible chat-completions client and the ReAct
+// loop ("reactor") built on it: tool calls, a structured output tool whose
+// parameters are the role's JSON Schema, and validation of the result
+// (spec/agents.md §7, DESIGN.md §5.3).
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uncaged/workflow/engine/registry"
+)
+
+// Defaults applied by New to zero Options fields.
+const (
+	DefaultMaxAttempts = 3
+	DefaultTimeout     = 120 * time.Second
+	DefaultBaseBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff  = 30 * time.Second
+	// DefaultMaxRetryAfter caps how long a server's Retry-After is honoured.
+	DefaultMaxRetryAfter = 60 * time.Second
+	// bodyExcerptLimit bounds the response body quoted in errors.
+	bodyExcerptLimit = 512
+	// maxResponseBytes bounds how much of a response body is read.
+	maxResponseBytes = 16 << 20
+)
+
+// Options tunes a Client. Zero values select the defaults above.
+type Options struct {
+	// HTTPClient sends the requests; nil uses a fresh http.Client.
+	HTTPClient *http.Client
+	// MaxAttempts is the total number of attempts per Chat call (>= 1).
+	MaxAttempts int
+	// Timeout bounds each individual HTTP attempt.
+	Timeout time.Duration
+	// BaseBackoff is the first retry delay; it doubles per attempt, with
+	// full jitter, up to MaxBackoff.
+	BaseBackoff time.Duration
+	// MaxBackoff caps the exponential backoff delay.
+	MaxBackoff time.Duration
+	// MaxRetryAfter caps a Retry-After delay requested by the server.
+	MaxRetryAfter time.Duration
+	// Log, if set, receives progress lines (tag, content). The API key is
+	// never passed to it.
+	Log func(tag, content string)
+}
+
+// Client talks to one OpenAI-compatible model endpoint.
+type Client struct {
+	model registry.Model
+	url   string
+	opts  Options
+}
+
+// New returns a Client for model. The URL is model.BaseURL with trailing
+// slashes stripped plus "/chat/completions".
+func New(model registry.Model, opts Options) *Client {
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	if opts.MaxAttempts < 1 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.BaseBackoff <= 0 {
+		opts.BaseBackoff = DefaultBaseBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.MaxRetryAfter <= 0 {
+		opts.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	return &Client{
+		model: model,
+		url:   strings.TrimRight(model.BaseURL, "/") + "/chat/completions",
+		opts:  opts,
+	}
+}
+
+// Model returns the model name sent in requests.
+func (c *Client) Model() string { return c.model.Model }
+
+// Message is one chat message. Content is nil only for an assistant message
+// that carries tool calls and no text (it is then sent as JSON null).
+type Message struct {
+	Role       string     `json:"role"`
+	Content    *string    `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// Text returns the message content, or "" when it is null.
+func (m Message) Text() string {
+	if m.Content == nil {
+		return ""
+	}
+	return *m.Content
+}
+
+// SystemMessage returns a system message with content s.
+func SystemMessage(s string) Message { return Message{Role: "system", Content: &s} }
+
+// UserMessage returns a user message with content s.
+func UserMessage(s string) Message { return Message{Role: "user", Content: &s} }
+
+// ToolMessage returns the result s of the tool call id.
+func ToolMessage(id, s string) Message { return Message{Role: "tool", Content: &s, ToolCallID: id} }
+
+// ToolCall is a function call requested by the model.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its JSON-encoded arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolDef declares a function tool to the model.
+type ToolDef struct {
+	Type     string      `json:"type"`
+	Function FunctionDef `json:"function"`
+}
+
+// FunctionDef is the function part of a ToolDef; Parameters is a JSON Schema.
+type FunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ChatRequest is one chat-completions call. ToolChoice is sent as given
+// ("auto", "none", "required" or {"type":"function","function":{"name":…}});
+// nil omits it.
+type ChatRequest struct {
+	Messages   []Message
+	Tools      []ToolDef
+	ToolChoice any
+}
+
+// ForceTool returns the tool_choice value that forces a call of the named
+// function tool (the single-shot extractor shape of spec §8.1).
+func ForceTool(name string) any {
+	return map[string]any{"type": "function", "function": map[string]string{"name": name}}
+}
+
+type wireRequest struct {
+	Model      string    `json:"model"`
+	Messages   []Message `json:"messages"`
+	Tools      []ToolDef `json:"tools,omitempty"`
+	ToolChoice any       `json:"tool_choice,omitempty"`
+}
+
+// HTTPError is a non-2xx response. Body is a short, key-redacted excerpt.
+type HTTPError struct {
+	Status int
+	Body   string
+}
+
+// Error renders "http_error:<status>:<body excerpt>".
+func (e *HTTPError) Error() string { return fmt.Sprintf("http_error:%d:%s", e.Status, e.Body) }
+
+// Retryable reports whether the status is 429 or 5xx.
+func (e *HTTPError) Retryable() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// Chat posts req and returns choices[0].message. 429, 5xx and network errors
+// are retried with exponential backoff and jitter (honouring Retry-After) up
+// to MaxAttempts; cancelling ctx aborts at once with ctx's error.
+func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
+	if strings.TrimSpace(c.model.BaseURL) == "" {
+		return Message{}, errors.New("llm: model has no baseUrl")
+	}
+	body, err := json.Marshal(wireRequest{Model: c.model.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice})
+	if err != nil {
+		return Message{}, fmt.Errorf("llm: encode request: %w", err)
+	}
+	var lastErr error
+	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return Message{}, err
+		}
+		msg, retryAfter, err := c.once(ctx, body)
+		if err == nil {
+			return msg, nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Message{}, ctxErr
+		}
+		err = c.redactErr(err)
+		lastErr = err
+		var he *HTTPError
+		retryable := !errors.As(err, &he) || he.Retryable()
+		var pe *parseError
+		if errors.As(err, &pe) {
+			retryable = false
+		}
+		if !retryable || attempt == c.opts.MaxAttempts {
+			break
+		}
+		delay := c.backoff(attempt)
+		if retryAfter > 0 {
+			delay = min(retryAfter, c.opts.MaxRetryAfter)
+		}
+		c.log("llm", fmt.Sprintf("attempt %d/%d failed (%s); retrying in %s", attempt, c.opts.MaxAttempts, excerpt(err.Error(), 200), delay))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Message{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return Message{}, lastErr
+}
+
+// once performs a single attempt. retryAfter is the server-requested delay.
+func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration, error) {
+	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return Message{}, 0, &parseError{fmt.Sprintf("llm: build request: %v", err)}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if c.model.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.model.APIKey)
+	}
+	resp, err := c.opts.HTTPClient.Do(hreq)
+	if err != nil {
+		return Message{}, 0, fmt.Errorf("network_error:%v", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return Message{}, 0, fmt.Errorf("network_error:read body: %v", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return Message{}, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			&HTTPError{Status: resp.StatusCode, Body: c.redact(excerpt(string(raw), bodyExcerptLimit))}
+	}
+	msg, err := ParseResponse(raw)
+	if err != nil {
+		return Message{}, 0, &parseError{err.Error()}
+	}
+	return msg, 0, nil
+}
+
+// parseError marks non-retryable response decoding failures.
+type parseError struct{ msg string }
+
+func (e *parseError) Error() string { return e.msg }
+
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.opts.BaseBackoff << (attempt - 1)
+	if d <= 0 || d > c.opts.MaxBackoff {
+		d = c.opts.MaxBackoff
+	}
+	// Full jitter in [d/2, d].
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		if s > 1e6 {
+			s = 1e6
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+func (c *Client) log(tag, content string) {
+	if c.opts.Log != nil {
+		c.opts.Log(tag, c.redact(content))
+	}
+}
+
+// redact removes the API key from s.
+func (c *Client) redact(s string) string {
+	if k := c.model.APIKey; k != "" {
+		s = strings.ReplaceAll(s, k, "[REDACTED]")
+	}
+	return s
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func (c *Client) redactErr(err error) error {
+	if c.model.APIKey == "" || !strings.Contains(err.Error(), c.model.APIKey) {
+		return err
+	}
+	return &redactedError{msg: c.redact(err.Error()), err: err}
+}
+
+func excerpt(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// ParseResponse decodes a chat-completions response body and returns
+// choices[0].message. A message must carry tool calls (each with id, type
+// "function", function name and arguments) or string content.
+func ParseResponse(body []byte) (Message, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return Message{}, fmt.Errorf("invalid_response_json:%s", excerpt(err.Error(), 200))
+	}
+	if top == nil {
+		return Message{}, errors.New("invalid_response_top_level")
+	}
+	var choices []json.RawMessage
+	if err := json.Unmarshal(top["choices"], &choices); err != nil || len(choices) == 0 {
+		return Message{}, errors.New("no_choices_in_response")
+	}
+	var choice map[string]json.RawMessage
+	if err := json.Unmarshal(choices[0], &choice); err != nil || choice == nil {
+		return Message{}, errors.New("invalid_choice")
+	}
+	var m struct {
+		Role      string            `json:"role"`
+		Content   *string           `json:"content"`
+		ToolCalls []json.RawMessage `json:"tool_calls"`
+	}
+	if raw, ok := choice["message"]; !ok || json.Unmarshal(raw, &m) != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return Message{}, errors.New("invalid_message")
+	}
+	out := Message{Role: "assistant", Content: m.Content}
+	for i, rc := range m.ToolCalls {
+		var tc struct {
+			ID       *string `json:"id"`
+			Type     *string `json:"type"`
+			Function *struct {
+				Name      *string `json:"name"`
+				Arguments *string `json:"arguments"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(rc, &tc); err != nil {
+			return Message{}, fmt.Errorf("invalid_tool_call:%d", i)
+		}
+		switch {
+		case tc.ID == nil || *tc.ID == "":
+			return Message{}, fmt.Errorf("invalid_tool_call_id:%d", i)
+		case tc.Type != nil && *tc.Type != "function":
+			return Message{}, fmt.Errorf("invalid_tool_call_type:%d", i)
+		case tc.Function == nil || tc.Function.Name == nil || *tc.Function.Name == "":
+			return Message{}, fmt.Errorf("invalid_tool_call_function:%d", i)
+		}
+		args := ""
+		if tc.Function.Arguments != nil {
+			args = *tc.Function.Arguments
+		}
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: *tc.ID, Type: "function", Function: FunctionCall{Name: *tc.Function.Name, Arguments: args}})
+	}
+	if len(out.ToolCalls) == 0 && out.Content == nil {
+		return Message{}, errors.New("no_tool_calls_and_no_string_content")
+	}
+	return out, nil
+}
