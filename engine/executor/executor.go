@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
@@ -209,6 +211,36 @@ func (r *run) Getenv(name string) string {
 		return ""
 	}
 	return r.env.Getenv(name)
+}
+
+// Extract implements workflow.Host with the LLM extractor of package llm
+// and the "extract" model (falling back to models.default) of workflow.yaml.
+func (r *run) Extract(ctx context.Context, schema []byte, contentHash string) (workflow.ExtractResult, error) {
+	reg, err := registry.Load(r.e.Layout.RegistryFile())
+	if err != nil {
+		return workflow.ExtractResult{}, err
+	}
+	cfg := reg.Config()
+	if cfg == nil {
+		return workflow.ExtractResult{}, errors.New("workflow registry has no global config section (run `uncaged-workflow setup`)")
+	}
+	model, err := cfg.ResolveModel("extract", r.Getenv)
+	if err != nil {
+		return workflow.ExtractResult{}, err
+	}
+	res, err := llm.Extract(ctx, llm.New(model, llm.Options{Log: r.log.Write}), r.e.CAS, schema, contentHash, r.log.Write)
+	if err != nil {
+		return workflow.ExtractResult{}, err
+	}
+	tree, err := canonyaml.FromJSON(res.Meta)
+	if err != nil {
+		return workflow.ExtractResult{}, fmt.Errorf("extract: %w", err)
+	}
+	meta, ok := tree.(canonyaml.Map)
+	if !ok {
+		return workflow.ExtractResult{}, errors.New("extract: the model's metadata is not a JSON object")
+	}
+	return workflow.ExtractResult{Meta: meta, ContentPayload: res.ContentPayload}, nil
 }
 
 // RunChild implements workflow.Host.

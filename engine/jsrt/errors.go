@@ -28,11 +28,6 @@ var (
 // stopped.
 var ErrStalled = errors.New("workflow stalled: the step is waiting on a promise that nothing can settle (no timers, requests, child processes or child workflows are pending)")
 
-// ErrExtractUnavailable is the rejection of runtime.extract: structured
-// extraction needs an LLM adapter, which this runtime is not configured
-// with.
-var ErrExtractUnavailable = errors.New("runtime.extract needs an LLM adapter, and none is configured for this runtime (extraction arrives with the LLM agents)")
-
 // JSError is a JavaScript exception that escaped a bundle, at load time or
 // while a run was stepping.
 type JSError struct {

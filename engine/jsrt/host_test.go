@@ -2,6 +2,7 @@ package jsrt
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
@@ -24,6 +26,28 @@ type fakeHost struct {
 	logs  []logLine
 	calls []childCall
 	child func(ctx context.Context, name, prompt string) (workflow.ChildResult, error)
+	// extracted records the schemas runtime.extract passed.
+	extracted []string
+}
+
+// errNoExtractModel is what the fake host's Extract answers.
+var errNoExtractModel = errors.New("fake host: no extract model")
+
+// Extract implements workflow.Host: it records the schema and answers
+// with meta {schemaType} for a content node, as a model would.
+func (h *fakeHost) Extract(ctx context.Context, schema []byte, contentHash string) (workflow.ExtractResult, error) {
+	h.mu.Lock()
+	h.extracted = append(h.extracted, string(schema))
+	h.mu.Unlock()
+	n, err := h.store.GetNode(contentHash)
+	if err != nil {
+		return workflow.ExtractResult{}, errNoExtractModel
+	}
+	c, ok := n.(node.Content)
+	if !ok {
+		return workflow.ExtractResult{}, errNoExtractModel
+	}
+	return workflow.ExtractResult{Meta: canonyaml.Map{{Key: "schema", Value: string(schema)}}, ContentPayload: c.Payload}, nil
 }
 
 type logLine struct{ tag, content string }

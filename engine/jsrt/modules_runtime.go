@@ -7,6 +7,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
@@ -106,8 +107,43 @@ func (e *jsEnv) runtimeObject() *goja.Object {
 			return e.settled(e.vm.NewArray(items...), nil)
 		},
 	)
+	// extract(schema, contentHash) asks the host's model for metadata that
+	// matches schema: a JSON Schema object, or anything with toJSONSchema()
+	// (a Zod-like schema). It resolves {meta, contentPayload, refs: []}.
 	extract := func(call goja.FunctionCall) goja.Value {
-		return e.settled(nil, ErrExtractUnavailable)
+		e.requireHost("runtime.extract")
+		schemaVal, hash := call.Argument(0), call.Argument(1)
+		if obj, ok := schemaVal.(*goja.Object); ok {
+			if toJSONSchema, ok := goja.AssertFunction(obj.Get("toJSONSchema")); ok {
+				v, err := toJSONSchema(obj)
+				if err != nil {
+					return e.settled(nil, err)
+				}
+				schemaVal = v
+			}
+		}
+		tree, err := exportTree(e.vm, schemaVal, 0)
+		if err != nil {
+			return e.settled(nil, err)
+		}
+		schema, ok := stripFunctions(tree).(canonyaml.Map)
+		if !ok {
+			return e.settled(nil, &jsValueError{e.newError("TypeError", "runtime.extract(schema, contentHash): schema must be a JSON Schema object")})
+		}
+		if !goja.IsString(hash) {
+			return e.settled(nil, &jsValueError{e.newError("TypeError", "runtime.extract(schema, contentHash): contentHash must be a string")})
+		}
+		schemaJSON, err := schema.MarshalJSON()
+		if err != nil {
+			return e.settled(nil, err)
+		}
+		host, contentHash := e.host, hash.String()
+		return e.async(func(ctx context.Context) (any, error) {
+			return host.Extract(ctx, schemaJSON, contentHash)
+		}, func(v any) goja.Value {
+			r := v.(workflow.ExtractResult)
+			return e.obj("meta", e.valueToJS(r.Meta), "contentPayload", r.ContentPayload, "refs", e.vm.NewArray())
+		})
 	}
 	return e.obj("cas", casObj, "extract", extract)
 }

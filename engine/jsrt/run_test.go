@@ -307,17 +307,20 @@ func TestRuntimeAPI(t *testing.T) {
 	get := func(k string) any { v, _ := m.Get(k); return v }
 	wantStored, _ := node.NewContent("prompt was: old style", nil).Marshal()
 	checks := map[string]any{
-		"stored":       string(wantStored),
-		"missing":      nil,
-		"listed":       true,
-		"extractError": ErrExtractUnavailable.Error(),
-		"threadId":     th.ThreadID,
-		"depth":        float64(2),
-		"bundleHash":   b.Hash(),
-		"startRole":    "__start__",
-		"parentState":  "1111111111111",
-		"priorSteps":   []any{"earlier:7"},
-		"keys":         []any{"threadId", "depth", "bundleHash", "start", "steps"},
+		"stored":           string(wantStored),
+		"missing":          nil,
+		"listed":           true,
+		"extractError":     errNoExtractModel.Error(),
+		"extractedSchema":  `{"type":"object","properties":{"a":{"type":"string"}}}`,
+		"extractedPayload": "prompt was: old style",
+		"extractedRefs":    float64(0),
+		"threadId":         th.ThreadID,
+		"depth":            float64(2),
+		"bundleHash":       b.Hash(),
+		"startRole":        "__start__",
+		"parentState":      "1111111111111",
+		"priorSteps":       []any{"earlier:7"},
+		"keys":             []any{"threadId", "depth", "bundleHash", "start", "steps"},
 	}
 	for k, want := range checks {
 		if got := get(k); !reflect.DeepEqual(got, want) {

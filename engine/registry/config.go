@@ -148,8 +148,18 @@ func decodeConfig(v any) (*Config, []string, error) {
 }
 
 func nonNegInt(v any, present bool) (int, bool) {
-	f, ok := v.(float64)
-	if !present || !ok || f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int:
+		f = float64(x) // a config built in Go (SetConfig)
+	case int64:
+		f = float64(x)
+	default:
+		return 0, false
+	}
+	if !present || f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
 		return 0, false
 	}
 	return int(f), true

@@ -244,3 +244,22 @@ func TestStoreFile(t *testing.T) {
 		t.Fatalf("different content: %v", err)
 	}
 }
+
+func TestSetConfigRoundTrips(t *testing.T) {
+	r := New()
+	c := Config{MaxDepth: 2, SupervisorInterval: 4, Providers: map[string]Provider{"p": {BaseURL: "u", APIKey: "env:K"}}, Models: map[string]string{"default": "p/m"}}
+	if err := r.SetConfig(c); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Config(); !reflect.DeepEqual(got, &c) {
+		t.Fatalf("Config() = %+v", got)
+	}
+	b, _ := r.Marshal()
+	back, err := Parse(b)
+	if err != nil || !reflect.DeepEqual(back.Config(), &c) {
+		t.Fatalf("after a write: %+v, %v\n%s", back.Config(), err, b)
+	}
+	if err := r.SetConfig(Config{MaxDepth: -1, Providers: map[string]Provider{}, Models: map[string]string{}}); err == nil {
+		t.Fatal("negative maxDepth accepted")
+	}
+}

@@ -77,6 +77,16 @@ type Host interface {
 	RunChild(ctx context.Context, name, prompt string) (ChildResult, error)
 	// Getenv reads the environment the thread runs with.
 	Getenv(name string) string
+	// Extract turns the content node contentHash into metadata that matches
+	// schema (JSON Schema, as JSON text), using the model workflow.yaml
+	// configures for the "extract" scene.
+	Extract(ctx context.Context, schema []byte, contentHash string) (ExtractResult, error)
+}
+
+// ExtractResult is what Host.Extract found.
+type ExtractResult struct {
+	Meta           canonyaml.Map
+	ContentPayload string
 }
 
 // Run is one execution of a workflow. It is driven by one goroutine.

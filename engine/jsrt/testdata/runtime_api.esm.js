@@ -1,4 +1,5 @@
-// A raw generator (no createWorkflow) using runtime.cas and runtime.extract,
+// A raw generator (no createWorkflow) using runtime.cas and runtime.extract
+// (the test host answers extract without a model),
 // and the old-style thread.prompt.
 export const descriptor = { description: "runtime API", roles: {}, graph: { edges: [] } };
 
@@ -9,15 +10,21 @@ export const run = async function* (thread, runtime) {
   const listed = (await runtime.cas.list()).includes(hash);
   let extractError = "";
   try {
-    await runtime.extract({ type: "object" }, hash);
+    await runtime.extract({ type: "object" }, "0000000000000");
   } catch (e) {
     extractError = e.message;
   }
+  // A Zod-like schema is turned into JSON Schema with its toJSONSchema().
+  const zodLike = { toJSONSchema: () => ({ type: "object", properties: { a: { type: "string" } } }) };
+  const extracted = await runtime.extract(zodLike, hash);
   const meta = {
     stored,
     missing,
     listed,
     extractError,
+    extractedSchema: extracted.meta.schema,
+    extractedPayload: extracted.contentPayload,
+    extractedRefs: extracted.refs.length,
     threadId: thread.threadId,
     depth: thread.depth,
     bundleHash: thread.bundleHash,
