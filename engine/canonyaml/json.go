@@ -97,41 +97,13 @@ func appendJSONValue(b []byte, v any, depth int) ([]byte, error) {
 	return appendJSNumber(b, f), nil
 }
 
-// appendJSONString appends JSON.stringify(s).
+// appendJSONString appends JSON.stringify(s). It is the same escaping as
+// double-quoted YAML starts from (appendJSONQuoted), over UTF-8 bytes.
 func appendJSONString(b []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
 		return nil, fmt.Errorf("canonyaml: string is not valid UTF-8: %q", s)
 	}
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"'), nil
+	return appendJSONQuoted(b, []byte(s)), nil
 }
 
 // FromJSON decodes JSON into the value tree Marshal accepts: Map, []any,

@@ -390,26 +390,18 @@ func lineLengthOverLimit[E unit](s []E, indentLength int) bool {
 // appendIndentedNewlineRuns appends s with indent spaces after every run of
 // line breaks (s.replace(/\n+/g, "$&" + indent)).
 func appendIndentedNewlineRuns[E unit](dst, s []E, indent int) []E {
-	for i := 0; i < len(s); {
-		if s[i] != '\n' {
-			dst = append(dst, s[i])
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && s[j] == '\n' {
-			j++
-		}
-		dst = append(dst, s[i:j]...)
-		dst = appendSpaces(dst, indent)
-		i = j
-	}
-	return dst
+	return appendNewlineRuns(dst, s, indent, true)
 }
 
 // appendBlockEnd appends the trailing whitespace of a block scalar with
 // indent spaces after every run of line breaks that is not at the very end.
 func appendBlockEnd[E unit](dst, s []E, indent int) []E {
+	return appendNewlineRuns(dst, s, indent, false)
+}
+
+// appendNewlineRuns appends s, putting indent spaces after each run of line
+// breaks — after a run that ends s only when indentAtEnd.
+func appendNewlineRuns[E unit](dst, s []E, indent int, indentAtEnd bool) []E {
 	for i := 0; i < len(s); {
 		if s[i] != '\n' {
 			dst = append(dst, s[i])
@@ -421,7 +413,7 @@ func appendBlockEnd[E unit](dst, s []E, indent int) []E {
 			j++
 		}
 		dst = append(dst, s[i:j]...)
-		if j < len(s) {
+		if indentAtEnd || j < len(s) {
 			dst = appendSpaces(dst, indent)
 		}
 		i = j
