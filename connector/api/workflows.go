@@ -140,13 +140,7 @@ func (s *server) rollbackWorkflow(c echo.Context) error {
 		return fail(http.StatusBadRequest, "hash must be a string")
 	}
 	l := s.opts.Layout
-	v, err := registry.RollbackFile(l.RegistryFile(), name, target, func(hash string) bool {
-		if h, err := ids.ParseHash(hash); err == nil {
-			_, err = os.Stat(l.BundleFile(h))
-			return err == nil
-		}
-		return false
-	})
+	v, err := registry.RollbackFile(l.RegistryFile(), name, target, l.HasBundle)
 	if err != nil {
 		return fail(http.StatusBadRequest, "%s", err.Error())
 	}

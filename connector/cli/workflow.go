@@ -15,7 +15,6 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/jsrt"
 	"github.com/uncaged/workflow/engine/registry"
-	"github.com/uncaged/workflow/engine/storage"
 )
 
 func (a *app) workflowCmd() *cobra.Command {
@@ -298,7 +297,7 @@ func (a *app) workflowRollbackCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := registry.RollbackFile(l.RegistryFile(), name, target, bundleStored(l)); err != nil {
+			if _, err := registry.RollbackFile(l.RegistryFile(), name, target, l.HasBundle); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "rolled back workflow %q\n", name)
@@ -310,12 +309,4 @@ func (a *app) workflowRollbackCmd() *cobra.Command {
 // isoMillis formats ms since the epoch like JavaScript's toISOString.
 func isoMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
-// bundleStored says whether a bundle hash has its file in the root.
-func bundleStored(l storage.Layout) func(string) bool {
-	return func(hash string) bool {
-		_, err := os.Stat(l.BundleFile(hash))
-		return err == nil
-	}
 }

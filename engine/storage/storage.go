@@ -17,6 +17,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+
+	"github.com/uncaged/workflow/engine/ids"
 )
 
 // Environment variables naming the storage root, highest priority first.
@@ -63,6 +65,18 @@ func (l Layout) BundlesDir() string { return filepath.Join(l.Root, "bundles") }
 // BundleFile is the stored copy of a registered bundle.
 func (l Layout) BundleFile(hash string) string {
 	return filepath.Join(l.BundlesDir(), hash+".esm.js")
+}
+
+// HasBundle reports whether the bundle hash is stored in the root. hash may
+// come from workflow.yaml, which anyone can edit, so it is validated here
+// before it becomes a path.
+func (l Layout) HasBundle(hash string) bool {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(l.BundleFile(h))
+	return err == nil
 }
 
 // DescriptorFile is the descriptor sidecar of a bundle.

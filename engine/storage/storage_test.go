@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -53,6 +54,20 @@ func TestLayoutPaths(t *testing.T) {
 	for got, want := range checks {
 		if got != want {
 			t.Errorf("got %q want %q", got, want)
+		}
+	}
+}
+
+func TestHasBundle(t *testing.T) {
+	l := Layout{Root: t.TempDir()}
+	os.MkdirAll(l.BundlesDir(), 0o755)
+	os.WriteFile(l.BundleFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644)
+	if !l.HasBundle("SSVQ0RZ55P9Y4") || !l.HasBundle("ssvq0rz55p9y4") {
+		t.Fatal("stored bundle not found")
+	}
+	for _, h := range []string{"D7V7WGCMTYHZG", "../../etc/passwd", ""} {
+		if l.HasBundle(h) {
+			t.Errorf("HasBundle(%q) = true", h)
 		}
 	}
 }

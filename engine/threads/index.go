@@ -114,7 +114,7 @@ func marshalIndex(idx Index) ([]byte, error) {
 
 // Upsert sets the entry for id, keeping every other entry.
 func Upsert(bundleDir, id string, e Entry) error {
-	return modifyIndex(bundleDir, func(idx Index) (bool, error) {
+	return Modify(bundleDir, func(idx Index) (bool, error) {
 		idx[id] = e
 		return true, nil
 	})
@@ -127,7 +127,7 @@ func Remove(bundleDir, id string) (bool, error) {
 		return false, nil
 	}
 	removed := false
-	err := modifyIndex(bundleDir, func(idx Index) (bool, error) {
+	err := Modify(bundleDir, func(idx Index) (bool, error) {
 		_, removed = idx[id]
 		delete(idx, id)
 		return removed, nil
@@ -138,10 +138,6 @@ func Remove(bundleDir, id string) (bool, error) {
 // Modify runs fn on the current index under the bundle's index lock and
 // writes the result back if fn reports a change.
 func Modify(bundleDir string, fn func(Index) (changed bool, err error)) error {
-	return modifyIndex(bundleDir, fn)
-}
-
-func modifyIndex(bundleDir string, fn func(Index) (bool, error)) error {
 	path := IndexFile(bundleDir)
 	return atomicfile.Update(path, func() error {
 		idx, err := ReadIndex(bundleDir)
