@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/uncaged/workflow/engine/storage"
@@ -149,7 +150,7 @@ func SpawnSelf(l storage.Layout, args ...string) func() error {
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(l.Root+"/logs", 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(LogFile(l)), 0o755); err != nil {
 			return err
 		}
 		logf, err := os.OpenFile(LogFile(l), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
