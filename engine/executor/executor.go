@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/uncaged/workflow/engine/agents"
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
@@ -213,18 +214,25 @@ func (r *run) Getenv(name string) string {
 	return r.env.Getenv(name)
 }
 
-// Extract implements workflow.Host with the LLM extractor of package llm
-// and the "extract" model (falling back to models.default) of workflow.yaml.
-func (r *run) Extract(ctx context.Context, schema []byte, contentHash string) (workflow.ExtractResult, error) {
+// ResolveModel implements agents.Host: a scene or "provider/model"
+// reference resolved through workflow.yaml's config, read at use so that
+// `setup` takes effect without restarting the host.
+func (r *run) ResolveModel(ref string) (registry.Model, error) {
 	reg, err := registry.Load(r.e.Layout.RegistryFile())
 	if err != nil {
-		return workflow.ExtractResult{}, err
+		return registry.Model{}, err
 	}
 	cfg := reg.Config()
 	if cfg == nil {
-		return workflow.ExtractResult{}, errors.New("workflow registry has no global config section (run `uncaged-workflow setup`)")
+		return registry.Model{}, errors.New("workflow registry has no global config section (run `uncaged-workflow setup`)")
 	}
-	model, err := cfg.ResolveModel("extract", r.Getenv)
+	return cfg.ResolveRef(ref, r.Getenv)
+}
+
+// Extract implements workflow.Host with the LLM extractor of package llm
+// and the "extract" model (falling back to models.default) of workflow.yaml.
+func (r *run) Extract(ctx context.Context, schema []byte, contentHash string) (workflow.ExtractResult, error) {
+	model, err := r.ResolveModel("extract")
 	if err != nil {
 		return workflow.ExtractResult{}, err
 	}
@@ -363,3 +371,5 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 	}
 	return res, nil
 }
+
+var _ agents.Host = (*run)(nil)

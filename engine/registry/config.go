@@ -192,6 +192,25 @@ func (c *Config) ResolveModel(scene string, getenv func(string) string) (Model, 
 			return Model{}, fmt.Errorf("no model mapping for scene %q and no models.default fallback", scene)
 		}
 	}
+	return c.resolveRef(ref, scene, getenv)
+}
+
+// ResolveRef resolves what an agent names as its model: a direct
+// "provider/model" reference when it names a configured provider, else a
+// scene of config.models (falling back to models.default).
+func (c *Config) ResolveRef(ref string, getenv func(string) string) (Model, error) {
+	if provider, _, ok := strings.Cut(ref, "/"); ok {
+		if _, known := c.Providers[provider]; known {
+			return c.resolveRef(ref, ref, getenv)
+		}
+		if _, scene := c.Models[ref]; !scene {
+			return Model{}, fmt.Errorf("unknown provider %q in model reference %q", provider, ref)
+		}
+	}
+	return c.ResolveModel(ref, getenv)
+}
+
+func (c *Config) resolveRef(ref, scene string, getenv func(string) string) (Model, error) {
 	providerName, model, err := splitModelRef(ref)
 	if err != nil {
 		return Model{}, err
