@@ -1,5 +1,679 @@
 package agents
 
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/node"
+)
+
+// Limits of a command agent's output.
+const (
+	// MaxCommandOutput bounds the stdout kept for the role's content;
+	// anything beyond is dropped (and said so) rather than held in memory.
+	MaxCommandOutput = 8 << 20
+	// maxLogLine bounds one debug-log line, so a program that writes
+	// megabytes without a newline cannot blow up the thread's log.
+	maxLogLine = 16 << 10
+	// stderrTail is how much of stderr an error message quotes.
+	stderrTail = 2000
+	// hermesMaxTurns is the hermes preset's --max-turns (the original's
+	// HERMES_DEFAULT_MAX_TURNS).
+	hermesMaxTurns = "90"
+)
+
+// killGrace is how long a command gets between SIGTERM and SIGKILL when
+// it is cancelled or times out, and how long its output pipes may stay
+// open after it exited (a grandchild holding them).
+var killGrace = 2 * time.Second
+
+// Kinds of CommandError, the original spawnCli's error kinds
+// (spec/agents.md §5.3).
+const (
+	ErrKindNonZeroExit = "non_zero_exit"
+	ErrKindTimeout     = "timeout"
+	ErrKindSpawnFailed = "spawn_failed"
+)
+
+// CommandError is why a command agent's program failed.
+type CommandError struct {
+	Kind     string // ErrKindNonZeroExit, ErrKindTimeout or ErrKindSpawnFailed
+	Agent    string // "cli agent /usr/bin/claude", ...
+	ExitCode int    // non_zero_exit: the exit code, -1 when a signal ended it
+	Signal   string // non_zero_exit by a signal: its name
+	Stderr   string // the end of what the program wrote to stderr
+	Err      error  // spawn_failed: the cause
+	Timeout  time.Duration
+}
+
+// Error implements error.
+func (e *CommandError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Agent)
+	switch e.Kind {
+	case ErrKindSpawnFailed:
+		fmt.Fprintf(&b, ": could not start the program (%s): %v", e.Kind, e.Err)
+		return b.String()
+	case ErrKindTimeout:
+		fmt.Fprintf(&b, ": timed out after %d ms (%s)", e.Timeout.Milliseconds(), e.Kind)
+	default:
+		if e.Signal != "" {
+			fmt.Fprintf(&b, ": killed by signal %s (%s)", e.Signal, e.Kind)
+		} else {
+			fmt.Fprintf(&b, ": exit code %d (%s)", e.ExitCode, e.Kind)
+		}
+	}
+	if e.Stderr != "" {
+		fmt.Fprintf(&b, "; stderr: %s", e.Stderr)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause of a spawn failure.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// commandAgent runs a program per role: a generic agent CLI (cli), the
+// cursor and hermes presets, or a deterministic command (exec).
+type commandAgent struct{ spec Spec }
+
 // newCommandAgent returns the cli, cursor, hermes or exec agent for spec.
-// TODO(helper-commands): replaced by the real implementation.
-func newCommandAgent(spec Spec) (Agent, error) { return stubAgent{spec.Kind}, nil }
+// What can be judged without the thread's environment is checked here, so
+// a bad adapter fails when it is created; commands and defaults that come
+// from the environment are resolved when a role runs.
+func newCommandAgent(spec Spec) (Agent, error) {
+	if spec.Command != "" {
+		if err := checkCommandSyntax(spec.Command); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Workspace != "" && !filepath.IsAbs(spec.Workspace) {
+		return nil, fmt.Errorf("agent: workspace must be an absolute path, got %q", spec.Workspace)
+	}
+	for k := range spec.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("agent: env name %q is not a valid variable name", k)
+		}
+	}
+	return commandAgent{spec: spec}, nil
+}
+
+// checkCommandSyntax accepts an absolute path or a bare program name (looked
+// up on PATH when the role runs). A relative path would depend on the
+// engine's working directory, which a user does not control.
+func checkCommandSyntax(cmd string) error {
+	if filepath.IsAbs(cmd) {
+		return nil
+	}
+	if strings.ContainsRune(cmd, '/') || cmd == "." || cmd == ".." {
+		return fmt.Errorf("agent: command %q must be an absolute path or a program name found on PATH", cmd)
+	}
+	return nil
+}
+
+// resolveProgram finds the executable for cmd.
+func resolveProgram(cmd, source string) (string, error) {
+	if err := checkCommandSyntax(cmd); err != nil {
+		return "", fmt.Errorf("%s: %w", source, err)
+	}
+	if filepath.IsAbs(cmd) {
+		st, err := os.Stat(cmd)
+		if err != nil {
+			return "", fmt.Errorf("agent: command %s (%s): %w", cmd, source, err)
+		}
+		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("agent: command %s (%s) is not an executable file", cmd, source)
+		}
+		return cmd, nil
+	}
+	p, err := exec.LookPath(cmd)
+	if err != nil {
+		return "", fmt.Errorf("agent: command %q (%s) was not found on PATH; set an absolute path", cmd, source)
+	}
+	return p, nil
+}
+
+// invocation is one resolved run of the program.
+type invocation struct {
+	label   string // for messages: "cursor agent /usr/bin/cursor-agent"
+	argv    []string
+	dir     string
+	env     []string
+	stdin   []byte // nil: no input
+	timeout time.Duration
+}
+
+// presetDefaults are the environment variables a preset reads its
+// defaults from (spec/agents.md §14).
+type presetDefaults struct {
+	commandVar, modelVar, timeoutVar string
+	command                          string
+}
+
+var presets = map[string]presetDefaults{
+	KindCursor: {"WORKFLOW_CURSOR_COMMAND", "WORKFLOW_CURSOR_MODEL", "WORKFLOW_CURSOR_TIMEOUT", "cursor-agent"},
+	KindHermes: {"WORKFLOW_HERMES_COMMAND", "WORKFLOW_HERMES_MODEL", "WORKFLOW_HERMES_TIMEOUT", "hermes"},
+}
+
+// Run implements Agent.
+func (a commandAgent) Run(ctx context.Context, call Call) (Result, error) {
+	if call.Host == nil {
+		return Result{}, errors.New("agent: no host to run the command agent with")
+	}
+	schema, err := compileSchema(call.Schema)
+	if err != nil {
+		return Result{}, err
+	}
+	inv, err := a.prepare(call)
+	if err != nil {
+		return Result{}, err
+	}
+	out, err := runCommand(ctx, inv, call.Host.Log)
+	if err != nil {
+		return Result{}, err
+	}
+	if a.spec.Kind == KindExec {
+		meta, verr := metaFromJSON(strings.TrimSpace(out.stdout), schema)
+		if verr != nil {
+			return Result{}, fmt.Errorf("%s: stdout must be a JSON object valid against the role's schema: %v%s", inv.label, verr, out.note())
+		}
+		return Result{Meta: meta}, nil
+	}
+	payload := out.stdout
+	if out.truncated {
+		payload += out.note()
+	}
+	hash, err := call.Host.CAS().PutNode(node.NewContent(payload, nil))
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: storing its output: %w", inv.label, err)
+	}
+	call.Host.Log("agent", fmt.Sprintf("%s: output stored as content node %s", inv.label, hash))
+	if meta, ok := metaInOutput(out.stdout, schema); ok {
+		return Result{Meta: meta}, nil
+	}
+	schemaText := []byte(call.Schema)
+	if len(bytes.TrimSpace(schemaText)) == 0 {
+		schemaText = []byte(`{"type":"object"}`)
+	}
+	ex, err := call.Host.Extract(ctx, schemaText, hash)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: its output holds no JSON object matching the schema, and extracting one failed: %w", inv.label, err)
+	}
+	return Result{Meta: ex.Meta}, nil
+}
+
+// prepare resolves the program, its arguments, environment and limits.
+func (a commandAgent) prepare(call Call) (invocation, error) {
+	s := a.spec
+	getenv := call.Host.Getenv
+	preset, isPreset := presets[s.Kind]
+
+	command, source := s.Command, "the agent's command"
+	if command == "" && isPreset {
+		command, source = getenv(preset.commandVar), preset.commandVar
+		if command == "" {
+			command, source = preset.command, "the default command"
+		}
+	}
+	prog, err := resolveProgram(command, source)
+	if err != nil {
+		return invocation{}, err
+	}
+	inv := invocation{label: fmt.Sprintf("%s agent %s", s.Kind, prog), timeout: time.Duration(s.TimeoutMs) * time.Millisecond}
+
+	model := s.Model
+	if isPreset {
+		if model == "" {
+			model = getenv(preset.modelVar)
+		}
+		if s.TimeoutMs == 0 {
+			if v := strings.TrimSpace(getenv(preset.timeoutVar)); v != "" {
+				ms, perr := strconv.ParseInt(v, 10, 64)
+				if perr != nil || ms < 0 {
+					return invocation{}, fmt.Errorf("agent: %s must be a number of milliseconds >= 0, got %q", preset.timeoutVar, v)
+				}
+				inv.timeout = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+
+	if s.Workspace != "" {
+		st, err := os.Stat(s.Workspace)
+		if err != nil || !st.IsDir() {
+			return invocation{}, fmt.Errorf("%s: workspace %s is not an existing directory", inv.label, s.Workspace)
+		}
+		inv.dir = s.Workspace
+	}
+
+	prompt := ThreadInput(call.Thread)
+	if call.SystemPrompt != "" {
+		prompt = call.SystemPrompt + "\n\n" + prompt
+	}
+
+	inv.env = append(os.Environ(), sortedEnv(s.Env)...)
+	inv.env = append(inv.env,
+		"WORKFLOW_THREAD_ID="+call.Thread.ThreadID,
+		"WORKFLOW_ROLE="+call.Role,
+		"WORKFLOW_DEPTH="+strconv.Itoa(call.Thread.Depth),
+	)
+
+	switch s.Kind {
+	case KindCursor:
+		if s.Workspace == "" {
+			return invocation{}, fmt.Errorf("cursor-agent: no workspace. Set the agent's workspace to the absolute path of the project directory; it is not derived from the thread context")
+		}
+		if model == "" {
+			model = "auto"
+		}
+		inv.argv = []string{prog, "-p", prompt, "--model", model, "--workspace", s.Workspace, "--output-format", "text", "--trust", "--force"}
+	case KindHermes:
+		inv.argv = []string{prog, "chat", "-q", prompt, "--yolo", "--max-turns", hermesMaxTurns, "--quiet"}
+		if model != "" {
+			inv.argv = append(inv.argv, "--model", model)
+		}
+	case KindCLI:
+		args, usesPrompt := substitute(s.Args, prompt, model, s.Workspace)
+		inv.argv = append([]string{prog}, args...)
+		if !usesPrompt {
+			inv.stdin = []byte(prompt)
+		}
+	case KindExec:
+		args, _ := substitute(s.Args, prompt, model, s.Workspace)
+		inv.argv = append([]string{prog}, args...)
+		inv.env = append(inv.env, "WORKFLOW_PROMPT="+prompt)
+		if inv.stdin, err = execInput(call); err != nil {
+			return invocation{}, err
+		}
+	default:
+		return invocation{}, fmt.Errorf("agent: %s is not a command agent", s.Kind)
+	}
+	return inv, nil
+}
+
+func sortedEnv(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	// Deterministic order; os/exec keeps the last of duplicate names, so
+	// these override the engine's environment whatever the order.
+	sort.Strings(out)
+	return out
+}
+
+// substitute fills {prompt}, {model} and {workspace} into args and says
+// whether any argument took the prompt.
+func substitute(args []string, prompt, model, workspace string) ([]string, bool) {
+	r := strings.NewReplacer("{prompt}", prompt, "{model}", model, "{workspace}", workspace)
+	out := make([]string, len(args))
+	used := false
+	for i, a := range args {
+		used = used || strings.Contains(a, "{prompt}")
+		out[i] = r.Replace(a)
+	}
+	return out, used
+}
+
+// execInput is the thread context an exec command reads on stdin.
+func execInput(call Call) ([]byte, error) {
+	type step struct {
+		Role        string          `json:"role"`
+		Meta        json.RawMessage `json:"meta"`
+		ContentHash string          `json:"contentHash"`
+	}
+	in := struct {
+		ThreadID     string  `json:"threadId"`
+		Role         string  `json:"role"`
+		Depth        int     `json:"depth"`
+		Prompt       string  `json:"prompt"`
+		SystemPrompt string  `json:"systemPrompt"`
+		ParentState  *string `json:"parentState"`
+		Steps        []step  `json:"steps"`
+	}{
+		ThreadID:     call.Thread.ThreadID,
+		Role:         call.Role,
+		Depth:        call.Thread.Depth,
+		Prompt:       call.Thread.Start.Content,
+		SystemPrompt: call.SystemPrompt,
+		Steps:        []step{},
+	}
+	if p := call.Thread.Start.ParentState; p != "" {
+		in.ParentState = &p
+	}
+	for _, s := range call.Thread.Steps {
+		meta := s.Meta
+		if meta == nil {
+			meta = canonyaml.Map{}
+		}
+		m, err := meta.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("agent: step %s meta: %w", s.Role, err)
+		}
+		in.Steps = append(in.Steps, step{Role: s.Role, Meta: m, ContentHash: s.ContentHash})
+	}
+	return json.Marshal(in)
+}
+
+// commandOutput is what a finished program wrote.
+type commandOutput struct {
+	stdout    string
+	truncated bool
+}
+
+func (o commandOutput) note() string {
+	if !o.truncated {
+		return ""
+	}
+	return fmt.Sprintf("\n[output truncated: only the first %d bytes were kept]", MaxCommandOutput)
+}
+
+// runCommand runs inv in its own process group, streaming its output into
+// the thread's log line by line, and returns its stdout. Cancelling ctx
+// (the thread was killed) or the timeout stops the whole group: SIGTERM,
+// then SIGKILL after killGrace.
+func runCommand(ctx context.Context, inv invocation, logf func(tag, content string)) (commandOutput, error) {
+	var logMu sync.Mutex
+	log := func(tag, content string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logf(tag, content)
+	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if inv.timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, inv.timeout)
+	}
+	defer cancel()
+
+	stdout := &lineLog{tag: "agent.out", log: log, keep: MaxCommandOutput, logCap: MaxCommandOutput}
+	stderr := &lineLog{tag: "agent.err", log: log, tail: stderrTail, logCap: MaxCommandOutput}
+	cmd := exec.CommandContext(runCtx, inv.argv[0], inv.argv[1:]...)
+	cmd.Dir = inv.dir
+	cmd.Env = inv.env
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	if inv.stdin != nil {
+		cmd.Stdin = bytes.NewReader(inv.stdin)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	// After SIGTERM (or after the program exits with a grandchild still
+	// holding its output), wait this long before SIGKILL and closing pipes.
+	cmd.WaitDelay = killGrace
+
+	if err := cmd.Start(); err != nil {
+		return commandOutput{}, &CommandError{Kind: ErrKindSpawnFailed, Agent: inv.label, Err: err}
+	}
+	pid := cmd.Process.Pid
+	log("agent", fmt.Sprintf("%s started (pid %d)", inv.label, pid))
+	started := time.Now()
+	waitErr := cmd.Wait()
+	// Whatever the program left behind in its group (a daemonized helper,
+	// a grandchild that ignored SIGTERM) goes with it: the role is over.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	stdout.flush()
+	stderr.flush()
+	elapsed := time.Since(started).Round(time.Millisecond)
+
+	if ctx.Err() != nil {
+		log("agent", fmt.Sprintf("%s stopped: the thread was cancelled after %s", inv.label, elapsed))
+		return commandOutput{}, fmt.Errorf("%s: %w", inv.label, ctx.Err())
+	}
+	if runCtx.Err() != nil {
+		log("agent", fmt.Sprintf("%s timed out after %s", inv.label, elapsed))
+		return commandOutput{}, &CommandError{Kind: ErrKindTimeout, Agent: inv.label, Timeout: inv.timeout, Stderr: stderr.tailText()}
+	}
+	var exitErr *exec.ExitError
+	if errors.As(waitErr, &exitErr) {
+		ce := &CommandError{Kind: ErrKindNonZeroExit, Agent: inv.label, ExitCode: exitErr.ExitCode(), Stderr: stderr.tailText()}
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ce.Signal = ws.Signal().String()
+		}
+		log("agent", fmt.Sprintf("%s failed after %s: %s", inv.label, elapsed, ce.Error()))
+		return commandOutput{}, ce
+	}
+	if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return commandOutput{}, fmt.Errorf("%s: %w", inv.label, waitErr)
+	}
+	log("agent", fmt.Sprintf("%s exited 0 after %s", inv.label, elapsed))
+	return commandOutput{stdout: stdout.kept.String(), truncated: stdout.truncated}, nil
+}
+
+// lineLog writes a stream to the thread's debug log a line at a time while
+// the program runs, keeping the first keep bytes or the last tail bytes.
+// os/exec calls Write from one goroutine per stream.
+type lineLog struct {
+	tag  string
+	log  func(tag, content string)
+	keep int // > 0: keep the first keep bytes in kept
+	tail int // > 0: keep the last tail bytes in kept
+
+	kept      bytes.Buffer
+	truncated bool
+	partial   []byte
+	// logged counts bytes sent to the log; past logCap the rest is not
+	// logged, so a runaway program cannot fill the disk.
+	logCap int
+	logged int
+	muted  bool
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	n := len(p)
+	switch {
+	case l.keep > 0:
+		room := l.keep - l.kept.Len()
+		if room < len(p) {
+			l.truncated = true
+			if room > 0 {
+				l.kept.Write(p[:room])
+			}
+		} else {
+			l.kept.Write(p)
+		}
+	case l.tail > 0:
+		l.kept.Write(p)
+		if over := l.kept.Len() - 2*l.tail; over > 0 {
+			b := append([]byte(nil), l.kept.Bytes()[over:]...)
+			l.kept.Reset()
+			l.kept.Write(b)
+		}
+	}
+	if l.muted {
+		return n, nil
+	}
+	if l.logged += len(p); l.logCap > 0 && l.logged > l.logCap {
+		l.muted = true
+		l.partial = l.partial[:0]
+		l.log(l.tag, fmt.Sprintf("[more than %d bytes of output; the rest is not logged]", l.logCap))
+		return n, nil
+	}
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.partial = append(l.partial, p...)
+			for len(l.partial) >= maxLogLine {
+				l.log(l.tag, string(l.partial[:maxLogLine]))
+				l.partial = append(l.partial[:0], l.partial[maxLogLine:]...)
+			}
+			break
+		}
+		l.partial = append(l.partial, p[:i]...)
+		l.emit()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// emit logs the pending line; an overlong one in maxLogLine pieces.
+func (l *lineLog) emit() {
+	line := l.partial
+	for len(line) > maxLogLine {
+		l.log(l.tag, string(line[:maxLogLine]))
+		line = line[maxLogLine:]
+	}
+	l.log(l.tag, strings.TrimSuffix(string(line), "\r"))
+	l.partial = l.partial[:0]
+}
+
+// flush logs an unterminated last line. Only after Wait returned.
+func (l *lineLog) flush() {
+	if len(l.partial) > 0 {
+		l.emit()
+	}
+}
+
+// tailText is the end of the kept stream, trimmed, for error messages.
+func (l *lineLog) tailText() string {
+	s := l.kept.String()
+	if len(s) > l.tail {
+		s = "…" + s[len(s)-l.tail:]
+	}
+	return strings.TrimSpace(s)
+}
+
+// compileSchema compiles the role's JSON Schema; nil accepts any object.
+func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("agent: the role's schema is not JSON: %w", err)
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, errors.New("agent: the role's schema must be a JSON Schema object")
+	}
+	c := jsonschema.NewCompiler()
+	const loc = "urn:uncaged:agent:role-schema"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("agent: the role's schema: %w", err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("agent: the role's schema: %w", err)
+	}
+	return s, nil
+}
+
+// metaFromJSON parses text as a JSON object and validates it.
+func metaFromJSON(text string, schema *jsonschema.Schema) (canonyaml.Map, error) {
+	if text == "" {
+		return nil, errors.New("the output is empty")
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("the output is not JSON: %v", err)
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, errors.New("the output is JSON but not an object")
+	}
+	if schema != nil {
+		if err := schema.Validate(doc); err != nil {
+			return nil, errors.New(oneLine(err))
+		}
+	}
+	tree, err := canonyaml.FromJSON([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	m, ok := tree.(canonyaml.Map)
+	if !ok {
+		return nil, errors.New("the output is JSON but not an object")
+	}
+	return m, nil
+}
+
+// oneLine flattens a validation error, dropping its schema-location header.
+func oneLine(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) > 1 && strings.HasPrefix(lines[0], "jsonschema validation failed") {
+		lines = lines[1:]
+	}
+	var parts []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) > 2000 {
+		s = s[:2000] + "…"
+	}
+	return s
+}
+
+// maxTrailingTries bounds the search for a JSON object at the end of a
+// long, brace-heavy output; each try parses the rest of the output.
+const maxTrailingTries = 64
+
+// metaInOutput finds the role's meta in an agent's prose output: the whole
+// output, a ```json fenced block (the last that fits), or a JSON object
+// that ends the output and starts at the beginning of a line.
+func metaInOutput(out string, schema *jsonschema.Schema) (canonyaml.Map, bool) {
+	text := strings.TrimSpace(out)
+	if m, err := metaFromJSON(text, schema); err == nil {
+		return m, true
+	}
+	blocks := fencedJSONBlocks(text)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if m, err := metaFromJSON(blocks[i], schema); err == nil {
+			return m, true
+		}
+	}
+	if !strings.HasSuffix(text, "}") {
+		return nil, false
+	}
+	tries := 0
+	for end := len(text); end > 0 && tries < maxTrailingTries; {
+		i := strings.LastIndex(text[:end], "\n{")
+		if i < 0 {
+			break
+		}
+		tries++
+		if m, err := metaFromJSON(text[i+1:], schema); err == nil {
+			return m, true
+		}
+		end = i
+	}
+	return nil, false
+}
+
+// fencedJSONBlocks returns the bodies of ```json fenced blocks, in order.
+func fencedJSONBlocks(text string) []string {
+	var out []string
+	rest := text
+	for {
+		i := strings.Index(rest, "```json")
+		if i < 0 {
+			return out
+		}
+		body := rest[i+len("```json"):]
+		nl := strings.IndexByte(body, '\n')
+		if nl < 0 {
+			return out
+		}
+		body = body[nl+1:]
+		j := strings.Index(body, "```")
+		if j < 0 {
+			return out
+		}
+		out = append(out, strings.TrimSpace(body[:j]))
+		rest = body[j+3:]
+	}
+}

@@ -29,7 +29,7 @@ type moduleDef struct {
 }
 
 var moduleDefs = map[string]moduleDef{
-	RuntimeModule:     {public: true, script: "runtime.js", host: (*jsEnv).runtimeHost},
+	RuntimeModule:     {public: true, script: "runtime.js", host: (*jsEnv).runtimeHostWithAgents},
 	"buffer":          {public: true, script: "buffer.js", host: (*jsEnv).bufferHost},
 	"child_process":   {public: true, script: "child_process.js", host: (*jsEnv).childProcessHost},
 	"crypto":          {public: true, script: "crypto.js", host: (*jsEnv).cryptoHost},

@@ -50,6 +50,12 @@ export function createWorkflow(definition, binding) {
     throw new TypeError("createWorkflow: binding must be an object { adapter, overrides }");
   }
   const pickNext = tableToModerator(definition.table);
+  // Converting a Zod schema is not free; each role's is needed every round.
+  const jsonSchemas = new Map();
+  const roleJSONSchema = (name, schema) => {
+    if (!jsonSchemas.has(name)) jsonSchemas.set(name, schemaAsJSON(schema));
+    return jsonSchemas.get(name);
+  };
   return async function* workflowLoop(thread, runtime) {
     if (thread.start.role !== START) {
       throw new Error("workflow loop expected start role to be __start__");
@@ -76,7 +82,7 @@ export function createWorkflow(definition, binding) {
           `the adapter for role "${next}" must return a role function (ctx, runtime) => Promise<{ meta, childThread }>, got ${describe(roleFn)}`,
         );
       }
-      const result = await roleFn(current, runtime);
+      const result = await roleFn(current, runtime, { role: next });
       if (result === null || typeof result !== "object" || !("meta" in result)) {
         throw new TypeError(`role "${next}" must resolve to { meta, childThread }, got ${describe(result)}`);
       }
@@ -85,10 +91,16 @@ export function createWorkflow(definition, binding) {
         throw new TypeError(`role "${next}" resolved meta to ${describe(meta)}; meta must be a plain object`);
       }
       // The original stores JSON.stringify(meta) as a content node whose
-      // refs are the meta's CAS references (collected through Zod
-      // annotations, which plain JSON Schemas do not have): none here.
-      const contentHash = __host.putContentNode(JSON.stringify(meta), []);
-      const refs = [contentHash];
+      // refs are the meta's artifact references: the strings its schema
+      // marks casRef (Zod's .meta({ casRef: true })).
+      const artifactRefs = collectCasRefs(roleJSONSchema(next, roleDef.schema), meta);
+      let contentHash;
+      try {
+        contentHash = __host.putContentNode(JSON.stringify(meta), artifactRefs);
+      } catch (e) {
+        throw new Error(`role "${next}": a meta field marked casRef is not a CAS hash: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      const refs = artifactRefs.concat([contentHash]);
       const childThread = result.childThread !== undefined && result.childThread !== null ? result.childThread : null;
       yield { role: next, contentHash, meta, refs, childThread };
       // A new context each round, as the original's spread does; concat
@@ -170,14 +182,243 @@ export function workflowAdapter(name) {
 export const workflowAsAgent = workflowAdapter;
 
 // fnAdapter(fn) makes an adapter from a plain (possibly async) function
-// fn(ctx, runtime, { prompt, schema }) that returns the role's meta: the
+// fn(ctx, runtime, { prompt, schema, role }) that returns the role's meta: the
 // way to write a deterministic role without a model.
 export function fnAdapter(fn) {
   if (typeof fn !== "function") {
     throw new TypeError("fnAdapter: fn must be a function (ctx, runtime, { prompt, schema }) => meta");
   }
-  return (prompt, schema) => async (ctx, runtime) => ({
-    meta: await fn(ctx, runtime, { prompt, schema }),
+  return (prompt, schema) => async (ctx, runtime, info) => ({
+    meta: await fn(ctx, runtime, { prompt, schema, role: roleName(info) }),
     childThread: null,
   });
+}
+
+// ---------------------------------------------------------------------------
+// Schemas: JSON Schema objects or Zod-like objects (toJSONSchema, safeParse).
+
+const isPlainObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+// schemaAsJSON returns the JSON Schema of a role schema without $schema, or
+// null when there is none.
+function schemaAsJSON(schema) {
+  if (schema === null || schema === undefined) return null;
+  let json = schema;
+  if (typeof schema === "object" && typeof schema.toJSONSchema === "function") {
+    json = schema.toJSONSchema();
+  } else if (typeof schema === "object" && "_zod" in schema) {
+    throw new TypeError("a Zod schema without toJSONSchema() cannot be sent to an agent; pass z.toJSONSchema(schema) (a plain JSON Schema) instead");
+  }
+  if (!isPlainObject(json)) return null;
+  const out = {};
+  for (const key of Object.keys(json)) {
+    if (key !== "$schema") out[key] = json[key];
+  }
+  return out;
+}
+
+function jsonType(v) {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  return typeof v;
+}
+
+function typeAllows(type, v) {
+  if (type === undefined) return true;
+  const t = jsonType(v);
+  const ok = (one) => one === t || (one === "number" && t === "integer");
+  return Array.isArray(type) ? type.some(ok) : ok(type);
+}
+
+// resolveRef follows a local "$ref" ("#/$defs/Name") within root.
+function resolveRef(root, schema) {
+  let s = schema;
+  for (let i = 0; i < 32 && isPlainObject(s) && typeof s.$ref === "string"; i++) {
+    if (!s.$ref.startsWith("#")) return s;
+    let target = root;
+    for (const part of s.$ref.slice(1).split("/").filter((p) => p !== "")) {
+      const key = part.replace(/~1/g, "/").replace(/~0/g, "~");
+      target = isPlainObject(target) ? target[key] : undefined;
+    }
+    if (!isPlainObject(target)) return s;
+    s = target;
+  }
+  return s;
+}
+
+// branchMatches is a shallow check of v against a union branch: its type,
+// const and enum, and for objects the const/enum of its properties (the
+// discriminator of a discriminated union) and its required keys.
+function branchMatches(root, schema, v) {
+  const s = resolveRef(root, schema);
+  if (!isPlainObject(s)) return s === true;
+  if (!typeAllows(s.type, v)) return false;
+  if ("const" in s && JSON.stringify(s.const) !== JSON.stringify(v)) return false;
+  if (Array.isArray(s.enum) && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) return false;
+  if (isPlainObject(v)) {
+    if (Array.isArray(s.required) && !s.required.every((k) => hasOwn(v, k))) return false;
+    if (isPlainObject(s.properties)) {
+      for (const [k, p] of Object.entries(s.properties)) {
+        if (!hasOwn(v, k) || !isPlainObject(p)) continue;
+        const ps = resolveRef(root, p);
+        if ("const" in ps && JSON.stringify(ps.const) !== JSON.stringify(v[k])) return false;
+        if (Array.isArray(ps.enum) && !ps.enum.some((e) => JSON.stringify(e) === JSON.stringify(v[k]))) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// collectCasRefs walks a JSON Schema alongside a value and returns the
+// strings whose schema is marked "casRef": true (spec/agents.md §17.3),
+// each once, in the order met: through properties, additionalProperties,
+// items/prefixItems, allOf, and the first anyOf/oneOf branch the value
+// matches.
+export function collectCasRefs(schema, value) {
+  const root = schemaAsJSON(schema);
+  const out = [];
+  const seen = new Set();
+  const walk = (node, v, depth) => {
+    if (depth > 64 || v === undefined) return;
+    const s = resolveRef(root, node);
+    if (!isPlainObject(s)) return;
+    if (s.casRef === true && typeof v === "string" && !seen.has(v)) {
+      seen.add(v);
+      out.push(v);
+    }
+    if (Array.isArray(s.allOf)) for (const b of s.allOf) walk(b, v, depth + 1);
+    for (const key of ["anyOf", "oneOf"]) {
+      if (!Array.isArray(s[key])) continue;
+      const branch = s[key].find((b) => branchMatches(root, b, v));
+      if (branch !== undefined) walk(branch, v, depth + 1);
+    }
+    if (isPlainObject(v)) {
+      const props = isPlainObject(s.properties) ? s.properties : {};
+      for (const k of Object.keys(v)) {
+        if (hasOwn(props, k)) walk(props[k], v[k], depth + 1);
+        else if (isPlainObject(s.additionalProperties)) walk(s.additionalProperties, v[k], depth + 1);
+      }
+    } else if (Array.isArray(v)) {
+      const prefix = Array.isArray(s.prefixItems) ? s.prefixItems : Array.isArray(s.items) ? s.items : [];
+      const rest = isPlainObject(s.items) ? s.items : isPlainObject(s.additionalItems) ? s.additionalItems : undefined;
+      v.forEach((item, i) => {
+        if (i < prefix.length) walk(prefix[i], item, depth + 1);
+        else if (rest !== undefined) walk(rest, item, depth + 1);
+      });
+    }
+  };
+  if (root !== null) walk(root, value, 0);
+  return out;
+}
+
+// issueText renders a Zod-like safeParse error as one line.
+function issueText(error) {
+  if (error !== null && typeof error === "object" && Array.isArray(error.issues) && error.issues.length > 0) {
+    return error.issues
+      .map((i) => {
+        const path = Array.isArray(i.path) && i.path.length > 0 ? `${i.path.join(".")}: ` : "";
+        return `${path}${i.message}`;
+      })
+      .join("; ");
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+// checkedMeta runs a Zod-like schema's safeParse over meta, so transforms
+// and defaults apply as they would in the original; JSON Schemas were
+// already validated in Go.
+function checkedMeta(role, schema, meta) {
+  if (schema === null || typeof schema !== "object" || typeof schema.safeParse !== "function") return meta;
+  const parsed = schema.safeParse(meta);
+  if (!parsed.success) {
+    throw new Error(`role "${role}": the agent's output does not match the role's schema: ${issueText(parsed.error)}`);
+  }
+  return parsed.data;
+}
+
+function roleName(info) {
+  return info !== null && typeof info === "object" && typeof info.role === "string" ? info.role : "";
+}
+
+// ---------------------------------------------------------------------------
+// Agent adapters, run by the engine in Go (DESIGN.md §5.3).
+
+// agentAdapter(spec) returns the AdapterFn of a Go agent: spec is
+// { type: "llm" | "react" | "cli" | "cursor" | "hermes" | "exec" |
+// "workflow", ...its options }. The spec is checked here, so a bad one
+// fails where the adapter is created.
+export function agentAdapter(spec) {
+  if (!isPlainObject(spec)) {
+    throw new TypeError(`agentAdapter: spec must be an object { type, ... }, got ${describe(spec)}`);
+  }
+  const specJSON = JSON.stringify(spec);
+  __host.validateAgent(specJSON);
+  return (prompt, schema) => {
+    let schemaJSON;
+    return async (ctx, _runtime, info) => {
+      if (schemaJSON === undefined) {
+        const json = schemaAsJSON(schema);
+        schemaJSON = json === null ? null : JSON.stringify(json);
+      }
+      const role = roleName(info);
+      const r = await __host.agent(specJSON, role, typeof prompt === "string" ? prompt : "", schemaJSON, ctx);
+      return { meta: checkedMeta(role, schema, r.meta), childThread: r.childThread };
+    };
+  };
+}
+
+function kindAdapter(type, name) {
+  return (opts) => {
+    if (opts === undefined || opts === null) opts = {};
+    if (!isPlainObject(opts)) {
+      throw new TypeError(`${name}: options must be an object, got ${describe(opts)}`);
+    }
+    if (hasOwn(opts, "type") && opts.type !== type) {
+      throw new TypeError(`${name}: options.type must be omitted (it is "${type}")`);
+    }
+    return agentAdapter(Object.assign({}, opts, { type }));
+  };
+}
+
+// llmAdapter({ model, maxRounds }) — one model call with a structured
+// output tool.
+export const llmAdapter = kindAdapter("llm", "llmAdapter");
+// reactAdapter({ model, workspace, tools, maxRounds, timeout }) — a model
+// with workspace tools.
+export const reactAdapter = kindAdapter("react", "reactAdapter");
+// cliAdapter({ command, args, model, workspace, timeout, env }) — any agent
+// CLI; its output is the meta when it holds matching JSON, else extracted.
+export const cliAdapter = kindAdapter("cli", "cliAdapter");
+// cursorAdapter({ command, model, workspace, timeout, env }) — cursor-agent.
+export const cursorAdapter = kindAdapter("cursor", "cursorAdapter");
+// hermesAdapter({ command, model, workspace, timeout, env }) — hermes chat.
+export const hermesAdapter = kindAdapter("hermes", "hermesAdapter");
+// execAdapter({ command, args, workspace, timeout, env }) — a deterministic
+// command whose stdout is the meta as JSON.
+export const execAdapter = kindAdapter("exec", "execAdapter");
+
+// createAgentAdapter(agent, optionsFn) bridges an AgentFn — (ctx, options)
+// => Promise<string> — to an AdapterFn: options come from
+// optionsFn(ctx, prompt, runtime) (or are undefined without one), the
+// agent's text is stored as a content node and runtime.extract turns it
+// into the role's meta (spec/agents.md §3.2).
+export function createAgentAdapter(agent, optionsFn) {
+  if (typeof agent !== "function") {
+    throw new TypeError(`createAgentAdapter: agent must be a function (ctx, options) => Promise<string>, got ${describe(agent)}`);
+  }
+  if (optionsFn !== undefined && optionsFn !== null && typeof optionsFn !== "function") {
+    throw new TypeError(`createAgentAdapter: optionsFn must be a function (ctx, prompt, runtime) => options, got ${describe(optionsFn)}`);
+  }
+  return (prompt, schema) => async (ctx, runtime, info) => {
+    const options = optionsFn ? await optionsFn(ctx, prompt, runtime) : undefined;
+    const raw = await agent(ctx, options);
+    const role = roleName(info);
+    if (typeof raw !== "string") {
+      throw new TypeError(`role "${role}": the agent must resolve to a string, got ${describe(raw)}`);
+    }
+    const contentHash = __host.putContentNode(raw, []);
+    const extracted = await runtime.extract(schema, contentHash);
+    return { meta: checkedMeta(role, schema, extracted.meta), childThread: null };
+  };
 }
