@@ -137,7 +137,9 @@ var ErrLeftRunning = errors.New("thread left unfinished")
 // Run drives wf over t until it completes, fails, is killed, or ctx is
 // cancelled with ErrShutdown. Every outcome but the last writes an __end__
 // node and moves the thread to history; a workflow that throws ends as
-// failed with the error in its summary and the debug log.
+// failed with the error in its summary and the debug log. When
+// workflow.yaml configures them, a supervisor model may end the thread
+// (return code 1) and a summarizer model rewrites the final summary.
 func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env Env) (Result, error) {
 	if t.StartHash == "" {
 		return Result{}, errors.New("executor: thread has no start node; call Begin first")
@@ -149,6 +151,7 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 		r.head, r.ancestors = t.Resume.Head, t.Resume.HeadAncestors
 	}
 	dlog.Write(TagStarted, fmt.Sprintf("thread %s started (workflow %s, depth %d, %d steps already done)", t.ID, t.WorkflowName, t.Depth, len(r.steps())))
+	r.loadOversight()
 
 	tc := workflow.ThreadContext{
 		ThreadID: t.ID, Depth: t.Depth, BundleHash: t.BundleHash,
@@ -169,15 +172,23 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 			return r.stopped(ctx, err)
 		}
 		if done != nil {
-			return r.finish(done.ReturnCode, done.Summary)
+			summary := r.summarize(ctx, done.Summary)
+			if ctx.Err() != nil {
+				return r.stopped(ctx, ctx.Err())
+			}
+			return r.finish(done.ReturnCode, summary)
 		}
 		if err := r.appendStep(out); err != nil {
 			return r.stopped(ctx, err)
 		}
+		r.stepDone(out)
 		if env.Pause != nil {
 			if err := env.Pause.Wait(ctx); err != nil {
 				return r.stopped(ctx, err)
 			}
+		}
+		if r.supervise(ctx) {
+			return r.finish(1, SummarySupervisorKilled)
 		}
 	}
 }
@@ -191,6 +202,7 @@ type run struct {
 	log       *DebugLog
 	head      string
 	ancestors []string // of head when head is a state; nil for the start node
+	over      oversight
 }
 
 func (r *run) steps() []workflow.RoleStep {

@@ -5,6 +5,7 @@
 package llm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,6 +29,9 @@ const (
 	DefaultMaxBackoff  = 30 * time.Second
 	// DefaultMaxRetryAfter caps how long a server's Retry-After is honoured.
 	DefaultMaxRetryAfter = 60 * time.Second
+	// DefaultIdleTimeout is how long a response may go without a byte
+	// before the attempt is abandoned and retried.
+	DefaultIdleTimeout = 60 * time.Second
 	// bodyExcerptLimit bounds the response body quoted in errors.
 	bodyExcerptLimit = 512
 	// maxResponseBytes bounds how much of a response body is read.
@@ -40,8 +44,16 @@ type Options struct {
 	HTTPClient *http.Client
 	// MaxAttempts is the total number of attempts per Chat call (>= 1).
 	MaxAttempts int
-	// Timeout bounds each individual HTTP attempt.
+	// Timeout bounds how long each attempt waits for the response headers.
+	// Once the response has started only IdleTimeout applies, so a long
+	// generation that keeps streaming is never cut off by a wall clock.
 	Timeout time.Duration
+	// IdleTimeout abandons an attempt whose response body produces no bytes
+	// for this long (a stalled stream); the attempt is retried like a 5xx.
+	IdleTimeout time.Duration
+	// NoStream asks for a plain JSON response instead of a server-sent
+	// event stream, for endpoints that reject "stream": true.
+	NoStream bool
 	// BaseBackoff is the first retry delay; it doubles per attempt, with
 	// full jitter, up to MaxBackoff.
 	BaseBackoff time.Duration
@@ -49,8 +61,9 @@ type Options struct {
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps a Retry-After delay requested by the server.
 	MaxRetryAfter time.Duration
-	// Log, if set, receives progress lines (tag, content). The API key is
-	// never passed to it.
+	// Log, if set, receives progress lines (tag, content): retries, and the
+	// model's text and tool calls as they stream in (tag LogTagModel). The
+	// API key is never passed to it.
 	Log func(tag, content string)
 }
 
@@ -81,6 +94,9 @@ func New(model registry.Model, opts Options) *Client {
 	}
 	if opts.MaxRetryAfter <= 0 {
 		opts.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	return &Client{
 		model: model,
@@ -164,6 +180,7 @@ type wireRequest struct {
 	Messages   []Message `json:"messages"`
 	Tools      []ToolDef `json:"tools,omitempty"`
 	ToolChoice any       `json:"tool_choice,omitempty"`
+	Stream     bool      `json:"stream,omitempty"`
 }
 
 // HTTPError is a non-2xx response. Body is a short, key-redacted excerpt.
@@ -180,14 +197,17 @@ func (e *HTTPError) Retryable() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
-// Chat posts req and returns choices[0].message. 429, 5xx and network errors
-// are retried with exponential backoff and jitter (honouring Retry-After) up
-// to MaxAttempts; cancelling ctx aborts at once with ctx's error.
+// Chat posts req and returns choices[0].message. The response is streamed
+// (server-sent events, logged as it arrives) unless Options.NoStream is set
+// or the server answers with plain JSON. 429, 5xx, network errors and
+// stalled streams are retried with exponential backoff and jitter
+// (honouring Retry-After) up to MaxAttempts; cancelling ctx aborts at once
+// with ctx's error.
 func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
 	if strings.TrimSpace(c.model.BaseURL) == "" {
 		return Message{}, errors.New("llm: model has no baseUrl")
 	}
-	body, err := json.Marshal(wireRequest{Model: c.model.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice})
+	body, err := json.Marshal(wireRequest{Model: c.model.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice, Stream: !c.opts.NoStream})
 	if err != nil {
 		return Message{}, fmt.Errorf("llm: encode request: %w", err)
 	}
@@ -230,37 +250,92 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
 	return Message{}, lastErr
 }
 
+// Causes of an attempt's own cancellation, told apart from the caller's.
+var (
+	errNoHeaders = errors.New("no response headers in time")
+	errIdle      = errors.New("response idle")
+)
+
 // once performs a single attempt. retryAfter is the server-requested delay.
 func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration, error) {
-	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-	defer cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	headerTimer := time.AfterFunc(c.opts.Timeout, func() { cancel(errNoHeaders) })
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
+		headerTimer.Stop()
 		return Message{}, 0, &parseError{fmt.Sprintf("llm: build request: %v", err)}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream, application/json")
 	if c.model.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.model.APIKey)
 	}
 	resp, err := c.opts.HTTPClient.Do(hreq)
+	headerTimer.Stop()
 	if err != nil {
-		return Message{}, 0, fmt.Errorf("network_error:%v", err)
+		return Message{}, 0, c.attemptErr(actx, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return Message{}, 0, fmt.Errorf("network_error:read body: %v", err)
-	}
+	watched := newIdleReader(resp.Body, c.opts.IdleTimeout, func() { cancel(errIdle) })
+	defer watched.stop()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		raw, _ := io.ReadAll(io.LimitReader(watched, bodyExcerptLimit*8))
 		return Message{}, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
-			&HTTPError{Status: resp.StatusCode, Body: c.redact(excerpt(string(raw), bodyExcerptLimit))}
+			&HTTPError{Status: resp.StatusCode, Body: excerpt(c.redact(string(raw)), bodyExcerptLimit)}
 	}
-	msg, err := ParseResponse(raw)
-	if err != nil {
-		return Message{}, 0, &parseError{err.Error()}
+	br := bufio.NewReader(&limitedReader{r: watched, n: maxResponseBytes})
+	thinking := newTextLog(func(s string) { c.log(LogTagModel, "thinking: "+s) })
+	text := newTextLog(func(s string) { c.log(LogTagModel, s) })
+	// The answer follows the reasoning; flushing the reasoning first keeps
+	// the log in the order the model produced them.
+	onText := func(s string) { thinking.flush(); text.write(s) }
+	var msg Message
+	if isJSONBody(br) {
+		raw, rerr := io.ReadAll(br)
+		if rerr != nil {
+			return Message{}, 0, c.bodyErr(actx, rerr)
+		}
+		if msg, err = ParseResponse(raw); err != nil {
+			return Message{}, 0, &parseError{err.Error()}
+		}
+		text.write(msg.Text())
+	} else if msg, err = readStream(br, onText, thinking.write); err != nil {
+		thinking.flush()
+		text.flush()
+		return Message{}, 0, c.bodyErr(actx, err)
+	}
+	thinking.flush()
+	text.flush()
+	for _, tc := range msg.ToolCalls {
+		c.log(LogTagModel, fmt.Sprintf("tool %s %s", tc.Function.Name, excerpt(tc.Function.Arguments, toolArgsLogLimit)))
 	}
 	return msg, 0, nil
+}
+
+// bodyErr classifies a failure while reading the response body: the
+// attempt's own timeouts and network errors as attemptErr does, malformed
+// or failed streams as they are.
+func (c *Client) bodyErr(actx context.Context, err error) error {
+	var pe *parseError
+	var se *streamError
+	if actx.Err() == nil && (errors.As(err, &pe) || errors.As(err, &se)) {
+		return err
+	}
+	return c.attemptErr(actx, err)
+}
+
+// attemptErr names why an attempt's I/O failed: the attempt's own header
+// or idle timeout, or the network. The caller's cancellation is checked by
+// Chat before this error is looked at.
+func (c *Client) attemptErr(actx context.Context, err error) error {
+	switch context.Cause(actx) {
+	case errNoHeaders:
+		return fmt.Errorf("network_error:no response within %s", c.opts.Timeout)
+	case errIdle:
+		return fmt.Errorf("stream_idle_timeout:no data received for %s", c.opts.IdleTimeout)
+	}
+	return fmt.Errorf("network_error:%v", err)
 }
 
 // parseError marks non-retryable response decoding failures.

@@ -21,6 +21,16 @@ type step struct {
 	body   string
 	// block makes the handler wait for the request to be cancelled.
 	block bool
+	// events, when set, are sent as a server-sent event stream, each
+	// written and flushed on its own ("data: " and the blank line added).
+	events []string
+	// holdAfter events have been sent, the handler waits for hold to be
+	// closed (or the request to be cancelled) before sending the rest.
+	holdAfter int
+	hold      chan struct{}
+	// stall makes the handler, after its events, wait for the request to
+	// be cancelled instead of ending the stream.
+	stall bool
 }
 
 // recorded is one request received by the fake server.
@@ -83,12 +93,40 @@ func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	for k, v := range s.header {
 		w.Header().Set(k, v)
 	}
+	if s.events != nil {
+		f.stream(w, r, s)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
 	w.WriteHeader(s.status)
 	_, _ = io.WriteString(w, s.body)
+}
+
+// stream writes s.events as server-sent events, flushing each one so the
+// client sees them arrive separately.
+func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request, s step) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fl := w.(http.Flusher)
+	for i, ev := range s.events {
+		if s.hold != nil && i == s.holdAfter {
+			select {
+			case <-s.hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if _, err := io.WriteString(w, "data: "+ev+"\n\n"); err != nil {
+			return
+		}
+		fl.Flush()
+	}
+	if s.stall {
+		<-r.Context().Done()
+	}
 }
 
 func (f *fakeServer) requests() []recorded {
@@ -120,4 +158,36 @@ func callReply(calls ...[3]string) step {
 	}
 	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": tcs}}}})
 	return step{body: string(b)}
+}
+
+// textChunk is a streamed chunk carrying a piece of the reply's text.
+func textChunk(piece string) string {
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": piece}, "finish_reason": nil}}})
+	return string(b)
+}
+
+// callChunk is a streamed chunk carrying part of tool call index: the id
+// and name (when non-empty) and a piece of its arguments.
+func callChunk(index int, id, name, argsPiece string) string {
+	tc := map[string]any{"index": index, "function": map[string]any{"arguments": argsPiece}}
+	if id != "" {
+		tc["id"], tc["type"] = id, "function"
+		tc["function"].(map[string]any)["name"] = name
+	}
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{tc}}}}})
+	return string(b)
+}
+
+// finishChunk ends choice 0 with reason.
+func finishChunk(reason string) string {
+	return `{"choices":[{"index":0,"delta":{},"finish_reason":"` + reason + `"}]}`
+}
+
+// streamReply streams text in the given pieces, then finishes with [DONE].
+func streamReply(pieces ...string) step {
+	var ev []string
+	for _, p := range pieces {
+		ev = append(ev, textChunk(p))
+	}
+	return step{events: append(ev, finishChunk("stop"), "[DONE]")}
 }

@@ -169,7 +169,7 @@ func TestReactToolCallThenOutputTool(t *testing.T) {
 	if !strings.Contains(reqs[1].Raw, `"content":null`) {
 		t.Fatalf("assistant tool-call message should carry content:null: %s", reqs[1].Raw)
 	}
-	for _, s := range []string{"tool lookup called", "unknown tool \"nope\"", "tool broken failed"} {
+	for _, s := range []string{`tool lookup returned "result-a"`, "unknown tool \"nope\"", "tool broken failed"} {
 		if !strings.Contains(sink.all(), s) {
 			t.Fatalf("log missing %q:\n%s", s, sink.all())
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -165,7 +166,6 @@ func React(ctx context.Context, c Chatter, req Request) (json.RawMessage, error)
 				msgs = append(msgs, ToolMessage(call.ID, fmt.Sprintf("Unknown tool: %s. Use one of the declared tools only.", name)))
 				continue
 			}
-			logf("react", fmt.Sprintf("round %d: tool %s called", round, name))
 			res, herr := runHandler(ctx, t, call.Function.Arguments)
 			if herr != nil {
 				if cerr := ctx.Err(); cerr != nil {
@@ -173,12 +173,26 @@ func React(ctx context.Context, c Chatter, req Request) (json.RawMessage, error)
 				}
 				logf("react", fmt.Sprintf("round %d: tool %s failed: %s", round, name, excerpt(herr.Error(), 300)))
 				res = "Tool execution failed: " + herr.Error()
+			} else {
+				// The call itself is logged by the client as it streams in;
+				// what it returned is the other half of what a watcher needs.
+				logf("react", fmt.Sprintf("round %d: tool %s returned %s", round, name, resultGist(res)))
 			}
 			msgs = append(msgs, ToolMessage(call.ID, res))
 		}
 	}
 	logf("react", fmt.Sprintf("giving up after %d rounds", maxRounds))
 	return nil, ErrMaxRounds
+}
+
+// resultGist is a one-line excerpt of a tool result for the log.
+func resultGist(res string) string {
+	first, rest, multi := strings.Cut(strings.TrimSpace(res), "\n")
+	gist := excerpt(first, 160)
+	if multi {
+		gist += fmt.Sprintf(" … (%d more lines)", strings.Count(rest, "\n")+1)
+	}
+	return strconv.Quote(gist)
 }
 
 func runHandler(ctx context.Context, t Tool, args string) (res string, err error) {

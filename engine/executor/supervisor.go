@@ -1,0 +1,186 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/uncaged/workflow/engine/agents/llm"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/workflow"
+)
+
+// Model scenes of workflow.yaml's config.models that switch the optional
+// supervisor and summarizer on. Unlike other scenes they never fall back to
+// models.default: a run only pays for them when asked to.
+const (
+	SceneSupervisor = "supervisor"
+	SceneSummarizer = "summarizer"
+)
+
+// SummarySupervisorKilled ends a thread the supervisor stopped.
+const SummarySupervisorKilled = "killed: supervisor detected pathological behavior"
+
+// Debug-log tags of the supervisor (as the original's).
+const (
+	TagSupervisorSays    = "Z8KM5QWT"
+	TagSupervisorSkipped = "K6PW9NYT"
+	TagSupervisorKilled  = "M4QX8VHN"
+)
+
+// oversightTimeout bounds one supervisor or summarizer run, so an endpoint
+// that keeps a stream open without ever answering cannot hold the thread.
+const oversightTimeout = 5 * time.Minute
+
+const (
+	supervisorRecentSteps = 12
+	supervisorMaxRounds   = 4
+	supervisorSchema      = `{"title":"supervisor_decision",` +
+		`"description":"Workflow supervisor decision: \"continue\" while the thread makes progress; \"kill\" when it is looping, stuck or otherwise pathological.",` +
+		`"type":"object","properties":{` +
+		`"decision":{"type":"string","enum":["continue","kill"]},` +
+		`"reason":{"type":"string","description":"Why, in one sentence"}},` +
+		`"required":["decision"]}`
+)
+
+// oversight is what a run knows of the optional supervisor and summarizer:
+// the config they were switched on by, and the steps they look at.
+type oversight struct {
+	cfg *registry.Config // nil: neither is configured
+	// steps are all of the thread's role steps so far, oldest first
+	// (those of a resumed chain included).
+	steps []workflow.RoleStep
+	// written counts the steps this run wrote; the supervisor runs every
+	// supervisorInterval of them.
+	written int
+}
+
+// loadOversight reads workflow.yaml once per run. A registry that cannot
+// be read only switches the optional models off; the thread still runs.
+func (r *run) loadOversight() {
+	r.over.steps = append([]workflow.RoleStep(nil), r.steps()...)
+	reg, err := registry.Load(r.e.Layout.RegistryFile())
+	if err != nil {
+		r.log.Write(TagSupervisorSkipped, fmt.Sprintf("supervisor and summarizer off: %v", err))
+		return
+	}
+	r.over.cfg = reg.Config()
+}
+
+// configured resolves a scene's model if config.models names it.
+func (r *run) configured(scene string) (registry.Model, bool, error) {
+	cfg := r.over.cfg
+	if cfg == nil {
+		return registry.Model{}, false, nil
+	}
+	if _, ok := cfg.Models[scene]; !ok {
+		return registry.Model{}, false, nil
+	}
+	m, err := cfg.ResolveModel(scene, r.Getenv)
+	return m, true, err
+}
+
+// stepDone records a step the run wrote, for the supervisor and summarizer.
+func (r *run) stepDone(out *workflow.Output) {
+	r.over.written++
+	r.over.steps = append(r.over.steps, workflow.RoleStep{Role: out.Role, Meta: out.Meta, ContentHash: out.ContentHash})
+}
+
+// supervise runs the supervisor when it is configured and due, and
+// reports whether it decided to kill the thread. Its failures never stop
+// the thread: they are logged and the thread goes on (spec/engine.md §10.4).
+func (r *run) supervise(ctx context.Context) bool {
+	cfg := r.over.cfg
+	if cfg == nil || cfg.SupervisorInterval <= 0 || r.over.written%cfg.SupervisorInterval != 0 {
+		return false
+	}
+	model, on, err := r.configured(SceneSupervisor)
+	if !on {
+		return false
+	}
+	decision, reason := "", ""
+	if err == nil {
+		decision, reason, err = r.askSupervisor(ctx, model)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Write(TagSupervisorSkipped, "supervisor skipped: "+err.Error())
+		}
+		return false
+	}
+	line := "supervisor says " + decision
+	if reason != "" {
+		line += ": " + reason
+	}
+	r.log.Write(TagSupervisorSays, line)
+	if decision != "kill" || ctx.Err() != nil {
+		// A thread killed or stopped meanwhile ends the way that says.
+		return false
+	}
+	r.log.Write(TagSupervisorKilled, fmt.Sprintf("thread %s killed by supervisor", r.t.ID))
+	return true
+}
+
+func (r *run) askSupervisor(ctx context.Context, model registry.Model) (decision, reason string, err error) {
+	const tool = "supervisor_decision"
+	ctx, cancel := context.WithTimeout(ctx, oversightTimeout)
+	defer cancel()
+	raw, err := llm.React(ctx, llm.New(model, llm.Options{Log: r.log.Write}), llm.Request{
+		System: `You supervise a multi-step workflow. Decide whether the thread should keep running. Answer "continue" when it is making progress toward the task, ` +
+			`or "kill" when it is looping, repeating itself, stuck, or doing something harmful or unrelated to the task. ` +
+			`Call the ` + tool + ` tool with JSON arguments matching the schema, or reply with only a JSON object such as {"decision":"continue"}.`,
+		User:      r.supervisorInput(),
+		Output:    llm.Output{Schema: json.RawMessage(supervisorSchema)},
+		MaxRounds: supervisorMaxRounds,
+		Log:       r.log.Write,
+	})
+	if err != nil {
+		return "", "", err
+	}
+	var d struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return "", "", fmt.Errorf("decision: %w", err)
+	}
+	if d.Decision == "" {
+		return "", "", errors.New("decision: empty")
+	}
+	return d.Decision, strings.TrimSpace(d.Reason), nil
+}
+
+// supervisorInput is the task and the last steps with their meta.
+func (r *run) supervisorInput() string {
+	var b strings.Builder
+	b.WriteString("Original task:\n")
+	b.WriteString(r.t.Prompt)
+	b.WriteString("\n\nRecent steps (oldest first):\n")
+	steps := lastSteps(r.over.steps, supervisorRecentSteps)
+	if len(steps) == 0 {
+		b.WriteString("(none)")
+	}
+	for i, s := range steps {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		meta := []byte("{}")
+		if s.Meta != nil {
+			if m, err := json.Marshal(s.Meta); err == nil {
+				meta = m
+			}
+		}
+		fmt.Fprintf(&b, "%d. [%s] %s", i+1, s.Role, meta)
+	}
+	return b.String()
+}
+
+func lastSteps(steps []workflow.RoleStep, n int) []workflow.RoleStep {
+	if len(steps) > n {
+		return steps[len(steps)-n:]
+	}
+	return steps
+}
