@@ -119,6 +119,7 @@ func newRoot(env Env) *cobra.Command {
 		a.workflowCmd(),
 		a.threadCmd(),
 		a.casCmd(),
+		a.initCmd(), a.buildCmd(), a.setupCmd(), a.skillCmd(),
 		run, live,
 		connect, serve,
 		a.engineCmd(),

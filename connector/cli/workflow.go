@@ -33,7 +33,9 @@ func (a *app) workflowAddCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add <name> <file.esm.js> [--types <path>]",
 		Short: "Register a workflow bundle in the registry",
-		Args:  exactArgs(2, 2, "add requires <name> <file>", ""),
+		Long: "Register a workflow in the registry: a JavaScript bundle (<file>.esm.js) or a\n" +
+			"YAML workflow (<file>.yaml or .yml; relative agent paths are resolved against its directory).",
+		Args: exactArgs(2, 2, "add requires <name> <file>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			typesGiven := cmd.Flags().Changed("types")
 			if typesGiven && types == "" {
@@ -64,8 +66,13 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 	switch {
 	case strings.HasSuffix(base, ".ts") && !strings.HasSuffix(base, ".d.ts"):
 		return errors.New("build your .ts file first, then add the .esm.js")
+	case isYAMLWorkflowFile(base):
+		if typesPath != "" {
+			return errors.New("--types applies to .esm.js bundles only")
+		}
+		return a.addYAMLWorkflow(name, abs)
 	case !strings.HasSuffix(base, ".esm.js"):
-		return errors.New(`workflow file must end with ".esm.js"`)
+		return errors.New(`workflow file must end with ".esm.js" (a bundle) or ".yaml"/".yml" (a YAML workflow)`)
 	}
 	bundle, err := os.ReadFile(abs)
 	if err != nil {

@@ -251,7 +251,7 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(h.opts.Layout.BundleFile(rec.BundleHash)); err != nil {
+	if !h.opts.Layout.HasBundle(rec.BundleHash) {
 		return "", fmt.Errorf("bundle file missing for thread hash %s", rec.BundleHash)
 	}
 	wf, err := h.opts.Load(rec.BundleHash)

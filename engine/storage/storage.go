@@ -4,6 +4,7 @@
 //
 //	workflow.yaml                             registry
 //	bundles/<hash>.esm.js, <hash>.yaml        bundle and its descriptor
+//	bundles/<hash>.workflow.yaml              a YAML workflow (instead of .esm.js)
 //	bundles/<hash>/threads.json               active threads
 //	bundles/<hash>/history/YYYY-MM-DD.jsonl   finished threads
 //	cas/<hash>.txt                            content-addressed nodes
@@ -67,16 +68,26 @@ func (l Layout) BundleFile(hash string) string {
 	return filepath.Join(l.BundlesDir(), hash+".esm.js")
 }
 
-// HasBundle reports whether the bundle hash is stored in the root. hash may
-// come from workflow.yaml, which anyone can edit, so it is validated here
-// before it becomes a path.
+// YAMLWorkflowFile is the stored copy of a registered YAML workflow. Its
+// name differs from DescriptorFile's <hash>.yaml, which every workflow has.
+func (l Layout) YAMLWorkflowFile(hash string) string {
+	return filepath.Join(l.BundlesDir(), hash+".workflow.yaml")
+}
+
+// HasBundle reports whether the workflow hash is stored in the root, as a
+// JavaScript bundle or a YAML workflow. hash may come from workflow.yaml,
+// which anyone can edit, so it is validated here before it becomes a path.
 func (l Layout) HasBundle(hash string) bool {
 	h, err := ids.ParseHash(hash)
 	if err != nil {
 		return false
 	}
-	_, err = os.Stat(l.BundleFile(h))
-	return err == nil
+	for _, p := range []string{l.BundleFile(h), l.YAMLWorkflowFile(h)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // DescriptorFile is the descriptor sidecar of a bundle.

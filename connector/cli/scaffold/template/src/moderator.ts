@@ -1,0 +1,9 @@
+// Routing of the __NAME__ template: for START and each role, the ordered
+// transitions; the first FALLBACK or named condition whose check passes wins.
+import { END, FALLBACK, START } from "@uncaged/workflow-runtime";
+import type { ModeratorTable } from "@uncaged/workflow-runtime";
+
+export const __IDENT__TemplateTable: ModeratorTable = {
+  [START]: [{ condition: FALLBACK, role: "greeter" }],
+  greeter: [{ condition: FALLBACK, role: END }],
+};

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/uncaged/workflow/engine/jsrt"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/yamlwf"
+)
+
+const tinyYAML = `version: 1
+description: One step
+agent: {type: exec, command: ./step.sh}
+roles:
+  only: {description: Does it, prompt: Do it.}
+graph: {__start__: only}
+`
+
+// TestAddYAMLWorkflow: a .yml file is stored under its own name with a
+// descriptor, its relative command made absolute, and the loader picks the
+// YAML workflow for its hash and the bundle for a bundle's.
+func TestAddYAMLWorkflow(t *testing.T) {
+	c := newCLI(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "tiny.yml")
+	os.WriteFile(file, []byte(tinyYAML), 0o644)
+	out := c.ok("workflow", "add", "tiny", file)
+	hash := strings.TrimSpace(strings.TrimPrefix(out, `registered workflow "tiny" from tiny.yml as `))
+	l := storage.Layout{Root: c.root}
+	stored, err := os.ReadFile(l.YAMLWorkflowFile(hash))
+	if err != nil {
+		t.Fatalf("%v (add said %q)", err, out)
+	}
+	if !strings.Contains(string(stored), "command: "+filepath.Join(src, "step.sh")) {
+		t.Fatalf("stored:\n%s", stored)
+	}
+	if !l.HasBundle(hash) {
+		t.Fatal("HasBundle misses the YAML workflow")
+	}
+	if d, err := os.ReadFile(l.DescriptorFile(hash)); err != nil || !strings.Contains(string(d), `"description": "One step"`) {
+		t.Fatalf("descriptor: %v\n%s", err, d)
+	}
+	// Adding the same file again stores nothing new and is fine.
+	c.ok("workflow", "add", "tiny", file)
+
+	js := filepath.Join(src, "flow.esm.js")
+	os.WriteFile(js, []byte(`export const descriptor = { description: "js", roles: {}, graph: { edges: [] } };
+export const run = async function* () { return { returnCode: 0, summary: "ok" }; };
+`), 0o644)
+	jsOut := c.ok("workflow", "add", "flow", js)
+	jsHash := strings.TrimSpace(jsOut[strings.LastIndex(jsOut, " ")+1:])
+
+	load := (&app{env: Env{Getenv: func(k string) string { return c.env[k] }}}).workflowLoader(l)
+	if wf, err := load(hash); err != nil {
+		t.Fatal(err)
+	} else if _, ok := wf.(*yamlwf.Workflow); !ok {
+		t.Fatalf("loaded %T for a YAML workflow", wf)
+	}
+	if wf, err := load(jsHash); err != nil {
+		t.Fatal(err)
+	} else if _, ok := wf.(*jsrt.Bundle); !ok {
+		t.Fatalf("loaded %T for a bundle", wf)
+	}
+	if _, err := load("D7V7WGCMTYHZG"); err == nil || !strings.Contains(err.Error(), "bundle file missing") {
+		t.Fatalf("missing workflow: %v", err)
+	}
+	// A stored YAML workflow that no longer parses (edited by hand) fails
+	// to load with the reason.
+	os.WriteFile(l.YAMLWorkflowFile("D7V7WGCMTYHZG"), []byte("version: 2\n"), 0o644)
+	if _, err := load("D7V7WGCMTYHZG"); err == nil || !strings.Contains(err.Error(), "YAML workflow D7V7WGCMTYHZG: line 1: description: required") {
+		t.Fatalf("broken stored workflow: %v", err)
+	}
+}
+
+func TestAddBrokenYAMLChangesNothing(t *testing.T) {
+	c := newCLI(t)
+	src := t.TempDir()
+	good := filepath.Join(src, "good.yaml")
+	os.WriteFile(good, []byte(tinyYAML), 0o644)
+	c.ok("workflow", "add", "keep-me", good)
+	before := c.snapshot()
+	for _, bad := range []struct{ content, want string }{
+		{"version: 1\ngraph: [\n", "bad.yaml: yaml: line"},
+		{strings.Replace(tinyYAML, "graph: {__start__: only}", "graph: {__start__: onyl}", 1), `bad.yaml: line 6: graph.__start__: unknown role "onyl" (roles: only)`},
+		{strings.Replace(tinyYAML, "version: 1", "version: 1\nextra: true", 1), "bad.yaml: line 2: extra: unknown key"},
+	} {
+		path := filepath.Join(src, "bad.yaml")
+		os.WriteFile(path, []byte(bad.content), 0o644)
+		c.fails(bad.want, "workflow", "add", "broken", path)
+	}
+	c.fails("--types applies to .esm.js bundles only", "workflow", "add", "broken", good, "--types", "x.d.ts")
+	c.unchanged(before)
+}
