@@ -38,16 +38,27 @@ type Spec struct {
 	// "coder", ...) or a direct "provider/model" reference (llm, react);
 	// the model flag passed to an agent CLI (cli, cursor, hermes).
 	Model string `json:"model,omitempty"`
-	// Command is the program to run (cli, cursor, hermes, exec); cursor and
-	// hermes default to WORKFLOW_CURSOR_COMMAND / WORKFLOW_HERMES_COMMAND.
+	// Command is the program to run (cli, cursor, hermes, exec): an
+	// absolute path, or a bare program name looked up on PATH when the role
+	// runs. A relative path ("./review.sh", "bin/agent") is refused, since
+	// it would depend on the engine host's working directory; a YAML
+	// workflow may write one, and `workflow add` makes it absolute against
+	// the YAML file's directory. cursor and hermes default to
+	// WORKFLOW_CURSOR_COMMAND / WORKFLOW_HERMES_COMMAND, then to
+	// cursor-agent / hermes on PATH.
 	Command string `json:"command,omitempty"`
 	// Args are the command's arguments (cli, exec). "{prompt}", "{model}"
 	// and "{workspace}" are replaced; a cli agent with no "{prompt}"
 	// argument gets the prompt on stdin.
 	Args []string `json:"args,omitempty"`
-	// Workspace is the directory the agent works in (react tools are
-	// confined to it; CLI agents run in it). Relative paths are relative to
-	// the engine's working directory.
+	// Workspace is the directory the agent works in: a react agent's tools
+	// are confined to it, a command agent runs in it (cursor passes it on
+	// as --workspace). It must exist when the role runs. A react agent
+	// requires one; a relative path is taken against the engine host's
+	// working directory. Command agents require an absolute path and, with
+	// none, run in the host's working directory (cursor requires one). In a
+	// YAML workflow a relative workspace is made absolute against the YAML
+	// file's directory by `workflow add`.
 	Workspace string `json:"workspace,omitempty"`
 	// TimeoutMs bounds one role invocation; 0 means no limit.
 	TimeoutMs int64 `json:"timeout,omitempty"`
