@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -53,12 +54,12 @@ type Spec struct {
 	Args []string `json:"args,omitempty"`
 	// Workspace is the directory the agent works in: a react agent's tools
 	// are confined to it, a command agent runs in it (cursor passes it on
-	// as --workspace). It must exist when the role runs. A react agent
-	// requires one; a relative path is taken against the engine host's
-	// working directory. Command agents require an absolute path and, with
-	// none, run in the host's working directory (cursor requires one). In a
-	// YAML workflow a relative workspace is made absolute against the YAML
-	// file's directory by `workflow add`.
+	// as --workspace). It must be an absolute path — the engine host's
+	// working directory is nobody's project — and exist when the role runs.
+	// A react agent and cursor require one; other command agents without
+	// one run in the host's working directory. In a YAML workflow a relative
+	// workspace is made absolute against the YAML file's directory by
+	// `workflow add`.
 	Workspace string `json:"workspace,omitempty"`
 	// TimeoutMs bounds one role invocation; 0 means no limit.
 	TimeoutMs int64 `json:"timeout,omitempty"`
@@ -149,6 +150,9 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("agent: type is required (one of %s)", strings.Join(sorted, ", "))
 		}
 		return fmt.Errorf("agent: unknown type %q (one of %s)", s.Kind, strings.Join(sorted, ", "))
+	}
+	if s.Workspace != "" && !filepath.IsAbs(s.Workspace) {
+		return fmt.Errorf("agent: workspace must be an absolute path, got %q", s.Workspace)
 	}
 	if s.TimeoutMs < 0 {
 		return fmt.Errorf("agent: timeout must be >= 0 milliseconds, got %d", s.TimeoutMs)

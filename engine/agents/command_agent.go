@@ -101,9 +101,6 @@ func newCommandAgent(spec Spec) (Agent, error) {
 			return nil, err
 		}
 	}
-	if spec.Workspace != "" && !filepath.IsAbs(spec.Workspace) {
-		return nil, fmt.Errorf("agent: workspace must be an absolute path, got %q", spec.Workspace)
-	}
 	for k := range spec.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("agent: env name %q is not a valid variable name", k)
