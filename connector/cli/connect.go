@@ -70,7 +70,9 @@ func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http
 		return nil, nil, nil, nil, err
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	logger = slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Info: one line per API request (connector/api requestlog.go) besides
+	// the engine host's own events.
+	logger = slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	stopEngine, err := a.runEngine(ctx, l, logger)
 	if err != nil {
 		cancel()
@@ -124,7 +126,16 @@ func (a *app) connectCmd() *cobra.Command {
 				}
 				defer stopHTTP()
 			}
-			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger, Version: version.Version})
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			rec, err := recordConnect(l, name, gateway)
+			if err != nil {
+				return err
+			}
+			defer rec.close()
+			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger, Version: version.Version, OnState: rec.set})
 			fmt.Fprintln(a.out(), "disconnected: shutting down")
 			return err
 		},

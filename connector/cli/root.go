@@ -123,6 +123,7 @@ func newRoot(env Env) *cobra.Command {
 		run, live,
 		connect, serve,
 		a.engineCmd(),
+		a.statusCmd(), a.serviceCmd(),
 		a.versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()
@@ -191,10 +192,16 @@ func rootUsage(root *cobra.Command) string {
 			add(title, row{c.Name() + " " + s.Use, s.Short})
 		}
 	}
+	// Descriptions line up after the longest usage, except that a usage
+	// longer than maxUsageColumn (setup's flag list) gets its description
+	// on the next line instead of pushing every row off the screen.
+	const maxUsageColumn = 56
 	width := 0
 	for _, s := range sections {
 		for _, r := range s.rows {
-			width = max(width, len(r.left))
+			if len(r.left) <= maxUsageColumn {
+				width = max(width, len(r.left))
+			}
 		}
 	}
 	var b strings.Builder
@@ -202,6 +209,10 @@ func rootUsage(root *cobra.Command) string {
 	for _, s := range sections {
 		b.WriteString(s.title + "\n")
 		for _, r := range s.rows {
+			if len(r.left) > width {
+				fmt.Fprintf(&b, "  %s\n  %-*s  %s\n", r.left, width, "", r.right)
+				continue
+			}
 			fmt.Fprintf(&b, "  %-*s  %s\n", width, r.left, r.right)
 		}
 		b.WriteString("\n")
@@ -267,3 +278,7 @@ func exactArgs(min, max int, missing, extra string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// Commands are listed in the order they are added — the original's order
+// (workflow, thread, cas, init, setup, skill, ...) — not alphabetically.
+func init() { cobra.EnableCommandSorting = false }

@@ -36,7 +36,18 @@ type Options struct {
 	StableAfter time.Duration
 	// PingInterval is the connector's own WebSocket ping (15 s).
 	PingInterval time.Duration
+	// OnState, when set, hears every state change (StateConnecting,
+	// StateConnected, StateRetrying) with a human-readable detail, so
+	// `status` can tell what a running connect is doing.
+	OnState func(state, detail string)
 }
+
+// States reported to Options.OnState.
+const (
+	StateConnecting = "connecting"
+	StateConnected  = "connected"
+	StateRetrying   = "retrying" // waiting out the backoff; detail says why
+)
 
 // Run keeps the link up until ctx ends. It returns nil then; it never
 // gives up on its own, because the gateway coming back is the normal case.
@@ -59,18 +70,24 @@ func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.OnState == nil {
+		o.OnState = func(string, string) {}
+	}
 	attempt := 0
+	reason := ""
 	for ctx.Err() == nil {
+		o.OnState(StateConnecting, reason)
 		header := http.Header{"X-Uncaged-Version": {o.Version}}
 		ws, err := tunnel.Dial(ctx, o.Gateway, o.Name, o.Token, header)
 		if err == nil {
 			fmt.Fprintf(o.Out, "connected to %s as %q\n", o.Gateway, o.Name)
+			o.OnState(StateConnected, "")
 			began := time.Now()
 			serveErr := tunnel.Serve(ctx, ws, o.Handler, tunnel.ServeOptions{PingInterval: o.PingInterval})
 			if ctx.Err() != nil {
 				return nil
 			}
-			reason := "connection closed"
+			reason = "connection closed"
 			if serveErr != nil {
 				reason = serveErr.Error()
 			}
@@ -83,14 +100,17 @@ func Run(ctx context.Context, o Options) error {
 		} else {
 			var rej *tunnel.RejectedError
 			if errors.As(err, &rej) {
-				fmt.Fprintf(o.Out, "gateway refused the connection (%d): %s\n", rej.Status, rej.Message)
+				reason = fmt.Sprintf("gateway refused the connection (%d): %s", rej.Status, rej.Message)
+				fmt.Fprintln(o.Out, reason)
 			} else {
 				o.Logger.Debug("dial failed", "err", err)
+				reason = err.Error()
 			}
 		}
 		wait := Backoff(attempt, o.MinBackoff, o.MaxBackoff, rand.Float64)
 		attempt++
 		fmt.Fprintf(o.Out, "retrying in %s\n", wait.Round(100*time.Millisecond))
+		o.OnState(StateRetrying, reason)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -1,0 +1,232 @@
+package deploy
+
+import (
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+const composeFile = "../docker-compose.yml"
+
+func loadCompose(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(composeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// envNames lists the variable names of a service's environment (map or
+// list form).
+func envNames(svc any) []string {
+	var out []string
+	switch env := dig(svc, "environment").(type) {
+	case map[string]any:
+		for k := range env {
+			out = append(out, k)
+		}
+	case []any:
+		for _, e := range env {
+			k, _, _ := strings.Cut(e.(string), "=")
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func stringList(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func TestComposeHangsTogether(t *testing.T) {
+	c := loadCompose(t)
+	services := digMap(c, "services")
+	if len(services) == 0 {
+		t.Fatal("no services")
+	}
+	gatewaySrc := goSources(t, "../gateway")
+	connectorSrc := goSources(t, "../connector") + goSources(t, "../engine")
+	caddyfile, err := os.ReadFile("caddy/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayServices := 0
+	for name, svc := range services {
+		profiles := digList(svc, "profiles")
+		// A service in no profile cannot wait for one in a profile: compose
+		// would refuse to start without that profile.
+		deps := digMap(svc, "depends_on")
+		if deps == nil {
+			deps = map[string]any{}
+			for _, d := range digList(svc, "depends_on") {
+				deps[d.(string)] = nil
+			}
+		}
+		for dep := range deps {
+			if services[dep] == nil {
+				t.Errorf("%s depends on unknown service %s", name, dep)
+			} else if len(profiles) == 0 && len(digList(services[dep], "profiles")) > 0 {
+				t.Errorf("%s (always on) depends on %s, which only a profile starts", name, dep)
+			}
+		}
+		for _, v := range digList(svc, "volumes") {
+			host, _, _ := strings.Cut(v.(string), ":")
+			if strings.HasPrefix(host, "./") {
+				if _, err := os.Stat(filepath.Join("..", host)); err != nil {
+					t.Errorf("%s mounts %s: %v", name, host, err)
+				}
+			} else if _, ok := digMap(c, "volumes")[host]; !ok {
+				t.Errorf("%s mounts volume %s, which is not declared", name, host)
+			}
+		}
+		if df := digString(svc, "build", "dockerfile"); df != "" {
+			if _, err := os.Stat(filepath.Join("..", digString(svc, "build", "context"), df)); err != nil {
+				t.Errorf("%s builds %s: %v", name, df, err)
+			}
+		}
+
+		switch digString(svc, "build", "dockerfile") {
+		case "deploy/" + dockerfileOf[gatewayBinary]:
+			gatewayServices++
+			checkArgs(t, "compose "+name+" command", binary(t, gatewayBinary), stringList(dig(svc, "command")))
+			for _, env := range envNames(svc) {
+				if !readsEnv(gatewaySrc, env) {
+					t.Errorf("compose %s sets %s, which the gateway never reads", name, env)
+				}
+			}
+			// Caddy reaches every replica through one alias; each replica
+			// advertises its own service name to the others.
+			aliases := stringList(dig(svc, "networks", "default", "aliases"))
+			if up := digString(services["caddy"], "environment", "UNCAGED_GATEWAY_UPSTREAM"); !slices.Contains(aliases, up) {
+				t.Errorf("%s is not reachable as Caddy's upstream %q (aliases %q)", name, up, aliases)
+			}
+			adv, err := url.Parse(digString(svc, "environment", "UNCAGED_GATEWAY_CLUSTER_ADVERTISE"))
+			if err != nil || adv.Hostname() != name || adv.Port() != digString(services["caddy"], "environment", "UNCAGED_GATEWAY_PORT") {
+				t.Errorf("%s advertises %v, want http://%s:<the port Caddy uses>", name, adv, name)
+			}
+		case "deploy/" + dockerfileOf[workflowBinary]:
+			entry := stringList(dig(svc, "entrypoint"))
+			if entry[len(entry)-2] != "/bin/sh" || entry[len(entry)-1] != "-c" {
+				t.Fatalf("%s: entrypoint %q, want ... /bin/sh -c", name, entry)
+			}
+			words, err := shellWords(stringList(dig(svc, "command"))[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds := commands(words)
+			for _, cmd := range cmds {
+				if cmd[0] != workflowBinary {
+					t.Errorf("%s runs %q", name, cmd)
+					continue
+				}
+				checkArgs(t, "compose "+name+" command", binary(t, workflowBinary), cmd[1:])
+			}
+			if last := cmds[len(cmds)-1]; len(last) < 2 || last[1] != "connect" {
+				t.Errorf("%s does not end by connecting: %q", name, last)
+			}
+			for _, env := range envNames(svc) {
+				if !readsEnv(connectorSrc, env) {
+					t.Errorf("compose %s sets %s, which the connector never reads", name, env)
+				}
+			}
+		}
+		if strings.HasPrefix(digString(svc, "image"), "caddy:") {
+			for _, env := range envNames(svc) {
+				if !strings.Contains(string(caddyfile), "{$"+env) {
+					t.Errorf("compose %s sets %s, which the Caddyfile never reads", name, env)
+				}
+			}
+		}
+	}
+	if gatewayServices < 2 {
+		t.Errorf("%d gateway services; want the gateway and a cluster replica", gatewayServices)
+	}
+}
+
+// TestComposeConfigValidates runs `docker-compose config` on every profile
+// when docker-compose is installed (CI installs Debian's; the compose
+// plugin works too).
+func TestComposeConfigValidates(t *testing.T) {
+	var base []string
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		base = []string{p}
+	} else if p, err := exec.LookPath("docker"); err == nil && exec.Command(p, "compose", "version").Run() == nil {
+		base = []string{p, "compose"}
+	} else {
+		if os.Getenv("CI") != "" {
+			t.Fatal("docker-compose is not installed (.ci/run installs it)")
+		}
+		t.Skip("docker-compose not installed; apt-get install --no-install-recommends docker-compose")
+	}
+	run := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command(base[0], append(append(base[1:], "-f", composeFile, "--project-directory", ".."), args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	key := []string{"UNCAGED_GATEWAY_KEY=deploy-test-key"}
+	for _, profiles := range [][]string{nil, {"demo"}, {"cluster"}, {"demo", "cluster"}} {
+		var args []string
+		for _, p := range profiles {
+			args = append(args, "--profile", p)
+		}
+		if out, err := run(key, append(args, "config", "-q")...); err != nil {
+			t.Errorf("profiles %v: %v\n%s", profiles, err, out)
+		}
+	}
+	out, err := run(key, "--profile", "cluster", "config", "--services")
+	if got := strings.Fields(out); err != nil || !slices.Contains(got, "nats") || !slices.Contains(got, "gateway-2") {
+		t.Errorf("cluster profile services: %v %q", err, out)
+	}
+	// Without the key compose refuses, naming it: no gateway starts with a
+	// key nobody chose.
+	if out, err := run([]string{"UNCAGED_GATEWAY_KEY="}, "config", "-q"); err == nil || !strings.Contains(out, "UNCAGED_GATEWAY_KEY") {
+		t.Errorf("config without a key: %v\n%s", err, out)
+	}
+}
+
+func TestCaddyfileAdapts(t *testing.T) {
+	bin, err := exec.LookPath("caddy")
+	if err != nil {
+		t.Skip("caddy not installed (e2e's TestThroughCaddy runs it when it is)")
+	}
+	for _, tc := range []struct {
+		domain string
+		want   []string
+	}{
+		{"", []string{`":80"`, `"flush_interval":-1`, `"source":"a"`, `"name":"gateway"`}}, // unset
+		{":80", []string{`":80"`, `"flush_interval":-1`}},                                  // compose's default
+		{"gw.example.com", []string{`":443"`, `"host":["gw.example.com"]`, `"flush_interval":-1`}},
+	} {
+		cmd := exec.Command(bin, "adapt", "--config", "caddy/Caddyfile", "--adapter", "caddyfile")
+		cmd.Env = os.Environ()
+		if tc.domain != "" {
+			cmd.Env = append(cmd.Env, "UNCAGED_DOMAIN="+tc.domain)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("domain %q: %v", tc.domain, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("domain %q: config lacks %s:\n%s", tc.domain, w, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package deploy
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stage is one FROM ... section of a Dockerfile.
+type stage struct {
+	image, name string
+	ins         []instruction
+}
+
+// stages splits a Dockerfile at its FROMs, resolving ${ARG} in image names
+// from the ARG defaults declared before the first FROM.
+func stages(t *testing.T, ins []instruction) []stage {
+	t.Helper()
+	args := map[string]string{}
+	var out []stage
+	for _, i := range ins {
+		switch {
+		case i.Cmd == "ARG" && len(out) == 0:
+			k, v, _ := strings.Cut(i.Args, "=")
+			args[k] = v
+		case i.Cmd == "FROM":
+			words := strings.Fields(i.Args)
+			image := os.Expand(words[0], func(k string) string { return args[k] })
+			s := stage{image: image}
+			if len(words) == 3 && strings.EqualFold(words[1], "AS") {
+				s.name = words[2]
+			}
+			out = append(out, s)
+		case len(out) > 0:
+			out[len(out)-1].ins = append(out[len(out)-1].ins, i)
+		}
+	}
+	return out
+}
+
+func (s stage) all(cmd string) []instruction {
+	var out []instruction
+	for _, i := range s.ins {
+		if i.Cmd == cmd {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (s stage) last(cmd string) (instruction, bool) {
+	all := s.all(cmd)
+	if len(all) == 0 {
+		return instruction{}, false
+	}
+	return all[len(all)-1], true
+}
+
+// pinnedImage: a registry path with an explicit tag that is not "latest".
+var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+:[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func TestDockerfiles(t *testing.T) {
+	for name, file := range dockerfileOf {
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins, err := parseDockerfile(string(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := stages(t, ins)
+			if len(st) != 2 {
+				t.Fatalf("want a build stage and a runtime stage, got %d stages", len(st))
+			}
+			for _, s := range st {
+				if !pinnedImage.MatchString(s.image) || strings.HasSuffix(s.image, ":latest") {
+					t.Errorf("base image %q is not pinned to a tag", s.image)
+				}
+			}
+			build, final := st[0], st[1]
+			if !strings.HasPrefix(build.image, "golang:") {
+				t.Errorf("build stage on %q, want golang", build.image)
+			}
+
+			env, args, err := goBuild(build.ins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(env, "CGO_ENABLED=0") {
+				t.Errorf("go build without CGO_ENABLED=0 (env %q)", env)
+			}
+			if !slices.Contains(args, "-trimpath") {
+				t.Errorf("go build without -trimpath: %q", args)
+			}
+			out := args[slices.Index(args, "-o")+1]
+			if path.Base(out) != name {
+				t.Errorf("go build -o %s, want a file named %s", out, name)
+			}
+			pkg := args[len(args)-1]
+			if _, err := os.Stat("../" + pkg + "/main.go"); err != nil {
+				t.Errorf("built package %s: %v", pkg, err)
+			}
+
+			// The runtime stage copies exactly that file and runs it.
+			dest := ""
+			for _, c := range final.all("COPY") {
+				w := strings.Fields(c.Args)
+				if len(w) == 3 && w[0] == "--from="+build.name && w[1] == out {
+					dest = w[2]
+				}
+			}
+			if dest == "" {
+				t.Fatalf("the runtime stage does not COPY --from=%s %s", build.name, out)
+			}
+			user, ok := final.last("USER")
+			if !ok {
+				t.Fatal("no USER: the image would run as root")
+			}
+			uid, _, _ := strings.Cut(user.Args, ":")
+			if uid == "0" || uid == "root" || strings.Trim(uid, "0123456789") != "" {
+				t.Errorf("USER %s: want a numeric non-root uid (Kubernetes runAsNonRoot checks numbers)", user.Args)
+			}
+
+			bin := binary(t, name)
+			ep, ok := final.last("ENTRYPOINT")
+			if !ok {
+				t.Fatal("no ENTRYPOINT")
+			}
+			entry, err := execForm(ep.Args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if entry[len(entry)-1] != dest {
+				t.Errorf("ENTRYPOINT %q does not end in the binary %s", entry, dest)
+			}
+			cmd, ok := final.last("CMD")
+			if !ok {
+				t.Fatal("no CMD")
+			}
+			cmdArgs, err := execForm(cmd.Args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkArgs(t, file+" CMD", bin, cmdArgs)
+
+			if name != gatewayBinary {
+				return
+			}
+			hc, ok := final.last("HEALTHCHECK")
+			if !ok {
+				t.Fatal("the gateway image has no HEALTHCHECK")
+			}
+			_, form, ok := strings.Cut(hc.Args, "CMD ")
+			if !ok {
+				t.Fatalf("HEALTHCHECK %s has no CMD", hc.Args)
+			}
+			check, err := execForm(form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if check[0] != dest {
+				t.Errorf("HEALTHCHECK runs %s, not the binary %s (the image has no shell)", check[0], dest)
+			}
+			checkArgs(t, file+" HEALTHCHECK", bin, check[1:])
+			// The port the image exposes is the one serve listens on.
+			expose, _ := final.last("EXPOSE")
+			var listen string
+			for _, e := range final.all("ENV") {
+				if v, ok := strings.CutPrefix(e.Args, "UNCAGED_GATEWAY_LISTEN="); ok {
+					listen = v
+				}
+			}
+			if listen == "" || !strings.HasSuffix(listen, ":"+expose.Args) {
+				t.Errorf("EXPOSE %s but UNCAGED_GATEWAY_LISTEN=%q", expose.Args, listen)
+			}
+		})
+	}
+}
+
+func TestDockerignoreKeepsTheContextSmall(t *testing.T) {
+	for _, file := range dockerfileOf {
+		b, err := os.ReadFile(file + ".dockerignore")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{".git", "**/node_modules"} {
+			if !slices.Contains(strings.Split(string(b), "\n"), want) {
+				t.Errorf("%s.dockerignore lacks %s", file, want)
+			}
+		}
+	}
+}
+
+// TestGatewayHealthcheckRuns runs the gateway image's HEALTHCHECK command
+// against a real gateway started as the image starts it (ENTRYPOINT + CMD,
+// the image's UNCAGED_GATEWAY_LISTEN moved to a free loopback port): healthy
+// while it serves, unhealthy once it is gone.
+func TestGatewayHealthcheckRuns(t *testing.T) {
+	src, err := os.ReadFile(dockerfileOf[gatewayBinary])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := parseDockerfile(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := stages(t, ins)[1]
+	hc, _ := final.last("HEALTHCHECK")
+	_, form, _ := strings.Cut(hc.Args, "CMD ")
+	check, err := execForm(form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdIns, _ := final.last("CMD")
+	serveArgs, err := execForm(cmdIns.Args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := binary(t, gatewayBinary)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := append(os.Environ(), "UNCAGED_GATEWAY_LISTEN="+addr, "UNCAGED_GATEWAY_KEY="+strings.Repeat("k", 32), "UNCAGED_GATEWAY_URL=")
+	gw := exec.Command(bin, serveArgs...)
+	gw.Env = env
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			gw.Process.Signal(syscall.SIGTERM)
+			gw.Wait()
+			stopped = true
+		}
+	}
+	defer stop()
+	healthcheck := func() error {
+		c := exec.Command(bin, check[1:]...)
+		c.Env = env
+		return c.Run()
+	}
+	for healthcheck() != nil {
+		if t.Context().Err() != nil {
+			t.Fatal("the healthcheck never passed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := healthcheck(); err == nil {
+		t.Fatal("the healthcheck passes with the gateway gone")
+	}
+}

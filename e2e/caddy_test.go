@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestThroughCaddy runs the same flows as TestThroughNginx with Caddy in
+// front of the gateway, configured with deploy/caddy/Caddyfile exactly as
+// docker-compose.yml uses it: WebSocket tunnels, live streams unbuffered.
+func TestThroughCaddy(t *testing.T) {
+	g := startGateway(t)
+	g.front = startCaddy(t, g.addr)
+	twoMachines(t, g)
+}
+
+// startCaddy runs Caddy on a free port in front of upstream with the
+// repository's Caddyfile and returns its address. Without caddy installed
+// the test is skipped locally; CI installs it (.ci/run), and there a
+// missing caddy fails.
+func startCaddy(t *testing.T, upstream string) string {
+	t.Helper()
+	bin, err := exec.LookPath("caddy")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("caddy is not installed (.ci/run installs it)")
+		}
+		t.Skip("caddy not installed; apt-get install caddy")
+	}
+	caddyfile, err := filepath.Abs("../deploy/caddy/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	addr := freePort(t)
+	// The Caddyfile's own knobs, as compose sets them; a plain-HTTP site
+	// address keeps Caddy from issuing certificates.
+	env := append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir,
+		"UNCAGED_DOMAIN=http://"+addr, "UNCAGED_GATEWAY_UPSTREAM="+host, "UNCAGED_GATEWAY_PORT="+port)
+	adapt := exec.Command(bin, "adapt", "--config", caddyfile, "--adapter", "caddyfile")
+	adapt.Env = env
+	out, err := adapt.Output()
+	if err != nil {
+		t.Fatalf("caddy adapt: %v", err)
+	}
+	// Turn off the admin endpoint only: its fixed port would clash with any
+	// other Caddy on the machine. Everything else is the Caddyfile's.
+	var cfg map[string]any
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["admin"] = map[string]any{"disabled": true}
+	b, _ := json.Marshal(cfg)
+	confPath := filepath.Join(dir, "caddy.json")
+	if err := os.WriteFile(confPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", confPath)
+	cmd.Env = env
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("caddy output:\n%s", logs.String())
+		}
+	})
+	waitFor(t, "caddy to proxy", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	return addr
+}
