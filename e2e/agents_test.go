@@ -344,6 +344,20 @@ func checkPlanCodeReviewRun(t *testing.T, root, id, workspace string, f *fakeMod
 	}
 }
 
+// planCodeReviewBundleRoot is an engine root set up with a provider for a
+// fake model (stall: it never answers) and the example bundle registered as
+// plan-code-review.
+func planCodeReviewBundleRoot(t *testing.T, stall bool) (string, *fakeModel) {
+	t.Helper()
+	f := newFakeModel(t, stall)
+	root := engineRoot(t)
+	setupFakeProvider(t, root, f)
+	if r := run(t, root, "workflow", "add", "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js")); r.code != 0 {
+		t.Fatalf("workflow add: %+v", r)
+	}
+	return root, f
+}
+
 // checkKeyNotStored fails when the API key is in any file of the root but
 // workflow.yaml, where setup put it: not in the debug logs, the CAS, the
 // bundles or the thread indexes.
@@ -375,12 +389,7 @@ func checkKeyNotStored(t *testing.T, root string) {
 // file in the workspace the task names, the reviewer rejects the first
 // attempt and approves the second.
 func TestPlanCodeReviewBundleWithAFakeModel(t *testing.T) {
-	f := newFakeModel(t, false)
-	root := engineRoot(t)
-	setupFakeProvider(t, root, f)
-	if r := run(t, root, "workflow", "add", "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js")); r.code != 0 {
-		t.Fatalf("workflow add: %+v", r)
-	}
+	root, f := planCodeReviewBundleRoot(t, false)
 	workspace := filepath.Join(t.TempDir(), "project") // the coder creates it
 	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
 	checkPlanCodeReviewRun(t, root, id, workspace, f)
@@ -395,12 +404,7 @@ func TestPlanCodeReviewBundleRouting(t *testing.T) {
 	envWorkspace := t.TempDir()
 	// The engine host the first `run` starts inherits this.
 	t.Setenv("WORKFLOW_WORKSPACE", envWorkspace)
-	f := newFakeModel(t, false)
-	root := engineRoot(t)
-	setupFakeProvider(t, root, f)
-	if r := run(t, root, "workflow", "add", "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js")); r.code != 0 {
-		t.Fatalf("workflow add: %+v", r)
-	}
+	root, _ := planCodeReviewBundleRoot(t, false)
 	aborted := finished(t, root, start(t, root, "plan-code-review", "--prompt", "Do something impossible.\nWorkspace: "+t.TempDir()))
 	if roles(aborted) != "planner" || aborted.Status != "completed" || aborted.Result.ReturnCode != 0 ||
 		!strings.Contains(aborted.Steps[0].Content, `"status":"aborted"`) {
@@ -495,12 +499,7 @@ func descriptorRoles(t *testing.T, root, hash string) map[string]any {
 // TestKillWhileTheModelStalls: a model call that never answers must not
 // hold a killed thread; the kill cancels the HTTP request.
 func TestKillWhileTheModelStalls(t *testing.T) {
-	f := newFakeModel(t, true)
-	root := engineRoot(t)
-	setupFakeProvider(t, root, f)
-	if r := run(t, root, "workflow", "add", "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js")); r.code != 0 {
-		t.Fatalf("workflow add: %+v", r)
-	}
+	root, f := planCodeReviewBundleRoot(t, true)
 	id := start(t, root, "plan-code-review", "--prompt", "Write a greeting.\nWorkspace: "+t.TempDir())
 	select {
 	case <-f.started:

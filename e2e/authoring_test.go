@@ -1,32 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
-
-// runIn runs the CLI binary in dir, as someone working in a workspace does.
-func runIn(t *testing.T, dir, root string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{out.String(), errb.String(), code}
-}
 
 func mustRunIn(t *testing.T, dir, root string, args ...string) string {
 	t.Helper()

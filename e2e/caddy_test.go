@@ -3,11 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 )
@@ -22,18 +20,10 @@ func TestThroughCaddy(t *testing.T) {
 }
 
 // startCaddy runs Caddy on a free port in front of upstream with the
-// repository's Caddyfile and returns its address. Without caddy installed
-// the test is skipped locally; CI installs it (.ci/run), and there a
-// missing caddy fails.
+// repository's Caddyfile and returns its address.
 func startCaddy(t *testing.T, upstream string) string {
 	t.Helper()
-	bin, err := exec.LookPath("caddy")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("caddy is not installed (.ci/run installs it)")
-		}
-		t.Skip("caddy not installed; apt-get install caddy")
-	}
+	bin := requireProxy(t, "caddy", "apt-get install caddy")
 	caddyfile, err := filepath.Abs("../deploy/caddy/Caddyfile")
 	if err != nil {
 		t.Fatal(err)
@@ -68,24 +58,6 @@ func startCaddy(t *testing.T, upstream string) string {
 	}
 	cmd := exec.Command(bin, "run", "--config", confPath)
 	cmd.Env = env
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("caddy output:\n%s", logs.String())
-		}
-	})
-	waitFor(t, "caddy to proxy", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
+	runProxy(t, "caddy", cmd, syscall.SIGTERM, addr, nil)
 	return addr
 }

@@ -38,9 +38,17 @@ type result struct {
 	code           int
 }
 
+// run runs the CLI binary on root from the test's working directory.
 func run(t *testing.T, root string, args ...string) result {
 	t.Helper()
+	return runIn(t, "", root, args...)
+}
+
+// runIn runs the CLI binary in dir, as someone working in a workspace does.
+func runIn(t *testing.T, dir, root string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -300,17 +300,10 @@ func gwCLIStatus(t *testing.T, g *gatewayEnv) string {
 }
 
 // startNginx runs nginx on a free port in front of upstream and returns its
-// address. Without nginx installed the test is skipped locally; CI installs
-// it (.ci/run), and there a missing nginx fails.
+// address.
 func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nginx is not installed (.ci/run installs it)")
-		}
-		t.Skip("nginx not installed; apt-get install nginx-light")
-	}
+	bin := requireProxy(t, "nginx", "apt-get install nginx-light")
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
@@ -345,27 +338,56 @@ http {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath)
+	runProxy(t, "nginx", cmd, syscall.SIGQUIT, addr, func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(b)
+	})
+	return addr
+}
+
+// requireProxy finds a reverse proxy's program. Locally a missing one skips
+// the test; CI installs it (.ci/run), and there a missing one fails.
+func requireProxy(t *testing.T, name, install string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed (.ci/run installs it)", name)
+		}
+		t.Skipf("%s not installed; %s", name, install)
+	}
+	return bin
+}
+
+// runProxy starts cmd, a reverse proxy listening on addr in front of the
+// gateway, and waits until the gateway's /healthz answers through it. When
+// the test ends the proxy gets stop; if the test failed, its output and
+// extraLog's (nil: none) go to the test log.
+func runProxy(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr string, extraLog func() string) {
+	t.Helper()
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGQUIT)
+		cmd.Process.Signal(stop)
 		cmd.Wait()
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Logf("nginx output:\n%s\n%s", logs.String(), b)
+			extra := ""
+			if extraLog != nil {
+				extra = "\n" + extraLog()
+			}
+			t.Logf("%s output:\n%s%s", name, logs.String(), extra)
 		}
 	})
-	waitFor(t, "nginx to listen", func() bool {
+	waitFor(t, name+" to proxy", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
 		return err == nil && resp.StatusCode == 200
 	})
-	return addr
 }
 
 // TestLargeResponseStreamsWithBoundedGatewayMemory fetches a 50 MB CAS

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/storage"
 )
@@ -56,19 +54,12 @@ type connectRecorder struct {
 // nothing: one file describes one link, and a second link is rare.
 func recordConnect(l storage.Layout, name, gateway string) (*connectRecorder, error) {
 	r := &connectRecorder{l: l, state: ConnectState{Name: name, Gateway: gateway, PID: os.Getpid()}}
-	if err := os.MkdirAll(l.Root, 0o755); err != nil {
-		return nil, err
+	f, err := atomicfile.TryLock(connectLockFile(l))
+	if errors.Is(err, atomicfile.ErrLocked) {
+		return r, nil
 	}
-	f, err := os.OpenFile(connectLockFile(l), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return r, nil
-		}
-		return nil, fmt.Errorf("lock %s: %w", connectLockFile(l), err)
 	}
 	r.lock = f
 	return r, nil
@@ -122,20 +113,6 @@ func readConnectStatus(l storage.Layout) (st connectStatus, ok bool, err error) 
 	if err := json.Unmarshal(b, &st.ConnectState); err != nil {
 		return st, false, fmt.Errorf("%s: %w", connectStateFile(l), err)
 	}
-	st.Running = connectLockHeld(l)
+	st.Running = atomicfile.Held(connectLockFile(l))
 	return st, true, nil
-}
-
-// connectLockHeld says whether a live process holds connect.lock.
-func connectLockHeld(l storage.Layout) bool {
-	f, err := os.OpenFile(connectLockFile(l), os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK)
-	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
 }

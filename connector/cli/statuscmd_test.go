@@ -13,6 +13,7 @@ import (
 	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/testkit"
 )
 
 func statusJSON(t *testing.T, c *cli) Status {
@@ -88,7 +89,7 @@ func TestStatusShowsARunningEngineHost(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); h.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitUntil(t, "the host answers", func() bool {
+	testkit.WaitUntil(t, "the host answers", func() bool {
 		cl, err := host.Dial(l)
 		if err == nil {
 			cl.Close()
@@ -179,15 +180,4 @@ func TestStatusArguments(t *testing.T) {
 	c := newCLI(t)
 	c.fails("status takes no arguments", "status", "extra")
 	c.fails("unknown flag", "status", "--bogus")
-}
-
-// waitUntil polls cond; the test's own timeout bounds it.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		if t.Context().Err() != nil {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/jsrt"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
 )
 
 func (a *app) workflowCmd() *cobra.Command {
@@ -84,12 +85,8 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 	if !utf8.Valid(bundle) {
 		return fmt.Errorf("workflow bundle %s is not valid UTF-8 text", file)
 	}
-	l, err := a.layout()
+	l, err := a.registryLayout()
 	if err != nil {
-		return err
-	}
-	// Check the registry is readable before anything is stored for it.
-	if _, err := registry.Load(l.RegistryFile()); err != nil {
 		return err
 	}
 	loaded, err := jsrt.Load(bundle, base, jsrt.Options{})
@@ -116,18 +113,42 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 		}
 	}
 	hash := ids.HashBytes(bundle)
-	if err := registry.StoreFile(l.BundleFile(hash), "bundle", bundle); err != nil {
-		return err
-	}
-	if err := registry.StoreFile(l.DescriptorFile(hash), "descriptor", descriptor); err != nil {
-		return err
-	}
+	files := []versionFile{{l.BundleFile(hash), "bundle", bundle}, {l.DescriptorFile(hash), "descriptor", descriptor}}
 	if typesData != nil {
-		if err := registry.StoreFile(l.TypesFile(hash), "types file", typesData); err != nil {
+		files = append(files, versionFile{l.TypesFile(hash), "types file", typesData})
+	}
+	return a.registerVersion(l.RegistryFile(), name, base, hash, files...)
+}
+
+// registryLayout is the storage layout once the registry is known to be
+// readable, so that nothing is stored for a version whose registration
+// would then fail.
+func (a *app) registryLayout() (storage.Layout, error) {
+	l, err := a.layout()
+	if err != nil {
+		return l, err
+	}
+	if _, err := registry.Load(l.RegistryFile()); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// versionFile is one file a registered workflow version keeps.
+type versionFile struct {
+	path, what string
+	data       []byte
+}
+
+// registerVersion stores a version's files, then points name at hash: the
+// registry never names a version whose files are not all in place.
+func (a *app) registerVersion(registryFile, name, base, hash string, files ...versionFile) error {
+	for _, f := range files {
+		if err := registry.StoreFile(f.path, f.what, f.data); err != nil {
 			return err
 		}
 	}
-	err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+	err := registry.Update(registryFile, func(r *registry.Registry) error {
 		r.Register(name, hash, time.Now().UnixMilli())
 		return nil
 	})

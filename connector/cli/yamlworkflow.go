@@ -5,10 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/uncaged/workflow/engine/ids"
-	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/yamlwf"
 )
 
@@ -41,28 +39,12 @@ func (a *app) addYAMLWorkflow(name, abs string) error {
 	if err != nil {
 		return err
 	}
-	l, err := a.layout()
+	l, err := a.registryLayout()
 	if err != nil {
-		return err
-	}
-	// Check the registry is readable before anything is stored for it.
-	if _, err := registry.Load(l.RegistryFile()); err != nil {
 		return err
 	}
 	hash := ids.HashBytes(stored)
-	if err := registry.StoreFile(l.YAMLWorkflowFile(hash), "YAML workflow", stored); err != nil {
-		return err
-	}
-	if err := registry.StoreFile(l.DescriptorFile(hash), "descriptor", descriptor); err != nil {
-		return err
-	}
-	err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
-		r.Register(name, hash, time.Now().UnixMilli())
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.out(), "registered workflow %q from %s as %s\n", name, base, hash)
-	return nil
+	return a.registerVersion(l.RegistryFile(), name, base, hash,
+		versionFile{l.YAMLWorkflowFile(hash), "YAML workflow", stored},
+		versionFile{l.DescriptorFile(hash), "descriptor", descriptor})
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
@@ -48,28 +45,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
-	var mu sync.Mutex
-	var clients []*tunnel.Client
-	accepts := 0
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		accepts++
-		n := accepts
-		mu.Unlock()
-		if n == 2 { // the second attempt is refused
-			http.Error(w, "token expired", http.StatusUnauthorized)
-			return
-		}
-		ws, err := tunnel.Accept(w, r)
-		if err != nil {
-			return
-		}
-		c, _ := tunnel.NewClient(ws)
-		mu.Lock()
-		clients = append(clients, c)
-		mu.Unlock()
-	}))
-	defer gw.Close()
+	gw := newFakeGateway(t, 2) // the second attempt is refused
 	out := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -78,25 +54,9 @@ func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
 			Handler:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hi") }),
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	}()
-	waitClients := func(n int) *tunnel.Client {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			mu.Lock()
-			if len(clients) >= n {
-				c := clients[n-1]
-				mu.Unlock()
-				return c
-			}
-			mu.Unlock()
-			if time.Now().After(deadline) {
-				t.Fatalf("no connection %d; output:\n%s", n, out.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	first := waitClients(1)
+	first := gw.next(t, out)
 	first.Close("gateway restarting")
-	second := waitClients(2)
+	second := gw.next(t, out)
 	req, _ := http.NewRequest("GET", "http://connector/x", nil)
 	resp, err := second.RoundTrip(req)
 	if err != nil || resp.StatusCode != 200 {

@@ -3,42 +3,16 @@ package link
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // TestOnStateFollowsTheLink: a refused first attempt is reported as
 // retrying with the gateway's reason, the second attempt as connecting and
 // then connected.
 func TestOnStateFollowsTheLink(t *testing.T) {
-	var mu sync.Mutex
-	attempts := 0
-	var held []*tunnel.Client
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		attempts++
-		n := attempts
-		mu.Unlock()
-		if n == 1 {
-			http.Error(w, "token expired", http.StatusUnauthorized)
-			return
-		}
-		ws, err := tunnel.Accept(w, r)
-		if err != nil {
-			return
-		}
-		c, _ := tunnel.NewClient(ws)
-		mu.Lock()
-		held = append(held, c)
-		mu.Unlock()
-	}))
-	defer gw.Close()
-
+	gw := newFakeGateway(t, 1)
 	type change struct{ state, detail string }
 	changes := make(chan change, 16)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -69,9 +43,4 @@ func TestOnStateFollowsTheLink(t *testing.T) {
 	if got[2].state != StateConnecting || got[2].detail != got[1].detail {
 		t.Errorf("second attempt: %+v", got[2])
 	}
-	mu.Lock()
-	for _, c := range held {
-		c.Close("test over")
-	}
-	mu.Unlock()
 }

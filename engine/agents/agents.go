@@ -56,10 +56,12 @@ type Spec struct {
 	// are confined to it, a command agent runs in it (cursor passes it on
 	// as --workspace). It must be an absolute path — the engine host's
 	// working directory is nobody's project — and exist when the role runs.
-	// A react agent and cursor require one; other command agents without
-	// one run in the host's working directory. In a YAML workflow a relative
-	// workspace is made absolute against the YAML file's directory by
-	// `workflow add`.
+	// A react agent requires one. A cursor agent without one has the
+	// extract model read it from the thread (the task or a step's meta must
+	// name an absolute path), as the original did; other command agents
+	// without one run in the host's working directory. In a YAML workflow a
+	// relative workspace is made absolute against the YAML file's directory
+	// by `workflow add`.
 	Workspace string `json:"workspace,omitempty"`
 	// TimeoutMs bounds one role invocation; 0 means no limit.
 	TimeoutMs int64 `json:"timeout,omitempty"`

@@ -175,7 +175,7 @@ func (a commandAgent) Run(ctx context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	inv, err := a.prepare(call)
+	inv, err := a.prepare(ctx, call)
 	if err != nil {
 		return Result{}, err
 	}
@@ -214,7 +214,9 @@ func (a commandAgent) Run(ctx context.Context, call Call) (Result, error) {
 }
 
 // prepare resolves the program, its arguments, environment and limits.
-func (a commandAgent) prepare(call Call) (invocation, error) {
+// A cursor agent without a workspace asks the thread for one, which costs
+// a model call, so that comes after every check that needs none.
+func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error) {
 	s := a.spec
 	getenv := call.Host.Getenv
 	preset, isPreset := presets[s.Kind]
@@ -248,12 +250,19 @@ func (a commandAgent) prepare(call Call) (invocation, error) {
 		}
 	}
 
-	if s.Workspace != "" {
-		st, err := os.Stat(s.Workspace)
-		if err != nil || !st.IsDir() {
-			return invocation{}, fmt.Errorf("%s: workspace %s is not an existing directory", inv.label, s.Workspace)
+	workspace := s.Workspace
+	if workspace == "" && s.Kind == KindCursor {
+		if workspace, err = extractWorkspace(ctx, call); err != nil {
+			return invocation{}, err
 		}
-		inv.dir = s.Workspace
+		call.Host.Log("agent", fmt.Sprintf("%s: workspace %s, extracted from the thread context", inv.label, workspace))
+	}
+	if workspace != "" {
+		st, err := os.Stat(workspace)
+		if err != nil || !st.IsDir() {
+			return invocation{}, fmt.Errorf("%s: workspace %s is not an existing directory", inv.label, workspace)
+		}
+		inv.dir = workspace
 	}
 
 	prompt := ThreadInput(call.Thread)
@@ -270,26 +279,23 @@ func (a commandAgent) prepare(call Call) (invocation, error) {
 
 	switch s.Kind {
 	case KindCursor:
-		if s.Workspace == "" {
-			return invocation{}, fmt.Errorf("cursor-agent: no workspace. Set the agent's workspace to the absolute path of the project directory; it is not derived from the thread context")
-		}
 		if model == "" {
 			model = "auto"
 		}
-		inv.argv = []string{prog, "-p", prompt, "--model", model, "--workspace", s.Workspace, "--output-format", "text", "--trust", "--force"}
+		inv.argv = []string{prog, "-p", prompt, "--model", model, "--workspace", workspace, "--output-format", "text", "--trust", "--force"}
 	case KindHermes:
 		inv.argv = []string{prog, "chat", "-q", prompt, "--yolo", "--max-turns", hermesMaxTurns, "--quiet"}
 		if model != "" {
 			inv.argv = append(inv.argv, "--model", model)
 		}
 	case KindCLI:
-		args, usesPrompt := substitute(s.Args, prompt, model, s.Workspace)
+		args, usesPrompt := substitute(s.Args, prompt, model, workspace)
 		inv.argv = append([]string{prog}, args...)
 		if !usesPrompt {
 			inv.stdin = []byte(prompt)
 		}
 	case KindExec:
-		args, _ := substitute(s.Args, prompt, model, s.Workspace)
+		args, _ := substitute(s.Args, prompt, model, workspace)
 		inv.argv = append([]string{prog}, args...)
 		inv.env = append(inv.env, "WORKFLOW_PROMPT="+prompt)
 		if inv.stdin, err = execInput(call); err != nil {
@@ -299,6 +305,44 @@ func (a commandAgent) prepare(call Call) (invocation, error) {
 		return invocation{}, fmt.Errorf("agent: %s is not a command agent", s.Kind)
 	}
 	return inv, nil
+}
+
+// workspaceSchema is what extractWorkspace asks the extract model for.
+const workspaceSchema = `{"type":"object","properties":{"workspace":{"type":"string","description":"Absolute filesystem path of the project workspace"}},"required":["workspace"]}`
+
+// errNoWorkspace is the original's message when no usable path was found;
+// it tells the user where the path has to appear.
+var errNoWorkspace = errors.New("cursor-agent: failed to extract workspace path from context. Ensure the task prompt or previous steps include a project path.")
+
+// extractWorkspace derives a cursor agent's workspace from the thread (the
+// original's extractWorkspacePath, spec/agents.md §6.1): the task and each
+// step's meta go into a content node, and the host's extract model reads
+// the path out of it. Only an absolute path is accepted — a relative one
+// would resolve against the engine's working directory.
+func extractWorkspace(ctx context.Context, call Call) (string, error) {
+	var b strings.Builder
+	b.WriteString("## Task\n")
+	b.WriteString(call.Thread.Start.Content)
+	for _, st := range call.Thread.Steps {
+		fmt.Fprintf(&b, "\n\n## Step: %s\nMeta: %s", st.Role, metaJSON(st))
+	}
+	b.WriteString("\n\nExtract the absolute filesystem path of the project workspace where code changes should be made.")
+	hash, err := call.Host.CAS().PutNode(node.NewContent(b.String(), nil))
+	if err != nil {
+		return "", fmt.Errorf("cursor-agent: storing the workspace extraction input: %w", err)
+	}
+	ex, err := call.Host.Extract(ctx, []byte(workspaceSchema), hash)
+	if err != nil {
+		return "", fmt.Errorf("%w (extract: %w)", errNoWorkspace, err)
+	}
+	v, _ := ex.Meta.Get("workspace")
+	ws, _ := v.(string)
+	ws = strings.TrimSpace(ws)
+	if !filepath.IsAbs(ws) {
+		call.Host.Log("agent", fmt.Sprintf("cursor-agent: workspace extraction returned %q, not an absolute path", ws))
+		return "", errNoWorkspace
+	}
+	return filepath.Clean(ws), nil
 }
 
 func sortedEnv(m map[string]string) []string {

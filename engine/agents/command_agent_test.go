@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/engine/testkit"
 )
 
 // cmdHost is an agents.Host over a real CAS with a fake extract: it
@@ -29,6 +29,7 @@ type cmdHost struct {
 	mu        sync.Mutex
 	logs      []cmdLogEntry
 	extracted []string // content payloads extract was asked about
+	schemas   []string // the schemas extract was asked with
 	extractFn func(payload string) (canonyaml.Map, error)
 }
 
@@ -57,7 +58,7 @@ func (h *cmdHost) ResolveModel(string) (registry.Model, error) {
 	return registry.Model{}, errors.New("no models in this test")
 }
 
-func (h *cmdHost) Extract(_ context.Context, _ []byte, hash string) (workflow.ExtractResult, error) {
+func (h *cmdHost) Extract(_ context.Context, schema []byte, hash string) (workflow.ExtractResult, error) {
 	n, err := h.store.GetNode(hash)
 	if err != nil {
 		return workflow.ExtractResult{}, err
@@ -68,6 +69,7 @@ func (h *cmdHost) Extract(_ context.Context, _ []byte, hash string) (workflow.Ex
 	}
 	h.mu.Lock()
 	h.extracted = append(h.extracted, c.Payload)
+	h.schemas = append(h.schemas, string(schema))
 	fn := h.extractFn
 	h.mu.Unlock()
 	if fn != nil {
@@ -383,6 +385,86 @@ func TestCursorPresetEnvDefaults(t *testing.T) {
 	}
 }
 
+func TestCursorWorkspaceFromThread(t *testing.T) {
+	h := newCmdHost(t)
+	ws := t.TempDir()
+	argvOut := filepath.Join(t.TempDir(), "argv")
+	h.extractFn = func(payload string) (canonyaml.Map, error) {
+		if strings.HasPrefix(payload, "## Task\n") {
+			return canonyaml.Map{{Key: "workspace", Value: " " + ws + " "}}, nil
+		}
+		return canonyaml.Map{{Key: "summary", Value: "coded"}}, nil
+	}
+	a := mustCommandAgent(t, Spec{Kind: KindCursor, Command: fakeAgent(t, "argv.sh"), Env: map[string]string{"ARGV_OUT": argvOut}})
+	call := cmdCall(h, "coder", `{"type":"object","required":["ok"]}`)
+	if _, err := a.Run(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	full := "You are the coder.\n\n" + ThreadInput(call.Thread)
+	checkArgvFile(t, argvOut, []string{"-p", full, "--model", "auto", "--workspace", ws, "--output-format", "text", "--trust", "--force"}, ws)
+
+	wantInput := "## Task\nFix the bug\n\n## Step: planner\nMeta: {\"plan\":\"step one\"}\n\n" +
+		"Extract the absolute filesystem path of the project workspace where code changes should be made."
+	if got := h.extractCalls(); len(got) != 1 || got[0] != wantInput {
+		t.Errorf("extract inputs = %q, want just %q", got, wantInput)
+	}
+	if len(h.schemas) != 1 || h.schemas[0] != workspaceSchema {
+		t.Errorf("extract schemas = %q", h.schemas)
+	}
+	found := false
+	for _, l := range h.logged("agent") {
+		found = found || strings.Contains(l, "workspace "+ws+", extracted from the thread context")
+	}
+	if !found {
+		t.Errorf("the derived workspace was not logged: %q", h.logged("agent"))
+	}
+}
+
+func TestCursorWorkspaceExtractionFails(t *testing.T) {
+	const want = "cursor-agent: failed to extract workspace path from context. Ensure the task prompt or previous steps include a project path."
+	gone := filepath.Join(t.TempDir(), "gone")
+	cases := map[string]struct {
+		meta    canonyaml.Map
+		err     error
+		wantErr string
+	}{
+		"relative path":  {meta: canonyaml.Map{{Key: "workspace", Value: "src/project"}}, wantErr: want},
+		"empty path":     {meta: canonyaml.Map{{Key: "workspace", Value: ""}}, wantErr: want},
+		"no field":       {meta: canonyaml.Map{{Key: "path", Value: "/tmp"}}, wantErr: want},
+		"not a string":   {meta: canonyaml.Map{{Key: "workspace", Value: float64(1)}}, wantErr: want},
+		"extract failed": {err: errors.New("no extract model configured"), wantErr: "no extract model configured"},
+		"missing dir":    {meta: canonyaml.Map{{Key: "workspace", Value: gone}}, wantErr: "workspace " + gone + " is not an existing directory"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newCmdHost(t)
+			h.extractFn = func(string) (canonyaml.Map, error) { return c.meta, c.err }
+			argvOut := filepath.Join(t.TempDir(), "argv")
+			a := mustCommandAgent(t, Spec{Kind: KindCursor, Command: fakeAgent(t, "argv.sh"), Env: map[string]string{"ARGV_OUT": argvOut}})
+			_, err := a.Run(context.Background(), cmdCall(h, "coder", ""))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("got %v, want an error containing %q", err, c.wantErr)
+			}
+			if c.err != nil && (!strings.Contains(err.Error(), want) || !errors.Is(err, c.err)) {
+				t.Errorf("%v does not say how to fix it or hides the cause", err)
+			}
+			if _, serr := os.Stat(argvOut); !os.IsNotExist(serr) {
+				t.Errorf("cursor-agent ran without a workspace (stat: %v)", serr)
+			}
+		})
+	}
+
+	// An explicit workspace is used as it is: no extraction.
+	h := newCmdHost(t)
+	a := mustCommandAgent(t, Spec{Kind: KindCursor, Command: fakeAgent(t, "argv.sh"), Workspace: t.TempDir(), Env: map[string]string{"ARGV_OUT": filepath.Join(t.TempDir(), "argv")}})
+	if _, err := a.Run(context.Background(), cmdCall(h, "coder", `{"type":"object","required":["ok"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.extractCalls(); len(got) != 0 {
+		t.Errorf("extract was called with an explicit workspace: %q", got)
+	}
+}
+
 func TestHermesPresetArgv(t *testing.T) {
 	h := newCmdHost(t)
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -448,11 +530,10 @@ func TestCommandAgentValidation(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		"cursor without workspace": {Spec{Kind: KindCursor, Command: "/bin/true"}, "cursor-agent: no workspace"},
-		"missing workspace":        {Spec{Kind: KindCLI, Command: "/bin/true", Workspace: filepath.Join(t.TempDir(), "gone")}, "not an existing directory"},
-		"missing program":          {Spec{Kind: KindExec, Command: filepath.Join(t.TempDir(), "nope")}, "no such file"},
-		"not executable":           {Spec{Kind: KindExec, Command: plain}, "not an executable file"},
-		"not on PATH":              {Spec{Kind: KindCLI, Command: "no-such-agent-binary-xyz"}, "not found on PATH"},
+		"missing workspace": {Spec{Kind: KindCLI, Command: "/bin/true", Workspace: filepath.Join(t.TempDir(), "gone")}, "not an existing directory"},
+		"missing program":   {Spec{Kind: KindExec, Command: filepath.Join(t.TempDir(), "nope")}, "no such file"},
+		"not executable":    {Spec{Kind: KindExec, Command: plain}, "not an executable file"},
+		"not on PATH":       {Spec{Kind: KindCLI, Command: "no-such-agent-binary-xyz"}, "not found on PATH"},
 	}
 	for name, c := range runBad {
 		a := mustCommandAgent(t, c.spec)
@@ -510,31 +591,6 @@ func TestCommandAgentSpawnFailed(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; the test's own deadline bounds it.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// gone reports whether pid has exited (a zombie awaiting its reaper counts).
-func exitedOrZombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == syscall.ESRCH
-	}
-	// The state follows the parenthesised command name.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] == 'Z' || b[i+2] == 'X'
-	}
-	return false
-}
-
 func TestCommandAgentCancelKillsGroup(t *testing.T) {
 	// The script ignores SIGTERM; a short grace keeps the test quick
 	// without changing what it checks.
@@ -551,7 +607,7 @@ func TestCommandAgentCancelKillsGroup(t *testing.T) {
 		errc <- err
 	}()
 	var pid int
-	waitUntil(t, "the grandchild's pid", func() bool {
+	testkit.WaitUntil(t, "the grandchild's pid", func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			return false
@@ -564,7 +620,7 @@ func TestCommandAgentCancelKillsGroup(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	waitUntil(t, "the grandchild to die", func() bool { return exitedOrZombie(pid) })
+	testkit.WaitUntil(t, "the grandchild to die", func() bool { return testkit.ProcessGone(pid) })
 }
 
 func TestCommandAgentStreamsLinesWhileRunning(t *testing.T) {
@@ -580,7 +636,7 @@ func TestCommandAgentStreamsLinesWhileRunning(t *testing.T) {
 		r, err := a.Run(context.Background(), cmdCall(h, "coder", `{"type":"object","required":["lines"]}`))
 		done <- result{r, err}
 	}()
-	waitUntil(t, "500 lines in the log", func() bool {
+	testkit.WaitUntil(t, "500 lines in the log", func() bool {
 		return len(h.logged("agent.out")) == 500 && len(h.logged("agent.err")) == 1
 	})
 	select {

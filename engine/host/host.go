@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/registry"
@@ -89,19 +90,12 @@ func Open(opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(opts.Layout.Root, 0o755); err != nil {
-		return nil, err
+	f, err := atomicfile.TryLock(LockFile(opts.Layout))
+	if errors.Is(err, atomicfile.ErrLocked) {
+		return nil, ErrHostRunning
 	}
-	f, err := os.OpenFile(LockFile(opts.Layout), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, ErrHostRunning
-		}
-		return nil, fmt.Errorf("lock %s: %w", LockFile(opts.Layout), err)
 	}
 	f.Truncate(0)
 	fmt.Fprintf(f, "%d\n", os.Getpid())
@@ -115,18 +109,7 @@ func Open(opts Options) (*Host, error) {
 }
 
 // Running reports whether a live host holds the root's lock.
-func Running(l storage.Layout) bool {
-	f, err := os.OpenFile(LockFile(l), os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK)
-	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
-}
+func Running(l storage.Layout) bool { return atomicfile.Held(LockFile(l)) }
 
 // Serve answers the control API on the root's socket until ctx ends or the
 // host has been idle for IdleExit, then stops every thread (they stay

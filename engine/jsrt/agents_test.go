@@ -1,7 +1,6 @@
 package jsrt
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/testkit"
 )
 
 func metaText(t *testing.T, m canonyaml.Map) string {
@@ -266,48 +264,21 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 	}
 }
 
-// processGone reports whether pid has exited (a zombie counts).
-func processGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-	}
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] == 'Z' || b[i+2] == 'X'
-	}
-	return false
-}
-
 func TestKillCancelsAgentProcess(t *testing.T) {
 	b := loadTestdata(t, "agents_kill.esm.js")
 	h := newFakeHost(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h.env["PIDFILE"] = pidFile
-	r, err := b.Start(context.Background(), threadFor(b, "x"), h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := r.Next(ctx)
-		errc <- err
-	}()
+	r, cancel, errc := startKillable(t, b, h, threadFor(b, "x"))
 	var pid int
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if data, err := os.ReadFile(pidFile); err == nil {
-			if pid, err = strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-				break
-			}
+	testkit.WaitUntil(t, "the agent to start", func() bool {
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil
+	})
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next after kill: %v", err)
@@ -316,7 +287,7 @@ func TestKillCancelsAgentProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Close waited for the agent's goroutine, which reaps the process.
-	if !processGone(pid) {
+	if !testkit.ProcessGone(pid) {
 		t.Errorf("agent process %d survived the kill", pid)
 	}
 }

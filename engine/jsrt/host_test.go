@@ -170,3 +170,23 @@ func lineOf(t testing.TB, file, needle string) int {
 	t.Fatalf("%q not in %s", needle, file)
 	return 0
 }
+
+// startKillable starts thread and calls Next on a goroutine, as the
+// executor does; cancel is the thread being killed and errc gets what
+// Next returned. The run is closed when the test ends.
+func startKillable(t *testing.T, b *Bundle, h *fakeHost, thread workflow.ThreadContext) (r workflow.Run, cancel context.CancelFunc, errc <-chan error) {
+	t.Helper()
+	r, err := b.Start(context.Background(), thread, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := make(chan error, 1)
+	go func() {
+		_, _, err := r.Next(ctx)
+		ch <- err
+	}()
+	return r, cancel, ch
+}

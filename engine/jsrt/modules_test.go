@@ -4,18 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/engine/testkit"
 )
 
 // check runs one check of host_apis.esm.js and returns its meta as JSON
@@ -110,27 +111,12 @@ func TestSpawn(t *testing.T) {
 	})
 }
 
-func alive(pid int) bool {
-	return syscall.Kill(pid, 0) == nil
-}
-
 func TestKillChildProcessOnCancel(t *testing.T) {
 	b := loadTestdata(t, "host_apis.esm.js")
 	h := newFakeHost(t)
-	r, err := b.Start(context.Background(), threadFor(b, "sleeper"), h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := r.Next(ctx)
-		errc <- err
-	}()
+	_, cancel, errc := startKillable(t, b, h, threadFor(b, "sleeper"))
 	var pids []int
-	deadline := time.Now().Add(10 * time.Second)
-	for len(pids) == 0 && time.Now().Before(deadline) {
+	testkit.WaitUntil(t, "the child pids in the console log", func() bool {
 		for _, line := range h.logged("CONSOLE") {
 			if rest, ok := strings.CutPrefix(line, "pids "); ok {
 				for _, f := range strings.Fields(rest) {
@@ -139,13 +125,13 @@ func TestKillChildProcessOnCancel(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(pids) > 0
+	})
 	if len(pids) != 2 {
-		t.Fatalf("no pids logged: %q", h.logged("CONSOLE"))
+		t.Fatalf("pids logged: %q", h.logged("CONSOLE"))
 	}
 	for _, p := range pids {
-		if !alive(p) {
+		if testkit.ProcessGone(p) {
 			t.Fatalf("process %d is not running before the kill", p)
 		}
 	}
@@ -161,12 +147,7 @@ func TestKillChildProcessOnCancel(t *testing.T) {
 	// sh and its background sleep 30 are both gone (the sleep is reaped by
 	// init once killed, so give it a moment).
 	for _, p := range pids {
-		for alive(p) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if alive(p) {
-			t.Errorf("process %d survived the kill", p)
-		}
+		testkit.WaitUntil(t, fmt.Sprintf("process %d to end after the kill", p), func() bool { return testkit.ProcessGone(p) })
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -306,7 +307,14 @@ func agentSpec(n *yaml.Node, path string) (agents.Spec, error) {
 		}
 		return agents.Spec{}, errAt(n, path, "%v", err)
 	}
-	if err := s.Validate(); err != nil {
+	// A relative workspace is relative to the YAML file and made absolute
+	// by ResolvePaths when the workflow is registered; everything else
+	// about the spec is checked as it will run.
+	check := s
+	if check.Workspace != "" && !filepath.IsAbs(check.Workspace) {
+		check.Workspace = filepath.Join(string(filepath.Separator), check.Workspace)
+	}
+	if err := check.Validate(); err != nil {
 		return agents.Spec{}, errAt(n, path, "%s", strings.TrimPrefix(err.Error(), "agent: "))
 	}
 	return s, nil

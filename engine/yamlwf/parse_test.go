@@ -76,22 +76,6 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
-func TestDefaultAgent(t *testing.T) {
-	def, err := Parse([]byte(`version: 1
-description: d
-agent: {type: exec, command: cat}
-roles:
-  only: {description: d, prompt: p}
-graph: {__start__: only}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if def.Roles[0].Agent.Kind != "exec" || def.Roles[0].Agent.Command != "cat" {
-		t.Fatalf("agent = %+v", def.Roles[0].Agent)
-	}
-}
-
 // TestParseErrors: every way a workflow can be wrong gets an error naming
 // where, and none is accepted.
 func TestParseErrors(t *testing.T) {
@@ -196,10 +180,40 @@ func TestErrorsCarryLines(t *testing.T) {
 	}
 }
 
-// TestSchemaDataIsNotKeywords: property names, enum values, defaults and
-// extension keywords are not mistaken for keywords.
-func TestSchemaDataIsNotKeywords(t *testing.T) {
-	_, err := Parse([]byte(`version: 1
+// TestParseAccepts: forms beside the reference example that must parse,
+// and what each must come to.
+func TestParseAccepts(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		check      func(t *testing.T, def *Definition)
+	}{
+		{"default agent", `version: 1
+description: d
+agent: {type: exec, command: cat}
+roles:
+  only: {description: d, prompt: p}
+graph: {__start__: only}
+`, func(t *testing.T, def *Definition) {
+			if def.Roles[0].Agent.Kind != "exec" || def.Roles[0].Agent.Command != "cat" {
+				t.Fatalf("agent = %+v", def.Roles[0].Agent)
+			}
+		}},
+		// A relative workspace is relative to the file (ResolvePaths makes
+		// it absolute at registration), not an invalid spec.
+		{"relative workspace", `version: 1
+description: d
+agent: {type: react, workspace: ./ws}
+roles:
+  only: {description: d, prompt: p}
+graph: {__start__: only}
+`, func(t *testing.T, def *Definition) {
+			if def.Roles[0].Agent.Workspace != "./ws" {
+				t.Fatalf("workspace = %q", def.Roles[0].Agent.Workspace)
+			}
+		}},
+		// Property names, enum values, defaults and extension keywords are
+		// not mistaken for keywords.
+		{"schema data is not keywords", `version: 1
 description: d
 agent: {type: exec, command: cat}
 roles:
@@ -217,14 +231,8 @@ roles:
       if: {properties: {anything: {const: a}}}
       then: {required: [items]}
 graph: {__start__: a}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestSchemaKeywordIsDropped(t *testing.T) {
-	def, err := Parse([]byte(`version: 1
+`, nil},
+		{"$schema keyword is dropped", `version: 1
 description: d
 agent: {type: exec, command: cat}
 roles:
@@ -233,20 +241,15 @@ roles:
     prompt: p
     output: {$schema: "https://json-schema.org/draft/2020-12/schema", type: object, required: [x]}
 graph: {__start__: a}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(def.Roles[0].outputJSON); got != `{"type":"object","required":["x"]}` {
-		t.Fatalf("schema sent to agents = %s", got)
-	}
-	if _, ok := def.Roles[0].Output.Get("$schema"); ok {
-		t.Fatal("descriptor schema keeps $schema")
-	}
-}
-
-func TestAliasesAreFollowed(t *testing.T) {
-	def, err := Parse([]byte(`version: 1
+`, func(t *testing.T, def *Definition) {
+			if got := string(def.Roles[0].outputJSON); got != `{"type":"object","required":["x"]}` {
+				t.Fatalf("schema sent to agents = %s", got)
+			}
+			if _, ok := def.Roles[0].Output.Get("$schema"); ok {
+				t.Fatal("descriptor schema keeps $schema")
+			}
+		}},
+		{"aliases are followed", `version: 1
 description: d
 agents:
   a: &spec {type: exec, command: cat}
@@ -254,12 +257,22 @@ roles:
   one: {description: d, prompt: &p p, agent: *spec}
   two: {description: d, prompt: *p, agent: a}
 graph: {__start__: one, one: two}
-`))
-	if err != nil {
-		t.Fatal(err)
+`, func(t *testing.T, def *Definition) {
+			if def.Roles[0].Agent.Command != "cat" || def.Roles[1].Prompt != "p" {
+				t.Fatalf("roles = %+v", def.Roles)
+			}
+		}},
 	}
-	if def.Roles[0].Agent.Command != "cat" || def.Roles[1].Prompt != "p" {
-		t.Fatalf("roles = %+v", def.Roles)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			def, err := Parse([]byte(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.check != nil {
+				c.check(t, def)
+			}
+		})
 	}
 }
 

@@ -185,6 +185,7 @@ export declare function cliAdapter(options: {
 export type CliPresetOptions = {
   command?: string;
   model?: string;
+  /** Absolute. cursor without one extracts it from the task and earlier steps' meta. */
   workspace?: string;
   timeout?: number;
   env?: { [name: string]: string };
