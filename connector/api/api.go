@@ -132,7 +132,8 @@ type Options struct {
 	// get 413 {"error":"Payload too large"}, whether the Content-Length
 	// says so or the body turns out longer while it is read.
 	BodyLimit int64
-	// Logger receives internal errors and recovered panics (nil: discard).
+	// Logger receives one line per request (info; probes at debug level,
+	// requestlog.go), internal errors and recovered panics (nil: discard).
 	Logger *slog.Logger
 	// LivePoll and LivePing tune the live route (0: the defaults).
 	LivePoll time.Duration
@@ -157,7 +158,8 @@ type errorBody struct {
 var okBody = map[string]bool{"ok": true}
 
 // New builds the API over opts. Middleware, outermost first: panic recovery
-// (500 {"error":"Internal server error"}), request id (X-Request-Id), CORS
+// (500 {"error":"Internal server error"}), request id and log line
+// (X-Request-Id, requestlog.go), CORS
 // for AllowedOrigins, body limit.
 func New(opts Options) *echo.Echo {
 	if opts.BodyLimit <= 0 {
@@ -185,7 +187,7 @@ func New(opts Options) *echo.Echo {
 				return recovered{err}
 			},
 		}),
-		middleware.RequestID(),
+		s.requestLog,
 		middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins:  AllowedOrigins,
 			AllowMethods:  []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},

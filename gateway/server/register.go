@@ -95,6 +95,7 @@ func (g *Gateway) register(c echo.Context) error {
 	if g.registrations.upsert(body.Name, body.URL, body.ClientToken, time.Now()) {
 		status = http.StatusCreated
 	}
+	g.shareRegistration(body.Name, body.URL, body.ClientToken, false)
 	return c.JSON(status, map[string]string{"registered": body.Name})
 }
 
@@ -106,5 +107,6 @@ func (g *Gateway) unregister(c echo.Context) error {
 		return err
 	}
 	g.registrations.remove(name)
+	g.shareRegistration(name, "", "", true)
 	return c.JSON(http.StatusOK, map[string]string{"unregistered": name})
 }

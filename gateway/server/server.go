@@ -40,6 +40,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
@@ -102,6 +103,9 @@ type Options struct {
 	// Dashboard serves "/" (nil: a plain page saying the dashboard is not
 	// built into this binary).
 	Dashboard http.Handler
+	// Cluster, when set, makes this gateway one replica of several
+	// (cluster.go); the caller starts and closes it.
+	Cluster *cluster.Cluster
 }
 
 // Gateway is a running gateway.
@@ -160,6 +164,9 @@ func New(opts Options) *Gateway {
 		BufferPool:    newBufferPool(),
 		ErrorHandler:  g.proxyError,
 	}
+	if opts.Cluster != nil {
+		g.joinCluster()
+	}
 	g.echo = g.routes()
 	return g
 }
@@ -184,9 +191,9 @@ func (g *Gateway) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = jsonErrorHandler
 	e.IPExtractor = g.opts.IPExtractor
-	e.Use(middleware.Recover(), middleware.RequestID())
+	e.Use(middleware.Recover(), g.requestLog)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
-	e.GET("/readyz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
+	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
 	e.GET(tunnel.ConnectPath, g.connect)
 	api := e.Group("/api")
@@ -195,7 +202,7 @@ func (g *Gateway) routes() *echo.Echo {
 	api.POST("/gateway/register", g.register)
 	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
-	dash.GET("/gateway/endpoints", func(c echo.Context) error { return c.JSON(http.StatusOK, g.presence.List()) })
+	dash.GET("/gateway/endpoints", g.endpoints)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
 		dash.Any(prefix, g.forward, g.instrument)
 		dash.Any(prefix+"/*", g.forward, g.instrument)
@@ -366,6 +373,11 @@ type ctxKey struct{}
 // forward proxies /api/clients/<name>/<rest> to the connector's /api/<rest>.
 func (g *Gateway) forward(c echo.Context) error {
 	name := c.Param("name")
+	if g.opts.Cluster != nil {
+		if handled, err := g.forwardInCluster(c, name); handled {
+			return err
+		}
+	}
 	conn, online, known := g.presence.Get(name)
 	switch {
 	case !known:

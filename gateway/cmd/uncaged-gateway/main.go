@@ -5,24 +5,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/gateway/auth"
-	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/profiling"
@@ -50,7 +48,7 @@ func authority(keyFile string) (*auth.Authority, error) {
 }
 
 func serveCmd() *cobra.Command {
-	var listen, keyFile string
+	var listen, keyFile, natsURL, advertise, replicaID string
 	var heartbeat, requestTimeout time.Duration
 	var maxBody, wsReadLimit int64
 	var maxConcurrent, connectBurst int
@@ -65,23 +63,50 @@ func serveCmd() *cobra.Command {
 					listen = env
 				}
 			}
+			for flag, env := range map[string]*string{"nats": &natsURL, "cluster-advertise": &advertise, "replica-id": &replicaID} {
+				if !cmd.Flags().Changed(flag) {
+					if v := os.Getenv("UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))); v != "" {
+						*env = v
+					}
+				}
+			}
 			a, err := authority(keyFile)
 			if err != nil {
 				return err
 			}
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			var cl *cluster.Cluster
+			if natsURL != "" {
+				if cl, err = newCluster(ln.Addr(), keyFile, natsURL, advertise, replicaID, heartbeat, requestTimeout, logger); err != nil {
+					ln.Close()
+					return err
+				}
+			}
 			g := server.New(server.Options{
 				Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
 				MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 				ConnectRate: connectRate, ConnectBurst: connectBurst,
 				MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
 				Dashboard:    web.Handler(),
+				Cluster:      cl,
 			})
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
 			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			if cl != nil {
+				// The other replicas forward over HTTP/2 without TLS.
+				srv.Protocols = new(http.Protocols)
+				srv.Protocols.SetHTTP1(true)
+				srv.Protocols.SetUnencryptedHTTP2(true)
+				if err := g.StartCluster(); err != nil {
+					ln.Close()
+					return err
+				}
+				defer cl.Close()
+				logger.Info("cluster mode", "replica", cl.ReplicaID(), "nats", redactURL(natsURL))
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			errc := make(chan error, 1)
@@ -93,6 +118,9 @@ func serveCmd() *cobra.Command {
 			case <-ctx.Done():
 			}
 			logger.Info("gateway shutting down")
+			if cl != nil {
+				cl.Close() // the others first hear this replica is leaving
+			}
 			g.Shutdown()
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -108,7 +136,51 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().IntVar(&maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "proxied requests in flight per connector (negative: no limit)")
 	cmd.Flags().Float64Var(&connectRate, "connect-rate", server.DefaultConnectRate, "connection attempts per minute per IP (negative: no limit)")
 	cmd.Flags().IntVar(&connectBurst, "connect-burst", server.DefaultConnectBurst, "burst of connection attempts per IP")
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster (env UNCAGED_GATEWAY_NATS)")
+	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address; env UNCAGED_GATEWAY_CLUSTER_ADVERTISE)")
+	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port; env UNCAGED_GATEWAY_REPLICA_ID)")
 	return cmd
+}
+
+// maxClusterInterval bounds how often a replica repeats its presence.
+const maxClusterInterval = 5 * time.Second
+
+// newCluster builds this replica's cluster membership. The advertised
+// address and the replica id default to the listening address, with the
+// host name when it listens on every interface.
+func newCluster(addr net.Addr, keyFile, natsURL, advertise, replicaID string, heartbeat, requestTimeout time.Duration, logger *slog.Logger) (*cluster.Cluster, error) {
+	key, err := auth.LoadKey(keyFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return nil, err
+	}
+	hostname, _ := os.Hostname()
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = hostname
+	}
+	if advertise == "" {
+		advertise = "http://" + net.JoinHostPort(host, port)
+	}
+	if replicaID == "" {
+		replicaID = net.JoinHostPort(hostname, port)
+	}
+	return cluster.New(cluster.Options{
+		NATS: natsURL, ReplicaID: replicaID, Advertise: advertise, Key: key,
+		// Presence is repeated every heartbeat, at most every 5 s, so a dead
+		// replica's connectors show offline within 15 s.
+		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
+	})
+}
+
+// redactURL hides a password in a NATS URL for the logs.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 func tokenCmd() *cobra.Command {
@@ -158,45 +230,6 @@ func keyCmd() *cobra.Command {
 	k := &cobra.Command{Use: "key", Short: "Manage the signing key"}
 	k.AddCommand(gen)
 	return k
-}
-
-func statusCmd() *cobra.Command {
-	var url string
-	cmd := &cobra.Command{
-		Use:   "status [--url URL]",
-		Short: "Show the connectors a gateway knows (token from UNCAGED_DASHBOARD_TOKEN or WORKFLOW_DASHBOARD_SECRET)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			tok := os.Getenv("UNCAGED_DASHBOARD_TOKEN")
-			if tok == "" {
-				tok = os.Getenv("WORKFLOW_DASHBOARD_SECRET")
-			}
-			req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(url, "/")+"/api/gateway/endpoints", nil)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("gateway answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
-			}
-			var eps []presence.Endpoint
-			if err := json.Unmarshal(body, &eps); err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATUS\tLAST HEARTBEAT\tCONNECTED\tVERSION\tADDRESS")
-			for _, e := range eps {
-				fmt.Fprintf(w, "%s\t%s\t%s ago\t%s\t%s\t%s\n", e.Name, e.Status,
-					time.Since(time.UnixMilli(e.LastHeartbeat)).Round(time.Second), time.UnixMilli(e.ConnectedAt).Format(time.RFC3339), e.Version, e.Address)
-			}
-			return w.Flush()
-		},
-	}
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:8080", "the gateway")
-	return cmd
 }
 
 func versionCmd() *cobra.Command {

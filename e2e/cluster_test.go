@@ -1,0 +1,332 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+)
+
+// clusterRequestTimeout is the replicas' --request-timeout: every request
+// of the cluster test must be answered within it (plus slack for a loaded
+// machine), whatever replica died.
+const clusterRequestTimeout = 5 * time.Second
+
+// replica is one gateway process of a cluster.
+type replica struct {
+	id, addr string
+	p        *proc
+}
+
+// TestGatewayClusterOverNATS runs three gateway replicas sharing presence
+// through a real NATS server, with connectors spread over them by a TCP
+// balancer: every connector is reachable from every replica (live streams
+// included), the endpoints list is cluster-wide, and when a replica is
+// killed its connectors reconnect to the others and are reachable from
+// every survivor again, no request hanging meanwhile.
+func TestGatewayClusterOverNATS(t *testing.T) {
+	natsURL := startNATS(t)
+	key := gwCLI(t, "", "key", "generate")
+	dash := gwCLI(t, key, "token", "create", "--dashboard")
+	var replicas []*replica
+	var addrs []string
+	for i := 1; i <= 3; i++ {
+		r := startReplica(t, key, natsURL, fmt.Sprintf("r%d", i))
+		replicas = append(replicas, r)
+		addrs = append(addrs, r.addr)
+	}
+	lb := startBalancer(t, addrs)
+	client := &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+dash)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s%s did not answer: %v", addr, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	endpoints := func(addr string) map[string]clusterEndpoint {
+		t.Helper()
+		code, body := get(addr, "/api/gateway/endpoints")
+		var eps []clusterEndpoint
+		if code != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+			t.Fatalf("endpoints from %s: %d %s", addr, code, body)
+		}
+		out := map[string]clusterEndpoint{}
+		for _, e := range eps {
+			out[e.Name] = e
+		}
+		return out
+	}
+
+	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
+	roots := map[string]string{}
+	for _, name := range names {
+		root := engineRoot(t)
+		roots[name] = root
+		// A workflow named after the connector tells who answered.
+		add(t, root, "wf-"+name, "linear.esm.js")
+		add(t, root, "slow", "slow.esm.js")
+		tok := gwCLI(t, key, "token", "create", "--connector", name)
+		startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
+			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+lb)
+	}
+	allOnline := func(live []*replica, avoid string) func() bool {
+		return func() bool {
+			for _, r := range live {
+				eps := endpoints(r.addr)
+				for _, name := range names {
+					if e := eps[name]; e.Status != "online" || e.Replica == "" || e.Replica == avoid {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, "every replica to list every connector online", allOnline(replicas, ""))
+
+	// Spread: the balancer gave each replica some connectors.
+	holder := map[string]string{}
+	held := map[string][]string{}
+	for name, e := range endpoints(replicas[0].addr) {
+		holder[name] = e.Replica
+		held[e.Replica] = append(held[e.Replica], name)
+	}
+	for _, r := range replicas {
+		if len(held[r.id]) == 0 {
+			t.Fatalf("replica %s holds no connector: %v", r.id, holder)
+		}
+	}
+
+	reachable := func(addr, name string) (bool, string) {
+		code, body := get(addr, "/api/clients/"+name+"/workflows")
+		switch {
+		case code == 200 && strings.Contains(body, `"name":"wf-`+name+`"`):
+			return true, ""
+		case code == 200:
+			t.Fatalf("%s via %s answered for another connector: %s", name, addr, body)
+		case !strings.HasPrefix(strings.TrimSpace(body), `{"error":`):
+			t.Fatalf("%s via %s: %d without a JSON error: %s", name, addr, code, body)
+		}
+		return false, fmt.Sprintf("%s via %s: %d %s", name, addr, code, strings.TrimSpace(body))
+	}
+	for _, r := range replicas {
+		for _, name := range names {
+			if ok, why := reachable(r.addr, name); !ok {
+				t.Fatal(why)
+			}
+		}
+	}
+
+	// A live stream through a replica that does not hold the connector
+	// passes through as it comes: a step arrives while the thread runs.
+	streamed := names[0]
+	var via *replica
+	for _, r := range replicas {
+		if r.id != holder[streamed] {
+			via = r
+			break
+		}
+	}
+	clusterStream(t, via.addr, dash, streamed, roots[streamed])
+	if n := metricValue(t, via.addr, "uncaged_gateway_cluster_forwarded_requests_total", `result="ok"`); n < 1 {
+		t.Fatalf("%s forwarded nothing according to its metrics", via.id)
+	}
+	if n := metricValue(t, via.addr, "uncaged_gateway_cluster_peers", ""); n != 2 {
+		t.Fatalf("%s counts %v peers", via.id, n)
+	}
+
+	// Kill the replica holding the streamed connector: only its
+	// connectors drop, they reconnect through the balancer to the others,
+	// and every survivor reaches them again within 30 s. No request hangs
+	// meanwhile (get fails the test on a client timeout).
+	var victim *replica
+	var survivors []*replica
+	for _, r := range replicas {
+		if r.id == holder[streamed] {
+			victim = r
+		} else {
+			survivors = append(survivors, r)
+		}
+	}
+	victim.p.stop(syscall.SIGKILL)
+	lastWhy := ""
+	waitFor(t, "the dead replica's connectors to be reachable from every survivor", func() bool {
+		for _, r := range survivors {
+			for _, name := range names {
+				if ok, why := reachable(r.addr, name); !ok {
+					if why != lastWhy { // each distinct answer once
+						t.Log(why)
+						lastWhy = why
+					}
+					return false
+				}
+			}
+		}
+		return true
+	})
+	waitFor(t, "the survivors to list every connector online elsewhere", allOnline(survivors, victim.id))
+	for _, name := range names {
+		if holder[name] != victim.id {
+			if now := endpoints(survivors[0].addr)[name].Replica; now != holder[name] {
+				t.Errorf("%s moved from %s to %s although its replica lived", name, holder[name], now)
+			}
+		}
+	}
+	for _, r := range survivors {
+		if code, body := get(r.addr, "/readyz"); code != 200 {
+			t.Fatalf("%s not ready: %s", r.id, body)
+		}
+	}
+}
+
+type clusterEndpoint struct {
+	Name, Status, Replica string
+}
+
+// startNATS runs an embedded NATS server on a random loopback port.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	return s.ClientURL()
+}
+
+// startReplica runs one gateway of the cluster and waits for it to be
+// ready (connected to NATS).
+func startReplica(t *testing.T, key, natsURL, id string) *replica {
+	t.Helper()
+	r := &replica{id: id, addr: freePort(t)}
+	r.p = startProc(t, []string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, "uncaged-gateway", "serve",
+		"--listen", r.addr, "--replica-id", id, "--heartbeat", "1s",
+		"--request-timeout", clusterRequestTimeout.String(),
+		// Behind the balancer every connector comes from one address.
+		"--connect-rate", "-1")
+	waitFor(t, "replica "+id+" to be ready", func() bool {
+		resp, err := http.Get("http://" + r.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	return r
+}
+
+// startBalancer is a TCP load balancer on loopback: each connection goes
+// to the next backend in turn that accepts it, so a dead backend is
+// skipped — what a cloud load balancer in front of the replicas does.
+func startBalancer(t *testing.T, backends []string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var next atomic.Uint64
+	serve := func(c net.Conn) {
+		defer c.Close()
+		for range backends {
+			up, err := net.DialTimeout("tcp", backends[(next.Add(1)-1)%uint64(len(backends))], time.Second)
+			if err != nil {
+				continue
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(up, c); done <- struct{}{} }()
+			go func() { io.Copy(c, up); done <- struct{}{} }()
+			<-done // either side closing ends both
+			return
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// clusterStream starts the slow workflow on name through addr and follows
+// its live stream there to the end, checking a step arrived while the
+// thread still ran.
+func clusterStream(t *testing.T, addr, dash, name, root string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+addr+"/api/clients/"+name+"/threads", strings.NewReader(`{"workflow":"slow","prompt":"across replicas"}`))
+	req.Header.Set("Authorization", "Bearer "+dash)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started struct{ ThreadID string }
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || json.Unmarshal(b, &started) != nil {
+		t.Fatalf("start on %s via %s: %d %s", name, addr, resp.StatusCode, b)
+	}
+	stream, err := http.Get("http://" + addr + "/api/clients/" + name + "/threads/" + started.ThreadID + "/live?key=" + dash)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("live via %s: %v %v", addr, stream, err)
+	}
+	defer stream.Body.Close()
+	sc := bufio.NewScanner(stream.Body)
+	sawRoleWhileRunning, sawDone := false, false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"type":"role"`) && !sawRoleWhileRunning {
+			sawRoleWhileRunning = show(t, root, started.ThreadID).Result == nil
+		}
+		if line == "event: done" {
+			sawDone = true
+			break
+		}
+	}
+	if !sawRoleWhileRunning || !sawDone {
+		t.Fatalf("forwarded stream: role while running %v, done %v", sawRoleWhileRunning, sawDone)
+	}
+}
+
+// metricValue sums a metric's samples whose labels contain match.
+func metricValue(t *testing.T, addr, metric, match string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if (strings.HasPrefix(line, metric+" ") || strings.HasPrefix(line, metric+"{")) && strings.Contains(line, match) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
+}

@@ -1,0 +1,333 @@
+package cluster
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+// fakeLocal is a replica's own connectors, set by the test.
+type fakeLocal struct {
+	mu       sync.Mutex
+	eps      map[string]presence.Endpoint
+	replaced map[string]string // name → reason
+	regs     map[string]Registration
+}
+
+func newFakeLocal(eps ...presence.Endpoint) *fakeLocal {
+	l := &fakeLocal{eps: map[string]presence.Endpoint{}, replaced: map[string]string{}, regs: map[string]Registration{}}
+	for _, e := range eps {
+		l.eps[e.Name] = e
+	}
+	return l
+}
+
+func (l *fakeLocal) List() []presence.Endpoint {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []presence.Endpoint
+	for _, e := range l.eps {
+		out = append(out, e)
+	}
+	return out
+}
+
+func (l *fakeLocal) Replace(name, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.replaced[name] = reason
+	e := l.eps[name]
+	e.Status = presence.Offline
+	l.eps[name] = e
+}
+
+func (l *fakeLocal) Registered(r Registration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.regs[r.Name] = r
+}
+
+func (l *fakeLocal) registration(name string) Registration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.regs[name]
+}
+
+func (l *fakeLocal) set(e presence.Endpoint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.eps[e.Name] = e
+}
+
+func (l *fakeLocal) replacedReason(name string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.replaced[name]
+}
+
+func online(name string, connectedAt int64) presence.Endpoint {
+	return presence.Endpoint{Name: name, URL: "tunnel://" + name, Status: presence.Online, ConnectedAt: connectedAt, LastHeartbeat: connectedAt}
+}
+
+// startNATS runs an embedded NATS server on a random loopback port.
+func startNATS(t *testing.T) (string, *natsserver.Server) {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	return s.ClientURL(), s
+}
+
+// member starts a replica on url holding local's connectors.
+func member(t *testing.T, url, id string, interval time.Duration, local *fakeLocal) *Cluster {
+	t.Helper()
+	c, err := New(Options{NATS: url, ReplicaID: id, Advertise: "http://127.0.0.1:1" + id[1:], Key: testKey, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(local); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func routeOf(c *Cluster, name string) Route {
+	r, _ := c.Lookup(name)
+	return r
+}
+
+func TestReplicasShareWhoHoldsWhat(t *testing.T) {
+	url, _ := startNATS(t)
+	// A long interval: what the late joiner knows comes from the snapshots
+	// it asked for, not from the periodic ones.
+	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal(online("ci-box", 100))
+	c1 := member(t, url, "r1", time.Hour, l1)
+	c2 := member(t, url, "r2", time.Hour, l2)
+	waitUntil(t, "r1 and r2 to see each other", func() bool { return routeOf(c1, "ci-box").Online && routeOf(c2, "laptop").Online })
+	c3 := member(t, url, "r3", time.Hour, newFakeLocal())
+	waitUntil(t, "the new replica to know the world", func() bool {
+		return routeOf(c3, "laptop").Replica == "r1" && routeOf(c3, "ci-box").Replica == "r2"
+	})
+	if r := routeOf(c3, "laptop"); r.Advertise != "http://127.0.0.1:11" || !r.Online {
+		t.Fatalf("route %+v", r)
+	}
+	if _, known := c3.Lookup("nobody"); known {
+		t.Fatal("an unknown name is known")
+	}
+	if c3.Peers() != 2 || !c3.Connected() {
+		t.Fatalf("peers %d, connected %v", c3.Peers(), c3.Connected())
+	}
+
+	// A connector arriving on r3 is announced at once.
+	l3 := c3.local.(*fakeLocal)
+	l3.set(online("phone", 200))
+	c3.LocalChanged("phone")
+	waitUntil(t, "r1 to hear of phone", func() bool { return routeOf(c1, "phone").Replica == "r3" })
+
+	// The endpoints list is global, with the holder of each.
+	eps := c1.Endpoints(l1.List())
+	got := map[string]string{}
+	for _, e := range eps {
+		got[e.Name] = e.Replica + "/" + e.Status
+	}
+	if len(eps) != 3 || got["laptop"] != "r1/online" || got["ci-box"] != "r2/online" || got["phone"] != "r3/online" {
+		t.Fatalf("endpoints %v", got)
+	}
+
+	// Gone offline on r3: known, not online.
+	l3.set(presence.Endpoint{Name: "phone", Status: presence.Offline, ConnectedAt: 200})
+	c3.LocalChanged("phone")
+	waitUntil(t, "r1 to see phone offline", func() bool {
+		r, known := c1.Lookup("phone")
+		return known && !r.Online
+	})
+
+	// A replica leaving takes its connectors offline at once.
+	c2.Close()
+	waitUntil(t, "r1 to see r2's connectors offline", func() bool { return !routeOf(c1, "ci-box").Online })
+	if c1.Peers() != 1 {
+		t.Fatalf("r1 counts %d peers after r2 left", c1.Peers())
+	}
+}
+
+func TestASilentReplicaExpires(t *testing.T) {
+	url, _ := startNATS(t)
+	c1 := member(t, url, "r1", 20*time.Millisecond, newFakeLocal())
+	c2 := member(t, url, "r2", 20*time.Millisecond, newFakeLocal(online("laptop", 100)))
+	waitUntil(t, "r1 to see laptop", func() bool { return routeOf(c1, "laptop").Online })
+	// Dies without a word: no leave message.
+	c2.closeOnce.Do(func() {
+		close(c2.stop)
+		<-c2.stopped
+		c2.nc.Close()
+	})
+	waitUntil(t, "laptop to expire", func() bool {
+		r, known := c1.Lookup("laptop")
+		return known && !r.Online
+	})
+	for _, e := range c1.Endpoints(nil) {
+		if e.Name == "laptop" && e.Status != presence.Offline {
+			t.Fatalf("expired connector listed %+v", e)
+		}
+	}
+}
+
+func TestTheNewestConnectionWinsAcrossReplicas(t *testing.T) {
+	url, _ := startNATS(t)
+	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal()
+	c1 := member(t, url, "r1", time.Hour, l1)
+	c2 := member(t, url, "r2", time.Hour, l2)
+	waitUntil(t, "r2 to see laptop on r1", func() bool { return routeOf(c2, "laptop").Replica == "r1" })
+	// laptop reconnects, to r2.
+	l2.set(online("laptop", 200))
+	c2.LocalChanged("laptop")
+	waitUntil(t, "r1 to give laptop up", func() bool { return l1.replacedReason("laptop") != "" })
+	if why := l1.replacedReason("laptop"); !strings.HasPrefix(why, "replaced by a newer connection for laptop on replica r2") {
+		t.Fatalf("reason %q", why)
+	}
+	c1.LocalChanged("laptop")
+	waitUntil(t, "r2 to see r1's laptop offline", func() bool {
+		for _, e := range c2.Endpoints(l2.List()) {
+			if e.Name == "laptop" {
+				return e.Replica == "r2" && e.Status == presence.Online
+			}
+		}
+		return false
+	})
+	if l2.replacedReason("laptop") != "" {
+		t.Fatal("the newer connection was replaced")
+	}
+}
+
+func TestNewerBreaksTiesByReplica(t *testing.T) {
+	a, b := online("x", 5), online("x", 5)
+	if newer(a, "r1", b, "r2") == newer(b, "r2", a, "r1") {
+		t.Fatal("a tie must have exactly one winner")
+	}
+}
+
+func TestForgedPresenceIsIgnored(t *testing.T) {
+	url, _ := startNATS(t)
+	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	forged := message{Kind: kindSnapshot, Replica: "evil", Advertise: "http://203.0.113.1:80", Sent: time.Now().UnixMilli(),
+		Endpoints: []presence.Endpoint{online("laptop", 100)}}
+	data, _, _ := encode(testKey, forged)
+	msg := nats.NewMsg(subjectPresence)
+	msg.Data = data
+	msg.Header.Set(macHeader, sign([]byte(strings.Repeat("x", 32)), "presence", string(data)))
+	nc.PublishMsg(msg)
+	// A genuine message after it, on the same connection, arrives after it.
+	genuine := message{Kind: kindSnapshot, Replica: "r9", Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli(),
+		Endpoints: []presence.Endpoint{online("marker", 100)}}
+	data, mac, _ := encode(c1.key, genuine)
+	msg = nats.NewMsg(subjectPresence)
+	msg.Data = data
+	msg.Header.Set(macHeader, mac)
+	nc.PublishMsg(msg)
+	waitUntil(t, "the genuine message", func() bool { return routeOf(c1, "marker").Online })
+	if _, known := c1.Lookup("laptop"); known {
+		t.Fatal("a forged announcement was believed")
+	}
+}
+
+func TestALargeSnapshotArrivesInParts(t *testing.T) {
+	url, _ := startNATS(t)
+	big := newFakeLocal()
+	for i := range 2*maxPerMessage + 7 {
+		big.set(online(fmt.Sprintf("m%d", i), 100))
+	}
+	member(t, url, "r1", time.Hour, big)
+	c2 := member(t, url, "r2", time.Hour, newFakeLocal())
+	waitUntil(t, "r2 to know all of r1's connectors", func() bool { return len(c2.Endpoints(nil)) == 2*maxPerMessage+7 })
+	for _, e := range c2.Endpoints(nil) {
+		if e.Replica != "r1" || e.Status != presence.Online {
+			t.Fatalf("%+v", e)
+		}
+	}
+}
+
+func TestRegistrationsAreSharedSealed(t *testing.T) {
+	url, _ := startNATS(t)
+	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
+	l2 := newFakeLocal()
+	member(t, url, "r2", time.Hour, l2)
+	// Whatever crosses NATS, seen by anyone with access to it.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	wire, _ := nc.SubscribeSync(subjectPresence)
+	nc.Flush()
+	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "client-token-secret"})
+	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "client-token-secret" })
+	for {
+		msg, err := wire.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(msg.Data), `"registration"`) {
+			if strings.Contains(string(msg.Data), "client-token-secret") {
+				t.Fatalf("the client token crossed NATS in clear: %s", msg.Data)
+			}
+			break
+		}
+	}
+	c1.ShareRegistration(Registration{Name: "old-client", Removed: true})
+	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
+}
+
+func TestUnsealRefusesBadRegistrations(t *testing.T) {
+	key := []byte(strings.Repeat("s", 32))
+	good, _ := seal(key, Registration{Name: "old-client", ClientToken: "t"})
+	raw, _ := base64.StdEncoding.DecodeString(good)
+	raw[len(raw)-1] ^= 1
+	tampered := base64.StdEncoding.EncodeToString(raw)
+	badName, _ := seal(key, Registration{Name: "Not A Name"})
+	other, _ := seal([]byte(strings.Repeat("o", 32)), Registration{Name: "old-client"})
+	for name, sealed := range map[string]string{
+		"not base64": "%%%",
+		"too short":  "AAAA",
+		"tampered":   tampered,
+		"other key":  other,
+		"bad name":   badName,
+	} {
+		if r, err := unseal(key, sealed); err == nil || r.Name != "" {
+			t.Errorf("%s: %+v %v", name, r, err)
+		}
+	}
+	if r, err := unseal(key, good); err != nil || r.ClientToken != "t" {
+		t.Fatalf("good: %+v %v", r, err)
+	}
+}

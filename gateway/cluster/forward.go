@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HopHeader marks a request another replica forwarded: its timestamp,
+// HMAC and sender, "<unix seconds>.<hex mac>.<replica id>". The holder
+// serves such a request from its own connectors only, so a request is
+// forwarded at most once, and it believes the header only when the MAC is
+// right.
+const HopHeader = "X-Uncaged-Cluster-Hop"
+
+// hopSkew is how far a hop's timestamp may be from the receiver's clock.
+const hopSkew = 2 * time.Minute
+
+// Results of a forwarded request, the label of the forwarded metric.
+const (
+	resultOK    = "ok"
+	resultError = "error"
+)
+
+type routeKey struct{}
+
+// newProxy is the replica-to-replica proxy: HTTP/2 without TLS (prior
+// knowledge, the peer's server enables it), one multiplexed connection per
+// peer, pings to notice a peer that vanished mid-stream.
+func (c *Cluster) newProxy() *httputil.ReverseProxy {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{
+		Protocols:             &protocols,
+		DialContext:           (&net.Dialer{Timeout: c.o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: c.o.ResponseHeaderTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		HTTP2:                 &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 5 * time.Second},
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:   c.rewrite,
+		Transport: tr,
+		// 0: event streams and bodies of unknown length are flushed on every
+		// write, so a live stream passes through as it comes.
+		FlushInterval: 0,
+		ModifyResponse: func(*http.Response) error {
+			c.forwarded.WithLabelValues(resultOK).Inc()
+			return nil
+		},
+		ErrorHandler: c.proxyError,
+	}
+}
+
+// Forward proxies r to the replica of route, unchanged but for the hop
+// header: that replica checks the dashboard's credentials itself. The
+// caller bounds r's context; a replica that does not answer is 502 or 504
+// JSON, never a hang.
+func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, route Route) {
+	c.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, route)))
+}
+
+func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
+	route := pr.In.Context().Value(routeKey{}).(Route)
+	// Checked when the replica announced it; an error leaves an empty
+	// host, which the transport refuses and proxyError answers.
+	if u, err := parseAdvertise(route.Advertise); err == nil {
+		pr.Out.URL.Scheme, pr.Out.URL.Host = u.Scheme, u.Host
+	}
+	pr.Out.Host = ""
+	pr.SetXForwarded()
+	pr.Out.Header.Set(HopHeader, c.hop(pr.Out.Method, pr.Out.URL.Path, c.now()))
+}
+
+func (c *Cluster) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	c.forwarded.WithLabelValues(resultError).Inc()
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client went away; nobody to answer
+	}
+	route, _ := r.Context().Value(routeKey{}).(Route)
+	status := http.StatusBadGateway
+	msg := fmt.Sprintf("replica %s holding the connector is unreachable: %v", route.Replica, err)
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		status = http.StatusGatewayTimeout
+		msg = fmt.Sprintf("replica %s holding the connector did not answer in time", route.Replica)
+	}
+	c.o.Logger.Warn("forward failed", "replica", route.Replica, "status", status, "err", err.Error())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "{\"error\":%q}\n", msg)
+}
+
+// hop is this replica's hop header for a request.
+func (c *Cluster) hop(method, path string, now time.Time) string {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	return ts + "." + sign(c.key, "hop", c.o.ReplicaID, ts, method, path) + "." + c.o.ReplicaID
+}
+
+// VerifyHop checks the hop header of a request another replica forwarded
+// and returns that replica's id.
+func (c *Cluster) VerifyHop(r *http.Request) (string, error) {
+	h := r.Header.Get(HopHeader)
+	ts, rest, ok1 := strings.Cut(h, ".")
+	mac, replica, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || replica == "" {
+		return "", errors.New("malformed cluster hop header")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return "", errors.New("malformed cluster hop header")
+	}
+	if d := c.now().Sub(time.Unix(sec, 0)); d > hopSkew || d < -hopSkew {
+		return "", errors.New("stale cluster hop header (or the replicas' clocks disagree)")
+	}
+	if !hmac.Equal([]byte(mac), []byte(sign(c.key, "hop", replica, ts, r.Method, r.URL.Path))) {
+		return "", errors.New("invalid cluster hop signature")
+	}
+	return replica, nil
+}

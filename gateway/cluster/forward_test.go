@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// pair is two replicas' clusters sharing a key (not joined to NATS:
+// forwarding needs none of it).
+func pair(t *testing.T) (from, to *Cluster) {
+	t.Helper()
+	mk := func(id string) *Cluster {
+		c, err := New(Options{NATS: "nats://127.0.0.1:1", ReplicaID: id, Advertise: "http://127.0.0.1:1", Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return mk("r1"), mk("r2")
+}
+
+// h2cServer serves h the way a replica does: HTTP/1 and unencrypted HTTP/2.
+func h2cServer(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// front is the replica a dashboard request lands on: it forwards
+// everything to route, within timeout when one is given.
+func front(t *testing.T, c *Cluster, route Route, timeout time.Duration) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if timeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		c.Forward(w, r, route)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
+	from, to := pair(t)
+	type seen struct {
+		proto, auth, hopFrom, hopErr, path string
+	}
+	arrived := make(chan seen, 1)
+	handlerDone := make(chan struct{})
+	release := make(chan struct{})
+	peer := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handlerDone)
+		s := seen{proto: r.Proto, auth: r.Header.Get("Authorization"), path: r.URL.RequestURI()}
+		if id, err := to.VerifyHop(r); err != nil {
+			s.hopErr = err.Error()
+		} else {
+			s.hopFrom = id
+		}
+		arrived <- s
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done(): // the dashboard went away
+		}
+	}))
+	fr := front(t, from, Route{Replica: "r2", Advertise: peer.URL, Online: true}, 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", fr.URL+"/api/clients/laptop/threads/x/live?since=3", nil)
+	req.Header.Set("Authorization", "Bearer dashboard-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := <-arrived
+	if s.proto != "HTTP/2.0" || s.auth != "Bearer dashboard-token" || s.hopFrom != "r1" || s.path != "/api/clients/laptop/threads/x/live?since=3" {
+		t.Fatalf("the holder saw %+v", s)
+	}
+	// The first event arrives while the holder's handler still runs.
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "data: first\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	// Closing the dashboard's request ends the holder's handler.
+	cancel()
+	<-handlerDone
+	if got := counterValue(t, from, resultOK); got != 1 {
+		t.Fatalf("forwarded ok = %v", got)
+	}
+}
+
+func TestForwardToADeadReplicaIs502(t *testing.T) {
+	from, _ := pair(t)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	fr := front(t, from, Route{Replica: "r2", Advertise: dead, Online: true}, 5*time.Second)
+	resp, err := http.Get(fr.URL + "/api/clients/laptop/workflows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"error":"replica r2 holding the connector is unreachable`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := counterValue(t, from, resultError); got != 1 {
+		t.Fatalf("forward errors = %v", got)
+	}
+}
+
+func TestForwardToASilentReplicaIs504(t *testing.T) {
+	from, _ := pair(t)
+	peer := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	fr := front(t, from, Route{Replica: "r2", Advertise: peer.URL, Online: true}, 100*time.Millisecond)
+	resp, err := http.Get(fr.URL + "/api/clients/laptop/workflows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "did not answer in time") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}
+
+func TestVerifyHopRefusesForgeries(t *testing.T) {
+	from, to := pair(t)
+	now := time.Now()
+	other, _ := New(Options{NATS: "x", ReplicaID: "r1", Advertise: "http://a:1", Key: []byte(strings.Repeat("z", 32))})
+	good := from.hop("GET", "/api/clients/laptop/workflows", now)
+	for name, c := range map[string]struct{ header, method, path string }{
+		"empty":        {"", "GET", "/api/clients/laptop/workflows"},
+		"garbage":      {"hello", "GET", "/api/clients/laptop/workflows"},
+		"no replica":   {strings.TrimSuffix(good, "r1"), "GET", "/api/clients/laptop/workflows"},
+		"bad time":     {"x" + good, "GET", "/api/clients/laptop/workflows"},
+		"stale":        {from.hop("GET", "/api/clients/laptop/workflows", now.Add(-time.Hour)), "GET", "/api/clients/laptop/workflows"},
+		"other path":   {good, "GET", "/api/clients/laptop/threads"},
+		"other method": {good, "DELETE", "/api/clients/laptop/workflows"},
+		"other key":    {other.hop("GET", "/api/clients/laptop/workflows", now), "GET", "/api/clients/laptop/workflows"},
+		"renamed":      {strings.TrimSuffix(good, "r1") + "r3", "GET", "/api/clients/laptop/workflows"},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.header != "" {
+			r.Header.Set(HopHeader, c.header)
+		}
+		if id, err := to.VerifyHop(r); err == nil {
+			t.Errorf("%s: accepted as from %q", name, id)
+		}
+	}
+	r := httptest.NewRequest("GET", "/api/clients/laptop/workflows", nil)
+	r.Header.Set(HopHeader, good)
+	if id, err := to.VerifyHop(r); err != nil || id != "r1" {
+		t.Fatalf("genuine hop: %q %v", id, err)
+	}
+}
+
+// counterValue reads the forwarded-requests counter for result.
+func counterValue(t *testing.T, c *Cluster, result string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.forwarded.WithLabelValues(result).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

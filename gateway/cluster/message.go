@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+// Kinds of presence message.
+const (
+	// kindSnapshot replaces everything the receiver knows of the sender:
+	// the connectors listed are all the sender holds.
+	kindSnapshot = "snapshot"
+	// kindUpdate changes the connectors listed and leaves the others.
+	kindUpdate = "update"
+	// kindLeave says the sender is shutting down: its connectors are about
+	// to reconnect elsewhere.
+	kindLeave = "leave"
+	// kindRegistration shares an original client's registration
+	// (registration.go).
+	kindRegistration = "registration"
+)
+
+// message is what replicas publish on NATS. It is signed (macHeader) with
+// the cluster key, so a NATS account alone cannot steer dashboard
+// requests, and their credentials, to an address of its choosing.
+type message struct {
+	Kind      string `json:"kind"`
+	Replica   string `json:"replica"`
+	Advertise string `json:"advertise"`
+	Sent      int64  `json:"sent"` // ms since the epoch
+	// Part numbers the parts of a snapshot too large for one message
+	// (from 0); More says another part follows.
+	Part      int                 `json:"part,omitempty"`
+	More      bool                `json:"more,omitempty"`
+	Endpoints []presence.Endpoint `json:"endpoints,omitempty"`
+	// Sealed is a kindRegistration's Registration, encrypted.
+	Sealed string `json:"sealed,omitempty"`
+}
+
+// macHeader is the NATS header carrying a message's HMAC.
+const macHeader = "Uncaged-Mac"
+
+// maxMessageAge is how old (or how far in the future, for clocks that
+// disagree) a message may be. Older ones are replays or stuck buffers and
+// would resurrect connectors that have moved on.
+const maxMessageAge = 2 * time.Minute
+
+// nameRule is the connector-name rule of the gateway (server.connectorName).
+var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// sign returns the HMAC of data under key, hex-encoded.
+func sign(key []byte, parts ...string) string {
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		// Length-prefixed, so two different part lists never hash alike.
+		fmt.Fprintf(m, "%d:%s", len(p), p)
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// encode marshals and signs m.
+func encode(key []byte, m message) (data []byte, mac string, err error) {
+	data, err = json.Marshal(m)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, sign(key, "presence", string(data)), nil
+}
+
+// decode checks a message's signature, age and content.
+func decode(key []byte, data []byte, mac string, now time.Time) (message, error) {
+	var m message
+	if mac == "" {
+		return m, errors.New("unsigned message")
+	}
+	want := sign(key, "presence", string(data))
+	if !hmac.Equal([]byte(mac), []byte(want)) {
+		return m, errors.New("bad signature (is every replica using the same gateway key?)")
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return message{}, fmt.Errorf("malformed message: %w", err)
+	}
+	if err := m.validate(now); err != nil {
+		return message{}, err
+	}
+	return m, nil
+}
+
+func (m message) validate(now time.Time) error {
+	switch m.Kind {
+	case kindSnapshot, kindUpdate, kindLeave, kindRegistration:
+	default:
+		return fmt.Errorf("unknown message kind %q", m.Kind)
+	}
+	if m.Replica == "" {
+		return errors.New("message without a replica id")
+	}
+	if m.Part < 0 || ((m.Part > 0 || m.More) && m.Kind != kindSnapshot) {
+		return fmt.Errorf("message from %s: parts are for snapshots only", m.Replica)
+	}
+	if age := now.Sub(time.UnixMilli(m.Sent)); age > maxMessageAge || age < -maxMessageAge {
+		return fmt.Errorf("message from %s is %s old: replayed, or the clocks disagree", m.Replica, age.Round(time.Second))
+	}
+	if (m.Kind == kindRegistration) != (m.Sealed != "") {
+		return fmt.Errorf("message from %s: a sealed registration is a registration's only content", m.Replica)
+	}
+	if m.Kind != kindLeave {
+		if _, err := parseAdvertise(m.Advertise); err != nil {
+			return fmt.Errorf("replica %s: %w", m.Replica, err)
+		}
+	}
+	for _, e := range m.Endpoints {
+		if !nameRule.MatchString(e.Name) {
+			return fmt.Errorf("replica %s announced an invalid connector name %q", m.Replica, e.Name)
+		}
+		if e.Status != presence.Online && e.Status != presence.Offline {
+			return fmt.Errorf("replica %s announced %s with status %q", m.Replica, e.Name, e.Status)
+		}
+	}
+	return nil
+}
+
+// parseAdvertise checks a replica's internal address: an http URL with a
+// host and nothing after it (h2c is plain text; TLS between replicas is the
+// network's business, as it is for NATS).
+func parseAdvertise(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("advertise address %q: %w", s, err)
+	case u.Scheme != "http":
+		return nil, fmt.Errorf("advertise address %q: must be http://host:port", s)
+	case u.Host == "" || u.Port() == "":
+		return nil, fmt.Errorf("advertise address %q: needs a host and a port", s)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Fragment != "":
+		return nil, fmt.Errorf("advertise address %q: only http://host:port", s)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// gatewayStatus is what `status --json` prints.
+type gatewayStatus struct {
+	URL     string `json:"url"`
+	Healthy bool   `json:"healthy"`
+	Ready   bool   `json:"ready"`
+	// NotReady is the gateway's reason when it is not ready (cluster mode:
+	// NATS unreachable).
+	NotReady string `json:"notReady,omitempty"`
+	// Endpoints is nil when no dashboard token was given.
+	Endpoints []statusEndpoint `json:"endpoints"`
+}
+
+// statusEndpoint is the part of /api/gateway/endpoints status shows; it is
+// decoded loosely so fields added later (a replica in cluster mode) show
+// up without this command changing in lockstep.
+type statusEndpoint struct {
+	Name          string `json:"name"`
+	Status        string `json:"status"`
+	LastHeartbeat int64  `json:"lastHeartbeat"`
+	ConnectedAt   int64  `json:"connectedAt"`
+	Version       string `json:"version"`
+	Address       string `json:"address"`
+	Replica       string `json:"replica,omitempty"`
+}
+
+// defaultStatusURL is where a gateway on this machine listens: the
+// UNCAGED_GATEWAY_URL a person set, else the address `serve` would take from
+// UNCAGED_GATEWAY_LISTEN (so the image's HEALTHCHECK follows it), else :8080.
+func defaultStatusURL(getenv func(string) string) string {
+	if u := getenv("UNCAGED_GATEWAY_URL"); u != "" {
+		return u
+	}
+	listen := getenv("UNCAGED_GATEWAY_LISTEN")
+	host, port, err := net.SplitHostPort(listen)
+	if listen == "" || err != nil {
+		return "http://127.0.0.1:8080"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func statusCmd() *cobra.Command {
+	var url string
+	var health, asJSON bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status [--url URL] [--health] [--json]",
+		Short: "Show whether a gateway is up and ready, and its connectors (token from UNCAGED_DASHBOARD_TOKEN or WORKFLOW_DASHBOARD_SECRET)",
+		Long: "Exits 1 when the gateway does not answer, is not ready, or refuses the token.\n" +
+			"--health checks readiness only (no token needed): the container HEALTHCHECK.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			base := strings.TrimSuffix(url, "/")
+			s := gatewayStatus{URL: base}
+			code, _, err := statusGet(ctx, base+"/healthz", "")
+			if err != nil {
+				return fmt.Errorf("gateway at %s does not answer: %w", base, err)
+			}
+			s.Healthy = code == http.StatusOK
+			code, body, err := statusGet(ctx, base+"/readyz", "")
+			if err != nil {
+				return fmt.Errorf("gateway at %s does not answer: %w", base, err)
+			}
+			s.Ready = code == http.StatusOK
+			if !s.Ready {
+				var why struct{ Error string }
+				if json.Unmarshal(body, &why) == nil && why.Error != "" {
+					s.NotReady = why.Error
+				} else {
+					s.NotReady = http.StatusText(code)
+				}
+			}
+			if health {
+				if !s.Healthy || !s.Ready {
+					return fmt.Errorf("gateway at %s is not ready: %s", base, s.NotReady)
+				}
+				return nil
+			}
+			tok := os.Getenv("UNCAGED_DASHBOARD_TOKEN")
+			if tok == "" {
+				tok = os.Getenv("WORKFLOW_DASHBOARD_SECRET")
+			}
+			var listErr error
+			if tok != "" {
+				s.Endpoints, listErr = statusEndpoints(ctx, base, tok)
+			}
+			if asJSON {
+				if err := writeStatusJSON(cmd.OutOrStdout(), s); err != nil {
+					return err
+				}
+			} else {
+				printGatewayStatus(cmd.OutOrStdout(), s, tok != "", time.Now())
+			}
+			switch {
+			case listErr != nil:
+				return listErr
+			case !s.Healthy || !s.Ready:
+				return fmt.Errorf("gateway at %s is not ready: %s", base, s.NotReady)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "url", defaultStatusURL(os.Getenv), "the gateway (env UNCAGED_GATEWAY_URL; default: from UNCAGED_GATEWAY_LISTEN)")
+	cmd.Flags().BoolVar(&health, "health", false, "only check that the gateway is ready; print nothing, exit 0 or 1")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up on a gateway that answers slower than this")
+	return cmd
+}
+
+// statusGet fetches url; the body is capped, since a wrong --url may point
+// at anything.
+func statusGet(ctx context.Context, url, token string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return resp.StatusCode, body, err
+}
+
+func statusEndpoints(ctx context.Context, base, token string) ([]statusEndpoint, error) {
+	code, body, err := statusGet(ctx, base+"/api/gateway/endpoints", token)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("gateway answered %d %s: %s", code, http.StatusText(code), strings.TrimSpace(string(body)))
+	}
+	eps := []statusEndpoint{}
+	if err := json.Unmarshal(body, &eps); err != nil {
+		return nil, fmt.Errorf("endpoints list: %w", err)
+	}
+	return eps, nil
+}
+
+func writeStatusJSON(w io.Writer, s gatewayStatus) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// printGatewayStatus is the screen for a person: the gateway's state, a
+// count of connectors, and one row per connector.
+func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.Time) {
+	state := "healthy, ready"
+	switch {
+	case !s.Healthy:
+		state = "NOT healthy"
+	case !s.Ready:
+		state = "healthy, NOT ready: " + s.NotReady
+	}
+	fmt.Fprintf(w, "gateway     %s  %s\n", s.URL, state)
+	if !haveToken {
+		fmt.Fprintln(w, "connectors  (set UNCAGED_DASHBOARD_TOKEN to a dashboard token to list them)")
+		return
+	}
+	if s.Endpoints == nil {
+		return
+	}
+	online, replicas := 0, false
+	for _, e := range s.Endpoints {
+		if e.Status == "online" {
+			online++
+		}
+		replicas = replicas || e.Replica != ""
+	}
+	fmt.Fprintf(w, "connectors  %d online, %d offline\n", online, len(s.Endpoints)-online)
+	if len(s.Endpoints) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := "NAME\tSTATUS\tLAST HEARTBEAT\tCONNECTED\tVERSION\tADDRESS"
+	if replicas {
+		header += "\tREPLICA"
+	}
+	fmt.Fprintln(tw, header)
+	for _, e := range s.Endpoints {
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Status, ago(e.LastHeartbeat, now), at(e.ConnectedAt), dash(e.Version), dash(e.Address))
+		if replicas {
+			row += "\t" + dash(e.Replica)
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+}
+
+func ago(ms int64, now time.Time) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return now.Sub(time.UnixMilli(ms)).Round(time.Second).String() + " ago"
+}
+
+func at(ms int64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).Format(time.RFC3339)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+// The gateway's side of cluster mode (Options.Cluster): its connectors
+// are announced to the other replicas, a request for a connector another
+// replica holds is forwarded there, the endpoints list is cluster-wide and
+// /readyz follows the NATS connection. Without a cluster none of this runs
+// and the request path is unchanged.
+
+// joinCluster hooks the presence registry and the metrics to the cluster.
+func (g *Gateway) joinCluster() {
+	cl := g.opts.Cluster
+	logChange := g.presence.OnChange
+	g.presence.OnChange = func(name, status string) {
+		if logChange != nil {
+			logChange(name, status)
+		}
+		cl.LocalChanged(name)
+	}
+	g.metrics.Registry().MustRegister(cl.Collectors()...)
+}
+
+// StartCluster joins the cluster of Options.Cluster (a no-op without one).
+// Call it once the gateway is built, before serving.
+func (g *Gateway) StartCluster() error {
+	if g.opts.Cluster == nil {
+		return nil
+	}
+	return g.opts.Cluster.Start(clusterLocal{g})
+}
+
+// clusterLocal is this replica's connectors as the cluster sees them.
+type clusterLocal struct{ g *Gateway }
+
+func (l clusterLocal) List() []presence.Endpoint { return l.g.presence.List() }
+
+// Replace closes the local connection a newer one on another replica
+// replaces; its reason starts with "replaced", as for a replacement here.
+func (l clusterLocal) Replace(name, reason string) {
+	if conn, online, _ := l.g.presence.Get(name); online {
+		l.g.opts.Logger.Info("connector replaced on another replica", "connector", name, "reason", reason)
+		conn.Close(reason)
+	}
+}
+
+// Registered applies an original client's registration made on another
+// replica: this one may hold (or get) the client's socket.
+func (l clusterLocal) Registered(r cluster.Registration) {
+	if r.Removed {
+		l.g.registrations.remove(r.Name)
+		return
+	}
+	l.g.registrations.upsert(r.Name, r.URL, r.ClientToken, time.Now())
+}
+
+// shareRegistration tells the other replicas of an original client's
+// registration (or, removed, of its end).
+func (g *Gateway) shareRegistration(name, url, clientToken string, removed bool) {
+	if g.opts.Cluster != nil {
+		g.opts.Cluster.ShareRegistration(cluster.Registration{Name: name, URL: url, ClientToken: clientToken, Removed: removed})
+	}
+}
+
+// forwardInCluster handles a dashboard request in cluster mode when the
+// connector is not here: it forwards it to the replica holding the
+// connector, or answers 503 when the cluster knows it only offline.
+// handled is false when the local path is to serve the request: the
+// connector is here, nobody knows it (404 follows), or the request was
+// already forwarded once (it is never forwarded again).
+func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, err error) {
+	cl := g.opts.Cluster
+	r := c.Request()
+	if r.Header.Get(cluster.HopHeader) != "" {
+		if _, err := cl.VerifyHop(r); err != nil {
+			g.metrics.AuthFailure(metrics.AuthInvalid)
+			return true, echo.NewHTTPError(http.StatusUnauthorized, err.Error())
+		}
+		// The connector has no business with it.
+		r.Header.Del(cluster.HopHeader)
+		return false, nil
+	}
+	if _, online, _ := g.presence.Get(name); online {
+		return false, nil
+	}
+	route, known := cl.Lookup(name)
+	switch {
+	case !known:
+		return false, nil
+	case !route.Online:
+		return true, echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
+	case r.ContentLength > g.opts.MaxBody:
+		return true, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large")
+	}
+	ctx := r.Context()
+	if !isStream(r) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
+		defer cancel()
+	}
+	cl.Forward(c.Response(), r.WithContext(ctx), route)
+	return true, nil
+}
+
+// endpoints is GET /api/gateway/endpoints: this gateway's connectors, or
+// in cluster mode the whole cluster's, each with the replica holding it.
+func (g *Gateway) endpoints(c echo.Context) error {
+	if g.opts.Cluster == nil {
+		return c.JSON(http.StatusOK, g.presence.List())
+	}
+	return c.JSON(http.StatusOK, g.opts.Cluster.Endpoints(g.presence.List()))
+}
+
+// ready is GET /readyz: not ready while a replica is cut off from NATS,
+// since it then neither sees nor is seen by the others.
+func (g *Gateway) ready(c echo.Context) error {
+	if g.opts.Cluster != nil && !g.opts.Cluster.Connected() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "not connected to NATS"})
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
+}

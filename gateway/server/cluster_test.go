@@ -1,0 +1,186 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/presence"
+)
+
+var clusterTestKey = []byte(strings.Repeat("k", 32))
+
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	return s
+}
+
+// newReplica is a gateway in cluster mode, served like the binary serves
+// it (HTTP/1 and unencrypted HTTP/2).
+func newReplica(t *testing.T, natsURL, id string) *fixture {
+	t.Helper()
+	a, err := auth.New(clusterTestKey, "shared-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	cl, err := cluster.New(cluster.Options{NATS: natsURL, ReplicaID: id, Advertise: "http://" + srv.Listener.Addr().String(),
+		Key: clusterTestKey, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl})
+	srv.Config.Handler = g.Handler()
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	if err := g.StartCluster(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(); g.Shutdown(); srv.Close() })
+	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)
+	return &fixture{t: t, auth: a, gw: g, srv: srv, dash: dash}
+}
+
+type replicaEndpoint struct {
+	presence.Endpoint
+	Replica string `json:"replica"`
+}
+
+func (f *fixture) clusterEndpoints() map[string]replicaEndpoint {
+	f.t.Helper()
+	resp, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil)
+	var eps []replicaEndpoint
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+		f.t.Fatalf("endpoints: %d %s", resp.StatusCode, body)
+	}
+	out := map[string]replicaEndpoint{}
+	for _, e := range eps {
+		out[e.Name] = e
+	}
+	return out
+}
+
+func (f *fixture) waitHeld(name, replica string) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if e := f.clusterEndpoints()[name]; e.Replica == replica && e.Status == presence.Online {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s never online on %s: %v", name, replica, f.clusterEndpoints())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
+	ns := startNATS(t)
+	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
+	r1.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Neither the dashboard's credentials nor the hop reach the connector.
+		fmt.Fprintf(w, `{"path":%q,"auth":%q,"hop":%q}`, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get(cluster.HopHeader))
+	}))
+	r2.waitHeld("laptop", "r1")
+
+	resp, body := r2.do("GET", "/api/clients/laptop/workflows", r2.dash, nil)
+	if resp.StatusCode != 200 || body != `{"path":"/api/workflows","auth":"","hop":""}` {
+		t.Fatalf("via r2: %d %s", resp.StatusCode, body)
+	}
+	// The holder still checks the dashboard's credentials.
+	if resp, body := r2.do("GET", "/api/clients/laptop/workflows", "", nil); resp.StatusCode != 401 {
+		t.Fatalf("no token via r2: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := r2.do("GET", "/api/clients/nobody/workflows", r2.dash, nil); resp.StatusCode != 404 || !strings.Contains(body, "connector not found") {
+		t.Fatalf("unknown via r2: %d %s", resp.StatusCode, body)
+	}
+
+	// A forged hop header is refused; a genuine one is served from the
+	// replica's own connectors and never forwarded again.
+	req, _ := http.NewRequest("GET", r1.srv.URL+"/api/clients/laptop/workflows", nil)
+	req.Header.Set("Authorization", "Bearer "+r1.dash)
+	req.Header.Set(cluster.HopHeader, "1.abc.r2")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 401 {
+		t.Fatalf("forged hop: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	r3, err := cluster.New(cluster.Options{NATS: "nats://127.0.0.1:1", ReplicaID: "r3", Advertise: "http://127.0.0.1:1", Key: clusterTestKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r3.Forward(w, r, cluster.Route{Replica: "r2", Advertise: r2.srv.URL, Online: true})
+	}))
+	defer hop.Close()
+	if resp, body := (&fixture{t: t, srv: hop}).do("GET", "/api/clients/laptop/workflows", r2.dash, nil); resp.StatusCode != 404 {
+		t.Fatalf("forwarded twice: %d %s", resp.StatusCode, body)
+	}
+
+	// laptop reconnects to r2: the newer connection wins, r1 lets go.
+	r2.connector("laptop", echoAPI("laptop on r2"))
+	r1.waitStatus("laptop", presence.Offline)
+	r1.waitHeld("laptop", "r2")
+	resp, body = r1.do("GET", "/api/clients/laptop/workflows", r1.dash, nil)
+	if resp.StatusCode != 200 || !strings.Contains(body, "laptop on r2") {
+		t.Fatalf("via r1 after the move: %d %s", resp.StatusCode, body)
+	}
+	resp, body = r1.do("GET", "/metrics", "", nil)
+	for _, want := range []string{"uncaged_gateway_cluster_peers 1", `uncaged_gateway_cluster_forwarded_requests_total{result="ok"} 1`, "uncaged_gateway_cluster_nats_connected 1"} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("r1 metrics lack %q", want)
+		}
+	}
+
+	// An original client registers through one replica; the one holding
+	// its socket learns its client token, and of its unregistering.
+	resp, body = r2.do("POST", "/api/gateway/register", "", strings.NewReader(`{"name":"old-client","url":"http://10.0.0.5:3000","secret":"shared-secret","clientToken":"ct-1"}`))
+	if resp.StatusCode != 201 {
+		t.Fatalf("register: %d %s", resp.StatusCode, body)
+	}
+	waitUntil(t, "r1 to learn the client token", func() bool { return r1.gw.registrations.clientToken("old-client") == "ct-1" })
+	if resp, body := r2.do("DELETE", "/api/gateway/register/old-client", "shared-secret", nil); resp.StatusCode != 200 {
+		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
+	}
+	waitUntil(t, "r1 to forget the client token", func() bool { return r1.gw.registrations.clientToken("old-client") == "" })
+
+	// Cut off from NATS, a replica is not ready.
+	if resp, _ := r1.do("GET", "/readyz", "", nil); resp.StatusCode != 200 {
+		t.Fatalf("readyz %d", resp.StatusCode)
+	}
+	ns.Shutdown()
+	waitUntil(t, "r1 to be unready", func() bool {
+		resp, body := r1.do("GET", "/readyz", "", nil)
+		return resp.StatusCode == 503 && strings.Contains(body, "NATS")
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
