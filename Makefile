@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/uncaged/workflow/shared/version.Version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: build test web web-test lint bench bench-full bench-engine bench-tunnel demo fuzz clean
+.PHONY: build test web web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
 
 ## build: compile the binaries into bin/
 build:
@@ -45,6 +45,15 @@ bench:
 bench-tunnel:
 	$(GO) run ./bench/cmd/tunnelbench
 
+## bench-load: 1,000 simulated connectors x 10 req/s x 60 s through a real gateway restarted mid-run,
+## then 3 replicas over NATS with one killed (-9) mid-run; prints the cluster/single ratio line
+bench-load:
+	$(GO) run ./bench/cmd/loadtest -nats -chaos restart,kill-replica
+
+## bench-load-quick: the same at a small size (100 x 5 req/s x 10 s)
+bench-load-quick:
+	$(GO) run ./bench/cmd/loadtest -quick -nats -chaos restart,kill-replica
+
 ## bench-engine: per-step overhead, bundle load and run-to-first-step latency
 bench-engine:
 	$(GO) run ./bench/cmd/enginebench
@@ -65,6 +74,10 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./gateway/auth
 	$(GO) test -run=^$$ -fuzz=FuzzLegacyFrame -fuzztime=$(FUZZTIME) ./gateway/legacy
 	$(GO) test -run=^$$ -fuzz=FuzzThreadRunBody -fuzztime=$(FUZZTIME) ./connector/api
+	$(GO) test -run=^$$ -fuzz=FuzzParseResponse -fuzztime=$(FUZZTIME) ./engine/agents/llm
+	$(GO) test -run=^$$ -fuzz=FuzzReadStream -fuzztime=$(FUZZTIME) ./engine/agents/llm
+	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/yamlwf
+	$(GO) test -run=^$$ -fuzz=FuzzFrom -fuzztime=$(FUZZTIME) ./shared/requestid
 
 clean:
 	rm -rf $(BIN)
