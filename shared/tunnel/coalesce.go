@@ -26,6 +26,11 @@ type coalescingConn struct {
 
 const maxPending = 1 << 20
 
+// maxMessage caps one WebSocket message, well under the read limit either
+// end sets (4 MiB by default), so a long run of queued frames never trips
+// it; larger runs leave as several messages.
+const maxMessage = 64 << 10
+
 func newCoalescingConn(c net.Conn) *coalescingConn {
 	cc := &coalescingConn{Conn: c}
 	cc.cond = sync.NewCond(&cc.mu)
@@ -65,7 +70,12 @@ func (c *coalescingConn) drain() {
 		c.pending = c.spare[:0]
 		c.sending = true
 		c.mu.Unlock()
-		_, err := c.Conn.Write(out)
+		var err error
+		for rest := out; len(rest) > 0 && err == nil; {
+			n := min(len(rest), maxMessage)
+			_, err = c.Conn.Write(rest[:n])
+			rest = rest[n:]
+		}
 		c.mu.Lock()
 		c.sending = false
 		c.spare = out[:0]

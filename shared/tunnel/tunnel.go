@@ -36,6 +36,16 @@ const ConnectPath = "/ws/connect"
 // refusing a peer that sends unbounded messages.
 const DefaultReadLimit = 4 << 20
 
+// headerTableSize turns off HPACK's dynamic table on the tunnel, both ways
+// (1 byte holds no header). Every proxied request carries a fresh
+// X-Request-Id, so with a table each request adds an entry and evicts
+// another, on both ends, and that path is deep enough to grow the
+// per-request goroutine's stack: about 8% of the tunnel's instructions per
+// small request. The price is bytes: header values travel in full
+// (Huffman-coded; names still come from the static table), a few hundred
+// bytes per request, small beside the bodies the dashboard fetches.
+const headerTableSize = 1
+
 // ConnectURL turns a gateway base URL (http, https, ws or wss) into the
 // connector's WebSocket URL for name.
 func ConnectURL(gateway, name string) (string, error) {
@@ -124,7 +134,11 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	// drain it: no new requests, the ones in flight finish.
 	connCtx, dropConn := context.WithCancel(context.Background())
 	defer dropConn()
-	conn := newCoalescingConn(websocket.NetConn(connCtx, ws, websocket.MessageBinary))
+	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer))
+	// Dropping the connection (after a drain, or on missed pings) has to
+	// end the server's blocked read: close the WebSocket under it.
+	stopOnEnd := context.AfterFunc(connCtx, func() { ws.CloseNow() })
+	defer stopOnEnd()
 	if opts.PingInterval > 0 {
 		go pingLoop(connCtx, ws, opts.PingInterval, dropConn)
 	}
@@ -132,6 +146,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	if srv.MaxConcurrentStreams == 0 {
 		srv.MaxConcurrentStreams = 250
 	}
+	srv.MaxEncoderHeaderTableSize, srv.MaxDecoderHeaderTableSize = headerTableSize, headerTableSize
 	srv.MaxUploadBufferPerConnection = 4 << 20
 	srv.MaxUploadBufferPerStream = 1 << 20
 	// A tunnel torn down mid-handshake is routine (a replaced connection);
@@ -143,10 +158,12 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	// Handlers in flight; a WaitGroup does not fit, as handlers keep
 	// starting while a drain waits.
 	var inFlight atomic.Int64
+	workers := newHandlerWorkers(h)
+	defer workers.stop()
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
-		h.ServeHTTP(w, r)
+		workers.ServeHTTP(w, r)
 	})
 	served := make(chan struct{})
 	go func() {
@@ -256,8 +273,11 @@ type Client struct {
 // lives until Close or until the WebSocket drops (Done is closed then).
 func NewClient(ws *websocket.Conn) (*Client, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	conn := newCoalescingConn(websocket.NetConn(ctx, ws, websocket.MessageBinary))
-	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false}
+	conn := newCoalescingConn(newWSConn(ws, 0))
+	// A proxy passes Accept-Encoding through as it came: the transport must
+	// not ask for gzip itself and then inflate the answer on the gateway.
+	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true,
+		MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize}
 	cc, err := t.NewClientConn(&watchedConn{Conn: conn, onClose: stop})
 	if err != nil {
 		stop()

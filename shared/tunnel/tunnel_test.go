@@ -18,7 +18,7 @@ import (
 
 // pair starts a gateway-like server that accepts one connector and a
 // connector serving h; it returns the gateway's client.
-func pair(t *testing.T, h http.Handler) (*Client, context.CancelFunc) {
+func pair(t testing.TB, h http.Handler) (*Client, context.CancelFunc) {
 	t.Helper()
 	clients := make(chan *Client, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,14 @@
 //   - gateway memory per idle connector, with -idle connectors held open.
 //
 // Usage: go run ./bench/cmd/tunnelbench [-seconds 5] [-idle 10000]
+//
+// On a busy machine throughput ratios say little; CPU per request does not
+// depend on what else runs. -cpuonly measures just that figure, -runs times
+// in turn (direct, then via the gateway), and prints the median. -src builds
+// the binaries from another tree (a scratch copy with an experimental
+// change), so two variants can be measured back to back. With
+// UNCAGED_CPUPROFILE=/dir set, both binaries write a CPU profile there on
+// exit.
 package main
 
 import (
@@ -39,12 +47,18 @@ func main() {
 	seconds := flag.Int("seconds", 5, "duration of each throughput run")
 	idle := flag.Int("idle", 10000, "idle connectors for the memory figure (0: skip)")
 	bigMB := flag.Int("big", 100, "size of the large response in MB")
+	cpuOnly := flag.Bool("cpuonly", false, "measure only CPU per small GET (repeated -runs times)")
+	runs := flag.Int("runs", 1, "repetitions of the small-GET figure; the median is reported")
+	src := flag.String("src", ".", "source tree to build the binaries from")
+	withDirect := flag.Bool("direct", true, "also measure the connector directly (off: only via the gateway, e.g. under -wrap-*)")
+	wrapGW := flag.String("wrap-gateway", "", "command line to run the gateway under (e.g. valgrind --tool=callgrind)")
+	wrapConn := flag.String("wrap-connector", "", "command line to run the connector under")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "tunnelbench-")
 	check(err)
 	defer os.RemoveAll(work)
 
-	bin := build(work)
+	bin := build(*src, work)
 	key := strings.TrimSpace(out(bin("uncaged-gateway"), nil, "key", "generate"))
 	// The shared secret lets the idle connectors of the memory figure in
 	// without issuing ten thousand tokens.
@@ -53,12 +67,12 @@ func main() {
 	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
 
 	gwAddr, apiAddr := freePort(), freePort()
-	gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1")
+	gw := startWrapped(*wrapGW, bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1")
 	defer stop(gw)
 	waitHTTP("http://" + gwAddr + "/healthz")
 	root := filepath.Join(work, "root")
 	bigHash := putBig(root, *bigMB)
-	conn := start(bin("uncaged-workflow"), []string{storage.EnvRoot + "=" + root, "UNCAGED_WORKFLOW_TOKEN=" + connTok},
+	conn := startWrapped(*wrapConn, bin("uncaged-workflow"), []string{storage.EnvRoot + "=" + root, "UNCAGED_WORKFLOW_TOKEN=" + connTok},
 		"connect", "--name", "bench", "--gateway", "http://"+gwAddr, "--listen", apiAddr)
 	defer stop(conn)
 	direct := "http://" + apiAddr + "/api"
@@ -69,12 +83,48 @@ func main() {
 	fmt.Printf("tunnelbench: %d CPUs, gateway %s, connector API %s\n\n", numCPU(), gwAddr, apiAddr)
 
 	fmt.Println("small GET /api/healthz, 64 concurrent")
-	dRate, dCPU := load(direct+"/healthz", "", 64, *seconds, []int{conn.Process.Pid})
 	pids := []int{gw.Process.Pid, conn.Process.Pid}
-	tRate, cpuPerReq := load(viaGW+"/healthz", dash, 64, *seconds, pids)
+	var dRates, dCPUs, tRates, tCPUs, own, gwCPUs, connCPUs, gwCalls, connCalls, gwBytes, connBytes []float64
+	for i := 0; i < max(*runs, 1); i++ {
+		d := loadResult{cpu: []float64{0}, syscalls: []float64{0}, written: []float64{0}}
+		if *withDirect {
+			d = load(direct+"/healthz", "", 64, *seconds, []int{conn.Process.Pid})
+		}
+		t := load(viaGW+"/healthz", dash, 64, *seconds, pids)
+		dCPU, tCPU := d.cpu[0], t.cpu[0]+t.cpu[1]
+		if *runs > 1 {
+			fmt.Printf("  run %d: direct %.0f req/s %.1f µs, via gateway %.0f req/s %.1f µs (gateway %.1f, connector %.1f), tunnel %.1f µs; %d + %d requests\n",
+				i+1, d.rate, dCPU, t.rate, tCPU, t.cpu[0], t.cpu[1], tCPU-dCPU, d.requests, t.requests)
+		}
+		dRates, dCPUs = append(dRates, d.rate), append(dCPUs, dCPU)
+		tRates, tCPUs = append(tRates, t.rate), append(tCPUs, tCPU)
+		gwCPUs, connCPUs = append(gwCPUs, t.cpu[0]), append(connCPUs, t.cpu[1])
+		gwCalls, connCalls = append(gwCalls, t.syscalls[0]), append(connCalls, t.syscalls[1]-d.syscalls[0])
+		gwBytes, connBytes = append(gwBytes, t.written[0]), append(connBytes, t.written[1])
+		own = append(own, tCPU-dCPU)
+	}
+	dRate, dCPU, tRate, cpuPerReq := median(dRates), median(dCPUs), median(tRates), median(tCPUs)
 	fmt.Printf("  direct       %9.0f req/s   connector CPU %.1f µs/request\n", dRate, dCPU)
 	fmt.Printf("  via gateway  %9.0f req/s   gateway + connector CPU %.1f µs/request   ratio %.2fx (target >= 0.5x)\n", tRate, cpuPerReq, tRate/dRate)
-	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n\n", cpuPerReq-dCPU)
+	fmt.Printf("    gateway %.1f µs, connector %.1f µs; read+write system calls per request: gateway %.2f, connector %+.2f vs direct\n",
+		median(gwCPUs), median(connCPUs), median(gwCalls), median(connCalls))
+	fmt.Printf("    bytes written per request: gateway %.0f (tunnel and dashboard), connector %.0f\n", median(gwBytes), median(connBytes))
+	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n\n", median(own))
+	// Callgrind does not survive the SIGTERM that stops the processes, so
+	// have it write its counts first.
+	for _, w := range []struct {
+		wrap string
+		cmd  *exec.Cmd
+	}{{*wrapGW, gw}, {*wrapConn, conn}} {
+		if strings.Contains(w.wrap, "callgrind") {
+			dump := exec.Command("callgrind_control", "--dump", strconv.Itoa(w.cmd.Process.Pid))
+			dump.Stdout, dump.Stderr = os.Stderr, os.Stderr
+			check(dump.Run())
+		}
+	}
+	if *cpuOnly {
+		return
+	}
 
 	fmt.Printf("one %d MB response (GET /api/cas/<hash>)\n", *bigMB)
 	dBig := bigGet(direct+"/cas/"+bigHash, "")
@@ -100,9 +150,20 @@ func check(err error) {
 
 func numCPU() int { n, _ := strconv.Atoi(strings.TrimSpace(out("nproc", nil))); return n }
 
-func build(work string) func(string) string {
+// median of xs (of the middle two when even).
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func build(src, work string) func(string) string {
 	for _, b := range []struct{ name, pkg string }{{"uncaged-workflow", "./connector/cmd/uncaged-workflow"}, {"uncaged-gateway", "./gateway/cmd/uncaged-gateway"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(work, b.name), b.pkg)
+		cmd.Dir = src
 		cmd.Stderr = os.Stderr
 		check(cmd.Run())
 	}
@@ -115,6 +176,22 @@ func out(bin string, env []string, args ...string) string {
 	b, err := cmd.Output()
 	check(err)
 	return string(b)
+}
+
+// startWrapped starts bin under wrap, a command line such as
+// "valgrind --tool=callgrind": instruction counts per request do not
+// depend on what else the machine runs. The pid measured is the wrapper's,
+// which under valgrind is the program's own.
+func startWrapped(wrap, bin string, env []string, args ...string) *exec.Cmd {
+	if wrap == "" {
+		return start(bin, env, args...)
+	}
+	w := strings.Fields(wrap)
+	cmd := exec.Command(w[0], append(append(w[1:], bin), args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	check(cmd.Start())
+	return cmd
 }
 
 func start(bin string, env []string, args ...string) *exec.Cmd {
@@ -145,7 +222,7 @@ func freePort() string {
 func waitHTTP(url string) { waitAuthHTTP(url, "") }
 
 func waitAuthHTTP(url, token string) {
-	for i := 0; i < 300; i++ {
+	for i := 0; i < 1200; i++ {
 		req, _ := http.NewRequest("GET", url, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -183,15 +260,43 @@ func cpuTime(pid int) float64 {
 	return (ut + st) * 1e6 / 100 // clock ticks are 1/100 s on Linux
 }
 
-// load runs `workers` loops of GET url for the duration; it returns the
-// request rate and, when pids are given, their CPU µs per request.
-func load(url, token string, workers, seconds int, pids []int) (float64, float64) {
+// syscalls counts a process's read and write system calls (the socket
+// traffic; futexes and polls are not included). Unlike CPU time it does not
+// grow when the machine is busy, so it shows coalescing at work.
+func syscalls(pid int) float64 { return procIO(pid, "syscr") + procIO(pid, "syscw") }
+
+// procIO is one counter of /proc/<pid>/io.
+func procIO(pid int, key string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && k == key {
+			x, _ := strconv.ParseFloat(v, 64)
+			return x
+		}
+	}
+	return 0
+}
+
+// loadResult is one load run: requests per second and, per process, CPU µs
+// and read+write system calls per request.
+type loadResult struct {
+	rate          float64
+	requests      int64
+	cpu, syscalls []float64
+	// written is bytes written per request (sockets included).
+	written []float64
+}
+
+// load runs `workers` loops of GET url for the duration, measuring the
+// processes pids.
+func load(url, token string, workers, seconds int, pids []int) loadResult {
 	c := client(workers)
 	var n atomic.Int64
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
-	before := 0.0
-	for _, p := range pids {
-		before += cpuTime(p)
+	cpu0, calls0, written0 := make([]float64, len(pids)), make([]float64, len(pids)), make([]float64, len(pids))
+	for i, p := range pids {
+		cpu0[i], calls0[i], written0[i] = cpuTime(p), syscalls(p), procIO(p, "wchar")
 	}
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -218,16 +323,15 @@ func load(url, token string, workers, seconds int, pids []int) (float64, float64
 	}
 	wg.Wait()
 	elapsed := time.Since(t0).Seconds()
-	after := 0.0
-	for _, p := range pids {
-		after += cpuTime(p)
-	}
-	rate := float64(n.Load()) / elapsed
-	perReq := 0.0
+	res := loadResult{rate: float64(n.Load()) / elapsed, requests: n.Load(), cpu: make([]float64, len(pids)), syscalls: make([]float64, len(pids)), written: make([]float64, len(pids))}
 	if n.Load() > 0 {
-		perReq = (after - before) / float64(n.Load())
+		for i, p := range pids {
+			res.cpu[i] = (cpuTime(p) - cpu0[i]) / float64(n.Load())
+			res.syscalls[i] = (syscalls(p) - calls0[i]) / float64(n.Load())
+			res.written[i] = (procIO(p, "wchar") - written0[i]) / float64(n.Load())
+		}
 	}
-	return rate, perReq
+	return res
 }
 
 func bigGet(url, token string) float64 {

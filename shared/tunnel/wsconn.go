@@ -1,0 +1,131 @@
+package tunnel
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// serverReadBuffer is how much of the gateway's messages one read on the
+// connector takes in. The HTTP/2 server reads each frame as a 9-byte header
+// and then its payload; buffered, those small reads cost a copy rather than
+// a trip through the WebSocket's frame reader each. The gateway's HTTP/2
+// client buffers its reads itself, and holds thousands of idle tunnels, so
+// its side has no buffer of ours.
+const serverReadBuffer = 32 << 10
+
+// wsConn is a net.Conn over a WebSocket, one binary message after another.
+//
+// websocket.NetConn does the same, but it passes a cancellable context to
+// every frame read and write, and coder/websocket registers and removes a
+// context.AfterFunc for each: several per request on each side, and
+// measurable on the hot path. Here reads and writes carry a context that
+// is never done; closing the connection is what ends a blocked read or
+// write. NetConn also lifts the WebSocket's read limit; wsConn keeps it, so
+// a peer still cannot send one unbounded message (the coalescing writer
+// keeps ours under maxMessage).
+type wsConn struct {
+	ws *websocket.Conn
+	r  io.Reader
+}
+
+// newWSConn wraps ws; buffer > 0 buffers reads that much.
+func newWSConn(ws *websocket.Conn, buffer int) *wsConn {
+	var r io.Reader = &messageReader{ws: ws}
+	if buffer > 0 {
+		r = bufio.NewReaderSize(r, buffer)
+	}
+	return &wsConn{ws: ws, r: r}
+}
+
+// Read reads the peer's messages as one stream of bytes. A close frame with
+// a normal or going-away status is the end of that stream.
+func (c *wsConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Write sends p as one binary message.
+func (c *wsConn) Write(p []byte) (int, error) {
+	if err := c.ws.Write(context.Background(), websocket.MessageBinary, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close closes the WebSocket with a normal closure, as NetConn does.
+func (c *wsConn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+
+// LocalAddr is the WebSocket's end of the connection as far as it is known:
+// the HTTP/2 layer only prints it.
+func (c *wsConn) LocalAddr() net.Addr { return tunnelAddr{} }
+
+// RemoteAddr is the peer as far as it is known (see LocalAddr).
+func (c *wsConn) RemoteAddr() net.Addr { return tunnelAddr{} }
+
+// errDeadline refuses a deadline: neither end's HTTP/2 sets one with the
+// options used here (no WriteByteTimeout, no read timeouts), and faking one
+// by closing the tunnel would turn a slow request into a dropped connector.
+var errDeadline = errors.New("tunnel connection: deadlines are not supported")
+
+// SetDeadline accepts only clearing the deadline (see errDeadline).
+func (c *wsConn) SetDeadline(t time.Time) error { return noDeadline(t) }
+
+// SetReadDeadline accepts only clearing the deadline (see errDeadline).
+func (c *wsConn) SetReadDeadline(t time.Time) error { return noDeadline(t) }
+
+// SetWriteDeadline accepts only clearing the deadline (see errDeadline).
+func (c *wsConn) SetWriteDeadline(t time.Time) error { return noDeadline(t) }
+
+func noDeadline(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	return errDeadline
+}
+
+// tunnelAddr names the two ends of a tunnel connection.
+type tunnelAddr struct{}
+
+func (tunnelAddr) Network() string { return "websocket" }
+func (tunnelAddr) String() string  { return "tunnel" }
+
+// messageReader reads the WebSocket's messages back to back.
+type messageReader struct {
+	ws  *websocket.Conn
+	cur io.Reader
+}
+
+func (m *messageReader) Read(p []byte) (int, error) {
+	for {
+		if m.cur == nil {
+			typ, r, err := m.ws.Reader(context.Background())
+			if err != nil {
+				switch websocket.CloseStatus(err) {
+				case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+					return 0, io.EOF
+				}
+				return 0, err
+			}
+			if typ != websocket.MessageBinary {
+				err := fmt.Errorf("tunnel connection: unexpected %v message", typ)
+				// Close waits for the peer's answer; the reader need not.
+				go m.ws.Close(websocket.StatusUnsupportedData, err.Error())
+				return 0, err
+			}
+			m.cur = r
+		}
+		n, err := m.cur.Read(p)
+		if err == io.EOF {
+			m.cur = nil
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
+}
