@@ -78,6 +78,8 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzReadStream -fuzztime=$(FUZZTIME) ./engine/agents/llm
 	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/yamlwf
 	$(GO) test -run=^$$ -fuzz=FuzzFrom -fuzztime=$(FUZZTIME) ./shared/requestid
+	$(GO) test -run=^$$ -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./gateway/cluster
+	$(GO) test -run=^$$ -fuzz=FuzzVerifyHop -fuzztime=$(FUZZTIME) ./gateway/cluster
 
 clean:
 	rm -rf $(BIN)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/uncaged/workflow/gateway/cluster/natstest"
 )
 
 // clusterRequestTimeout is the replicas' --request-timeout: every request
@@ -34,7 +34,7 @@ type replica struct {
 // killed its connectors reconnect to the others and are reachable from
 // every survivor again, no request hanging meanwhile.
 func TestGatewayClusterOverNATS(t *testing.T) {
-	natsURL := startNATS(t)
+	natsURL := natstest.Start(t).ClientURL()
 	key := gwCLI(t, "", "key", "generate")
 	dash := gwCLI(t, key, "token", "create", "--dashboard")
 	var replicas []*replica
@@ -196,21 +196,6 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 
 type clusterEndpoint struct {
 	Name, Status, Replica string
-}
-
-// startNATS runs an embedded NATS server on a random loopback port.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	return s.ClientURL()
 }
 
 // startReplica runs one gateway of the cluster and waits for it to be

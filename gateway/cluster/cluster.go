@@ -106,12 +106,14 @@ type Route struct {
 
 // Cluster is this replica's membership.
 type Cluster struct {
-	o     Options
-	key   []byte
-	now   func() time.Time
-	local Local
-	nc    *nats.Conn
-	proxy *httputil.ReverseProxy
+	o   Options
+	key []byte
+	// signer signs and checks hop headers with key.
+	signer *signer
+	now    func() time.Time
+	local  Local
+	nc     *nats.Conn
+	proxy  *httputil.ReverseProxy
 
 	mu    sync.RWMutex
 	peers map[string]*peer
@@ -181,6 +183,7 @@ func New(o Options) (*Cluster, error) {
 	for _, r := range []string{resultOK, resultError} {
 		c.forwarded.WithLabelValues(r)
 	}
+	c.signer = newSigner(c.key)
 	c.proxy = c.newProxy()
 	return c, nil
 }

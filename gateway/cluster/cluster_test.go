@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/uncaged/workflow/gateway/cluster/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
 )
 
@@ -77,21 +77,6 @@ func online(name string, connectedAt int64) presence.Endpoint {
 	return presence.Endpoint{Name: name, URL: "tunnel://" + name, Status: presence.Online, ConnectedAt: connectedAt, LastHeartbeat: connectedAt}
 }
 
-// startNATS runs an embedded NATS server on a random loopback port.
-func startNATS(t *testing.T) (string, *natsserver.Server) {
-	t.Helper()
-	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	return s.ClientURL(), s
-}
-
 // member starts a replica on url holding local's connectors.
 func member(t *testing.T, url, id string, interval time.Duration, local *fakeLocal) *Cluster {
 	t.Helper()
@@ -123,7 +108,7 @@ func routeOf(c *Cluster, name string) Route {
 }
 
 func TestReplicasShareWhoHoldsWhat(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	// A long interval: what the late joiner knows comes from the snapshots
 	// it asked for, not from the periodic ones.
 	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal(online("ci-box", 100))
@@ -177,7 +162,7 @@ func TestReplicasShareWhoHoldsWhat(t *testing.T) {
 }
 
 func TestASilentReplicaExpires(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", 20*time.Millisecond, newFakeLocal())
 	c2 := member(t, url, "r2", 20*time.Millisecond, newFakeLocal(online("laptop", 100)))
 	waitUntil(t, "r1 to see laptop", func() bool { return routeOf(c1, "laptop").Online })
@@ -199,7 +184,7 @@ func TestASilentReplicaExpires(t *testing.T) {
 }
 
 func TestTheNewestConnectionWinsAcrossReplicas(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal()
 	c1 := member(t, url, "r1", time.Hour, l1)
 	c2 := member(t, url, "r2", time.Hour, l2)
@@ -233,7 +218,7 @@ func TestNewerBreaksTiesByReplica(t *testing.T) {
 }
 
 func TestForgedPresenceIsIgnored(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -262,7 +247,7 @@ func TestForgedPresenceIsIgnored(t *testing.T) {
 }
 
 func TestALargeSnapshotArrivesInParts(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	big := newFakeLocal()
 	for i := range 2*maxPerMessage + 7 {
 		big.set(online(fmt.Sprintf("m%d", i), 100))
@@ -278,7 +263,7 @@ func TestALargeSnapshotArrivesInParts(t *testing.T) {
 }
 
 func TestRegistrationsAreSharedSealed(t *testing.T) {
-	url, _ := startNATS(t)
+	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	l2 := newFakeLocal()
 	member(t, url, "r2", time.Hour, l2)

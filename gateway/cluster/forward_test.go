@@ -16,7 +16,7 @@ import (
 
 // pair is two replicas' clusters sharing a key (not joined to NATS:
 // forwarding needs none of it).
-func pair(t *testing.T) (from, to *Cluster) {
+func pair(t testing.TB) (from, to *Cluster) {
 	t.Helper()
 	mk := func(id string) *Cluster {
 		c, err := New(Options{NATS: "nats://127.0.0.1:1", ReplicaID: id, Advertise: "http://127.0.0.1:1", Key: testKey})
@@ -180,4 +180,47 @@ func counterValue(t *testing.T, c *Cluster, result string) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// BenchmarkForward is one small forwarded request, front replica to the
+// holder over the shared HTTP/2 connection, many at once: its CPU and
+// allocations per request, and with -mutexprofile/-blockprofile where
+// forwarding waits.
+func BenchmarkForward(b *testing.B) {
+	from, to := pair(b)
+	peer := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := to.VerifyHop(r); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	peer.Config.Protocols = new(http.Protocols)
+	peer.Config.Protocols.SetHTTP1(true)
+	peer.Config.Protocols.SetUnencryptedHTTP2(true)
+	peer.Start()
+	defer peer.Close()
+	route := Route{Replica: "r2", Advertise: peer.URL, Online: true}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { from.Forward(w, r, route) }))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Get(srv.URL + "/api/clients/laptop/workflows")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
 }

@@ -9,28 +9,13 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/cluster/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
 )
 
 var clusterTestKey = []byte(strings.Repeat("k", 32))
-
-func startNATS(t *testing.T) *natsserver.Server {
-	t.Helper()
-	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	return s
-}
 
 // newReplica is a gateway in cluster mode, served like the binary serves
 // it (HTTP/1 and unencrypted HTTP/2).
@@ -47,6 +32,7 @@ func newReplica(t *testing.T, natsURL, id string) *fixture {
 		t.Fatal(err)
 	}
 	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl})
+	g.started = g.started.Add(-RestartGrace) // unknown connectors are 404
 	srv.Config.Handler = g.Handler()
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -94,7 +80,7 @@ func (f *fixture) waitHeld(name, replica string) {
 }
 
 func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
 	r1.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Neither the dashboard's credentials nor the hop reach the connector.

@@ -66,6 +66,16 @@ const (
 	DefaultWSReadLimit = 4 << 20
 )
 
+// RestartGrace is how long after a start an unknown connector name is
+// answered 503 "not connected (yet)" with Retry-After rather than 404:
+// the connectors of a restarted gateway reconnect within their backoff cap
+// (connector/link, 30 s), so until then unknown may only mean not back yet.
+const RestartGrace = 30 * time.Second
+
+// graceRetryAfter is the Retry-After of a 503 during RestartGrace, in
+// seconds: most connectors are back within a few backoff steps.
+const graceRetryAfter = "5"
+
 // shutdownReason is what connectors are told when the gateway stops.
 const shutdownReason = "gateway shutting down"
 
@@ -118,6 +128,10 @@ type Gateway struct {
 	connectLimit  *rateLimiter
 	registrations registrations
 	shuttingDown  atomic.Bool
+	// started is when New ran, for RestartGrace; now is the clock (a
+	// test's own).
+	started time.Time
+	now     func() time.Time
 }
 
 // connectorName is what a connector may call itself: a host-name label.
@@ -152,7 +166,7 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst)}
+	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now}
 	g.metrics = metrics.New(g.presence.Online)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	g.proxy = &httputil.ReverseProxy{
@@ -381,7 +395,7 @@ func (g *Gateway) forward(c echo.Context) error {
 	conn, online, known := g.presence.Get(name)
 	switch {
 	case !known:
-		return echo.NewHTTPError(http.StatusNotFound, "connector not found: "+name)
+		return g.unknownConnector(c, name)
 	case !online:
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
 	}
@@ -407,6 +421,19 @@ func (g *Gateway) forward(c echo.Context) error {
 	}
 	g.proxy.ServeHTTP(c.Response(), r.WithContext(ctx))
 	return nil
+}
+
+// unknownConnector answers a request for a connector nobody has seen:
+// 404, or within RestartGrace of the start 503 with Retry-After, since its
+// connector may simply not have reconnected yet.
+func (g *Gateway) unknownConnector(c echo.Context, name string) error {
+	up := g.now().Sub(g.started)
+	if up >= RestartGrace {
+		return echo.NewHTTPError(http.StatusNotFound, "connector not found: "+name)
+	}
+	c.Response().Header().Set("Retry-After", graceRetryAfter)
+	return echo.NewHTTPError(http.StatusServiceUnavailable,
+		fmt.Sprintf("connector %s is not connected (yet): the gateway started %ds ago", name, int(up/time.Second)))
 }
 
 // isStream says whether a request opens a stream, which has no timeout.

@@ -36,6 +36,9 @@ func newFixture(t *testing.T, heartbeat time.Duration, mutate ...func(*Options))
 		m(&opts)
 	}
 	g := New(opts)
+	// Past RestartGrace: unknown connectors are 404 (grace_test.go covers
+	// the grace).
+	g.started = g.started.Add(-RestartGrace)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(func() { g.Shutdown(); srv.Close() })
 	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)

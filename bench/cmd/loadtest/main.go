@@ -28,7 +28,12 @@
 // Usage:
 //
 //	go run ./bench/cmd/loadtest [-connectors 1000] [-rate 10] [-duration 60s]
-//	    [-chaos restart,kill-replica] [-nats] [-replicas 3] [-quick]
+//	    [-chaos restart,kill-replica] [-nats] [-replicas 3] [-balance-single] [-quick]
+//
+// The cluster is reached through TCP balancers in this process, the single
+// replica directly; -balance-single puts the single replica behind the
+// same balancers, so the ratio is the cluster's own cost and not the
+// balancers' (which, on a loaded machine, dominate the tail).
 //
 // -quick is a CI-size run (100 connectors × 5 req/s × 10 s) unless the
 // sizes are given explicitly. With UNCAGED_CPUPROFILE=DIR set, this process
@@ -75,6 +80,9 @@ type config struct {
 	heartbeat      time.Duration
 	baseline       time.Duration
 	clusterCapable bool
+	// balanced puts a single replica behind the balancers too, as the
+	// cluster always is, so the ratio is the cluster's own cost.
+	balanced bool
 }
 
 func main() {
@@ -92,6 +100,7 @@ func main() {
 	gatewayLog := flag.String("gateway-log", "", "append the gateways' JSON logs to this file (default: discarded)")
 	heartbeat := flag.Duration("heartbeat", 15*time.Second, "the gateway's heartbeat interval")
 	baseline := flag.Duration("baseline", 5*time.Second, "measure the gateways' CPU with every connector connected and no load for this long first (0: skip)")
+	balanceSingle := flag.Bool("balance-single", false, "put the single replica behind the harness's TCP balancers too, like the cluster (the ratio then leaves the balancers out)")
 	quick := flag.Bool("quick", false, "CI-size run: 100 connectors × 5 req/s × 10 s unless given")
 	flag.Parse()
 	// UNCAGED_CPUPROFILE=DIR profiles this process, and the gateways too.
@@ -151,12 +160,16 @@ func main() {
 		connectors: *connectors, rate: *rate, duration: *duration, timeout: *timeout, conns: *conns, maxInFlight: *maxInFlight,
 		replicas: 1, restartSignal: sig, gatewayBin: *gatewayBin, gatewayLog: *gatewayLog, heartbeat: *heartbeat, baseline: *baseline,
 		clusterCapable: strings.Contains(string(help), "--nats") && strings.Contains(string(help), "--replica-id"),
+		balanced:       *balanceSingle,
 	}
 	fmt.Printf("loadtest: %d CPUs (shared by the gateway and this process: connectors and clients); %d connectors × %g req/s × %s, request timeout %s\n\n",
 		runtime.NumCPU(), base.connectors, base.rate, base.duration, base.timeout)
 
 	single := base
 	single.label = "single replica"
+	if single.balanced {
+		single.label += " (behind the balancers)"
+	}
 	if chaosSet["restart"] {
 		single.chaos = "restart"
 	}
@@ -382,7 +395,7 @@ func execute(c config) *report {
 	// Two balancers, so the connectors a replica holds can be counted.
 	connectTo, requestTo := "http://"+addrs[0], "http://"+addrs[0]
 	var connectorLB *loadgen.Balancer
-	if c.replicas > 1 {
+	if c.replicas > 1 || c.balanced {
 		connectorLB, err = loadgen.NewBalancer(addrs)
 		check(err)
 		defer connectorLB.Close()
