@@ -16,8 +16,8 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
-	"github.com/uncaged/workflow/engine/workflow"
 	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/engine/workflow"
 )
 
 // cmdHost is an agents.Host over a real CAS with a fake extract: it

@@ -53,7 +53,12 @@ func main() {
 	withDirect := flag.Bool("direct", true, "also measure the connector directly (off: only via the gateway, e.g. under -wrap-*)")
 	wrapGW := flag.String("wrap-gateway", "", "command line to run the gateway under (e.g. valgrind --tool=callgrind)")
 	wrapConn := flag.String("wrap-connector", "", "command line to run the connector under")
+	floorAddr := flag.String("serve-floor", "", "internal: serve the bare-server floor on this address")
 	flag.Parse()
+	if *floorAddr != "" {
+		serveFloor(*floorAddr)
+		return
+	}
 	work, err := os.MkdirTemp("", "tunnelbench-")
 	check(err)
 	defer os.RemoveAll(work)
@@ -109,7 +114,24 @@ func main() {
 	fmt.Printf("    gateway %.1f µs, connector %.1f µs; read+write system calls per request: gateway %.2f, connector %+.2f vs direct\n",
 		median(gwCPUs), median(connCPUs), median(gwCalls), median(connCalls))
 	fmt.Printf("    bytes written per request: gateway %.0f (tunnel and dashboard), connector %.0f\n", median(gwBytes), median(connBytes))
-	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n\n", median(own))
+	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n", median(own))
+	if *withDirect {
+		// Whatever the tunnel does, the gateway must at least accept the
+		// dashboard's HTTP/1 request and answer it; a bare net/http server
+		// answering the same bytes is that floor.
+		self, err := os.Executable()
+		check(err)
+		addr := freePort()
+		floor := start(self, nil, "-serve-floor", addr)
+		waitHTTP("http://" + addr + "/api/healthz")
+		var floors []float64
+		for i := 0; i < max(*runs, 1); i++ {
+			floors = append(floors, load("http://"+addr+"/api/healthz", "", 64, *seconds, []int{floor.Process.Pid}).cpu[0])
+		}
+		stop(floor)
+		fmt.Printf("  floor: a bare net/http server answering the same request uses %.1f µs/request — what the gateway's dashboard side costs before any proxying\n", median(floors))
+	}
+	fmt.Println()
 	// Callgrind does not survive the SIGTERM that stops the processes, so
 	// have it write its counts first.
 	for _, w := range []struct {
@@ -420,4 +442,14 @@ func idleMemory(pid int, gwAddr string, n int) {
 	per := float64(after-before) / float64(max(connected.Load(), 1))
 	fmt.Printf("  %d connected; gateway RSS %d MB -> %d MB: %.1f KiB per connector (target <= 64 KiB)\n",
 		connected.Load(), before>>20, after>>20, per/1024)
+}
+
+// serveFloor answers every request with the body the connector's healthz
+// sends, with nothing else in the way: no router, no auth, no proxy.
+func serveFloor(addr string) {
+	body := []byte(`{"ok":true}` + "\n")
+	check(http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})))
 }
