@@ -19,6 +19,7 @@ import (
 	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -72,7 +73,7 @@ func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	// Info: one line per API request (connector/api requestlog.go) besides
 	// the engine host's own events.
-	logger = slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger = logging.New(a.env.Stderr, slog.LevelInfo)
 	stopEngine, err := a.runEngine(ctx, l, logger)
 	if err != nil {
 		cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/logging"
 )
 
 // backgroundIdleExit is how long a host started on demand by a command
@@ -220,7 +221,7 @@ func (a *app) engineCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			logger := slog.New(slog.NewJSONHandler(a.env.Stderr, nil))
+			logger := logging.New(a.env.Stderr, slog.LevelInfo)
 			h, err := host.Open(host.Options{
 				Layout: l, Load: a.workflowLoader(l), Getenv: os.Getenv,
 				MaxThreads: maxThreads, IdleExit: idle, Logger: logger,

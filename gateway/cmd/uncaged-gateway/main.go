@@ -23,6 +23,7 @@ import (
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
+	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/profiling"
 	"github.com/uncaged/workflow/shared/version"
 )
@@ -74,7 +75,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			logger := logging.New(os.Stderr, slog.LevelInfo)
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
