@@ -29,7 +29,7 @@ const maxPending = 1 << 20
 // maxMessage caps one WebSocket message, well under the read limit either
 // end sets (4 MiB by default), so a long run of queued frames never trips
 // it; larger runs leave as several messages.
-const maxMessage = 64 << 10
+const maxMessage = 512 << 10
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
 	cc := &coalescingConn{Conn: c}

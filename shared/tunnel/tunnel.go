@@ -277,7 +277,8 @@ func NewClient(ws *websocket.Conn) (*Client, error) {
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
 	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true,
-		MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize}
+		MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize,
+		MaxReadFrameSize: 256 << 10}
 	cc, err := t.NewClientConn(&watchedConn{Conn: conn, onClose: stop})
 	if err != nil {
 		stop()

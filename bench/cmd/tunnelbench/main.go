@@ -148,9 +148,15 @@ func main() {
 		return
 	}
 
-	fmt.Printf("one %d MB response (GET /api/cas/<hash>)\n", *bigMB)
-	dBig := bigGet(direct+"/cas/"+bigHash, "")
-	tBig := bigGet(viaGW+"/cas/"+bigHash, dash)
+	fmt.Printf("one %d MB response (GET /api/cas/<hash>), median of 5 each\n", *bigMB)
+	// One transfer swings by 2x with what else the machine does, so
+	// alternate direct and tunnelled transfers and compare medians.
+	var dBigs, tBigs []float64
+	for i := 0; i < 5; i++ {
+		dBigs = append(dBigs, bigGet(direct+"/cas/"+bigHash, ""))
+		tBigs = append(tBigs, bigGet(viaGW+"/cas/"+bigHash, dash))
+	}
+	dBig, tBig := median(dBigs), median(tBigs)
 	fmt.Printf("  direct       %8.1f MB/s\n  via gateway  %8.1f MB/s   ratio %.2fx (target >= 0.5x)\n\n", dBig, tBig, tBig/dBig)
 
 	fmt.Println("latency of one request at a time (GET /api/healthz, 500 requests)")
