@@ -26,10 +26,11 @@ type coalescingConn struct {
 
 const maxPending = 1 << 20
 
-// maxMessage caps one WebSocket message, well under the read limit either
-// end sets (4 MiB by default), so a long run of queued frames never trips
-// it; larger runs leave as several messages.
-const maxMessage = 512 << 10
+// MaxMessage caps one WebSocket message the tunnel writes, well under the
+// read limit either end sets (4 MiB by default; a gateway must not set one
+// below this), so a long run of queued frames never trips it; larger runs
+// leave as several messages.
+const MaxMessage = 512 << 10
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
 	cc := &coalescingConn{Conn: c}
@@ -72,7 +73,7 @@ func (c *coalescingConn) drain() {
 		c.mu.Unlock()
 		var err error
 		for rest := out; len(rest) > 0 && err == nil; {
-			n := min(len(rest), maxMessage)
+			n := min(len(rest), MaxMessage)
 			_, err = c.Conn.Write(rest[:n])
 			rest = rest[n:]
 		}

@@ -29,7 +29,7 @@ const serverReadBuffer = 32 << 10
 // is never done; closing the connection is what ends a blocked read or
 // write. NetConn also lifts the WebSocket's read limit; wsConn keeps it, so
 // a peer still cannot send one unbounded message (the coalescing writer
-// keeps ours under maxMessage).
+// keeps ours under MaxMessage).
 type wsConn struct {
 	ws *websocket.Conn
 	r  io.Reader

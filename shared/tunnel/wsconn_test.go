@@ -96,9 +96,9 @@ func TestWSConnRefusesDeadlines(t *testing.T) {
 
 func TestCoalescedRunsStayUnderTheMessageCap(t *testing.T) {
 	server, client := wsPair(t)
-	server.SetReadLimit(maxMessage)
+	server.SetReadLimit(MaxMessage)
 	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0))
-	want := strings.Repeat("0123456789abcdef", 3*maxMessage/16+5)
+	want := strings.Repeat("0123456789abcdef", 3*MaxMessage/16+5)
 	go func() {
 		b.Write([]byte(want))
 		b.Close()

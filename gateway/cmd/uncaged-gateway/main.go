@@ -25,6 +25,7 @@ import (
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/profiling"
+	"github.com/uncaged/workflow/shared/tunnel"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -70,6 +71,9 @@ func serveCmd() *cobra.Command {
 						*env = v
 					}
 				}
+			}
+			if wsReadLimit > 0 && wsReadLimit < tunnel.MaxMessage {
+				return fmt.Errorf("--ws-read-limit must be at least %d bytes: tunnels send WebSocket messages up to that size", tunnel.MaxMessage)
 			}
 			a, err := authority(keyFile)
 			if err != nil {
