@@ -187,7 +187,7 @@ func New(opts Options) *echo.Echo {
 				return recovered{err}
 			},
 		}),
-		s.requestLog,
+		s.requestLog(),
 		middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins:  AllowedOrigins,
 			AllowMethods:  []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},

@@ -205,7 +205,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = jsonErrorHandler
 	e.IPExtractor = g.opts.IPExtractor
-	e.Use(middleware.Recover(), g.requestLog)
+	e.Use(middleware.Recover(), g.requestLog())
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
