@@ -2,6 +2,7 @@
 // the gateway assigns one to every request (or keeps a sane one the client
 // sent), forwards it to the connector in the X-Request-Id header, and both
 // log it, so one request can be followed across the two processes.
+// Middleware is the echo middleware both use to do that.
 package requestid
 
 import (
