@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -148,8 +150,15 @@ func (a *app) connectCmd() *cobra.Command {
 	return cmd
 }
 
-// connectorToken finds the credential for the gateway.
+// connectorToken finds the credential for the gateway, and takes it out
+// of the process environment: the threads connect runs, their command
+// agents and their models' shell_exec commands inherit that environment,
+// and none of them is to hold (or print into a thread) a credential that
+// lets its holder take this connector's place at the gateway, or with the
+// shared secret use the dashboard.
 func (a *app) connectorToken(file string) (string, error) {
+	defer os.Unsetenv(EnvToken)
+	defer os.Unsetenv(EnvSharedSecret)
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -171,7 +180,7 @@ func (a *app) listen(addr string, h http.Handler) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localOnly(h), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	fmt.Fprintf(a.out(), "API listening on http://%s\n", ln.Addr())
 	return func() {
@@ -179,6 +188,38 @@ func (a *app) listen(addr string, h http.Handler) (func(), error) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}, nil
+}
+
+// localOnly guards the API on a local port, which has no credentials,
+// from the web pages its user visits. A page elsewhere may send requests
+// it cannot read the answers of — a text/plain POST /api/threads starts a
+// thread with the page's prompt — so a request from a browser origin CORS
+// does not admit is refused. A page on a name the attacker re-points at
+// this machine (DNS rebinding) is same-origin and could read answers too,
+// so a browser's request (it says where it comes from in Sec-Fetch-Site)
+// must name an IP address or localhost; other clients, a Prometheus
+// scraping a host name among them, may name any host.
+func localOnly(h http.Handler) http.Handler {
+	refuse := func(w http.ResponseWriter, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(api.AllowedOrigins, o) {
+			refuse(w, "cross-origin request refused")
+			return
+		}
+		host := r.Host
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			host = name
+		}
+		if r.Header.Get("Sec-Fetch-Site") != "" && host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil {
+			refuse(w, "host "+r.Host+" refused: reach the local API by IP address or localhost")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (a *app) serveCmd() *cobra.Command {

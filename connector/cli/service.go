@@ -63,7 +63,7 @@ func (u serviceUnit) render() (string, error) {
 	fmt.Fprintf(&b, "Type=simple\n")
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(quoted, " "))
 	if u.StorageRoot != "" {
-		env, err := systemdQuote(storage.EnvRoot + "=" + u.StorageRoot)
+		env, err := environmentQuote(storage.EnvRoot + "=" + u.StorageRoot)
 		if err != nil {
 			return "", err
 		}
@@ -81,17 +81,25 @@ func (u serviceUnit) render() (string, error) {
 	return b.String(), nil
 }
 
-// systemdQuote makes one ExecStart/Environment word: specifiers (%) and
-// variable references ($) are escaped so the value arrives verbatim, and
-// words with spaces or quotes are double-quoted. Control characters cannot
-// be written into a unit line at all.
-func systemdQuote(s string) (string, error) {
+// systemdQuote makes one ExecStart word: specifiers (%) and variable
+// references ($) are escaped so the value arrives verbatim, and words with
+// spaces or quotes are double-quoted. Control characters cannot be written
+// into a unit line at all.
+func systemdQuote(s string) (string, error) { return unitWord(s, "$$") }
+
+// environmentQuote makes an Environment= assignment: as systemdQuote, but
+// "$" stays single, since systemd expands no variables there and "$$"
+// would reach the service as two dollars.
+func environmentQuote(s string) (string, error) { return unitWord(s, "$") }
+
+// unitWord quotes s for a unit line, writing each "$" as dollar.
+func unitWord(s, dollar string) (string, error) {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
 			return "", fmt.Errorf("%q cannot go into a systemd unit (control character)", s)
 		}
 	}
-	s = strings.ReplaceAll(specifierEscape(s), "$", "$$")
+	s = strings.ReplaceAll(specifierEscape(s), "$", dollar)
 	if s != "" && !strings.ContainsAny(s, " \t\"'\\;") {
 		return s, nil
 	}

@@ -114,9 +114,10 @@ func TestServiceInstallKeepsADifferentUnitWithoutForce(t *testing.T) {
 
 func TestServiceInstallBakesInAChosenStorageRoot(t *testing.T) {
 	s := newServiceCLI(t)
-	s.env[storage.EnvRoot] = filepath.Join(s.home, "store 100%")
+	// Environment= expands no variables: a "$" is written as it is.
+	s.env[storage.EnvRoot] = filepath.Join(s.home, "store 100% $5")
 	unit := s.ok(s.install("--dry-run")...)
-	if want := "\nEnvironment=\"" + storage.EnvRoot + "=" + s.home + "/store 100%%\"\n"; !strings.Contains(unit, want) {
+	if want := "\nEnvironment=\"" + storage.EnvRoot + "=" + s.home + "/store 100%% $5\"\n"; !strings.Contains(unit, want) {
 		t.Fatalf("unit lacks %q:\n%s", want, unit)
 	}
 }

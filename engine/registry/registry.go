@@ -316,14 +316,15 @@ func (e Entry) VersionRows() []HistoryRow {
 	return rows
 }
 
-// Save writes the registry atomically. Callers that read, change and write
-// should use Update, which also holds the lock.
+// Save writes the registry atomically, readable by its owner only: its
+// config holds the providers' API keys. Callers that read, change and
+// write should use Update, which also holds the lock.
 func (r *Registry) Save(path string) error {
 	b, err := r.Marshal()
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, b, 0o644)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // Update loads path under its lock, lets fn change the registry and saves it

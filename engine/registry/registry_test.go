@@ -263,3 +263,26 @@ func TestSetConfigRoundTrips(t *testing.T) {
 		t.Fatal("negative maxDepth accepted")
 	}
 }
+
+// The registry holds API keys: other users of the machine must not read
+// it, and a file an older version wrote world-readable is tightened on the
+// next write.
+func TestSaveIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "workflow.yaml")
+	if err := os.WriteFile(path, []byte("workflows: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Update(path, func(r *Registry) error {
+		return r.SetConfig(Config{Providers: map[string]Provider{"p": {BaseURL: "u", APIKey: "sk-secret"}}, Models: map[string]string{"default": "p/m"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := st.Mode().Perm(); perm != 0o600 {
+		t.Fatalf("registry mode %o, want 600", perm)
+	}
+}

@@ -117,6 +117,11 @@ type Cluster struct {
 
 	mu    sync.RWMutex
 	peers map[string]*peer
+	// seen holds the MACs of the messages received while they are young
+	// enough to pass decode, with when they stop being: a message
+	// captured off NATS and published again is ignored, so it cannot
+	// replay a leave, an old snapshot or an undone registration.
+	seen map[string]time.Time
 
 	// pubMu keeps the parts of one snapshot together on the wire.
 	pubMu sync.Mutex
@@ -172,7 +177,7 @@ func New(o Options) (*Cluster, error) {
 	m := hmac.New(sha256.New, o.Key)
 	m.Write([]byte("uncaged-gateway cluster v1"))
 	c := &Cluster{
-		o: o, key: m.Sum(nil), now: time.Now, peers: map[string]*peer{},
+		o: o, key: m.Sum(nil), now: time.Now, peers: map[string]*peer{}, seen: map[string]time.Time{},
 		dirty: map[string]struct{}{}, changed: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -402,6 +407,10 @@ func (c *Cluster) receive(msg *nats.Msg) {
 		}
 		return
 	}
+	if !c.firstSighting(msg.Header.Get(macHeader), m.Sent) {
+		c.o.Logger.Warn("cluster message ignored: replayed", "replica", m.Replica, "kind", m.Kind)
+		return
+	}
 	if m.Kind == kindRegistration {
 		r, err := unseal(c.sealKey(), m.Sealed)
 		if err != nil {
@@ -413,6 +422,19 @@ func (c *Cluster) receive(msg *nats.Msg) {
 	}
 	c.apply(m)
 	c.resolveConflicts(m)
+}
+
+// firstSighting records a message's MAC and says whether it is new. The
+// record lasts as long as decode would take the message (sent at sent, ms
+// since the epoch); after that the age check refuses it on its own.
+func (c *Cluster) firstSighting(mac string, sent int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[mac]; ok {
+		return false
+	}
+	c.seen[mac] = time.UnixMilli(sent).Add(maxMessageAge)
+	return true
 }
 
 func (c *Cluster) apply(m message) {
@@ -496,11 +518,17 @@ func (c *Cluster) alive(p *peer, now time.Time) bool {
 	return !p.left && now.Sub(p.lastSeen) < expiryIntervals*c.o.Interval
 }
 
-// sweep logs replicas that fell silent and forgets the long-gone.
+// sweep logs replicas that fell silent, forgets the long-gone and drops
+// the MACs of messages too old to pass decode anyway.
 func (c *Cluster) sweep() {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for mac, until := range c.seen {
+		if now.After(until) {
+			delete(c.seen, mac)
+		}
+	}
 	for id, p := range c.peers {
 		silent := now.Sub(p.lastSeen)
 		switch {

@@ -316,3 +316,49 @@ func TestUnsealRefusesBadRegistrations(t *testing.T) {
 		t.Fatalf("good: %+v %v", r, err)
 	}
 }
+
+// A signed message captured off NATS and published again is ignored: here
+// a registration the client has since removed would come back.
+func TestReplayedMessagesAreIgnored(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
+	l2 := newFakeLocal()
+	c2 := member(t, url, "r2", time.Hour, l2)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	wire, _ := nc.SubscribeSync(subjectPresence)
+	nc.Flush()
+	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "t"})
+	var captured *nats.Msg
+	for captured == nil {
+		msg, err := wire.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(msg.Data), `"registration"`) {
+			captured = msg
+		}
+	}
+	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "t" })
+	c1.ShareRegistration(Registration{Name: "old-client", Removed: true})
+	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
+
+	replay := nats.NewMsg(subjectPresence)
+	replay.Data, replay.Header = captured.Data, captured.Header
+	nc.PublishMsg(replay)
+	// A genuine message after it, on the same connection, arrives after it.
+	marker := message{Kind: kindSnapshot, Replica: "r9", Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli(),
+		Endpoints: []presence.Endpoint{online("marker", 100)}}
+	data, mac, _ := encode(c1.key, marker)
+	msg := nats.NewMsg(subjectPresence)
+	msg.Data = data
+	msg.Header.Set(macHeader, mac)
+	nc.PublishMsg(msg)
+	waitUntil(t, "r2 to see the marker", func() bool { return routeOf(c2, "marker").Online })
+	if r := l2.registration("old-client"); !r.Removed {
+		t.Fatalf("a replayed registration was applied: %+v", r)
+	}
+}

@@ -3,10 +3,12 @@ package tools
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 const (
@@ -67,24 +69,78 @@ func (w *Workspace) load(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := w.root.Stat(rel)
+	f, err := w.openRegular(rel, path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, fsErr(path, err)
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", path)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	if st.Size() > MaxReadBytes {
 		return nil, fmt.Errorf("%s is too large (%d bytes; the limit is %d)", path, st.Size(), MaxReadBytes)
 	}
-	data, err := w.root.ReadFile(rel)
+	// Bounded even if the file grows after the size was checked.
+	data, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
 	if err != nil {
 		return nil, fsErr(path, err)
 	}
+	if len(data) > MaxReadBytes {
+		return nil, fmt.Errorf("%s is too large (the limit is %d bytes)", path, MaxReadBytes)
+	}
 	return data, nil
+}
+
+// openRegular opens rel (path as the model wrote it) and refuses anything
+// but a regular file. The open does not block and the check is on the open
+// file: a FIFO the model made with shell_exec (or swapped in for a file
+// after a check) would otherwise hang the tool call, and the role with it,
+// until a writer or reader came — cancelling the run cannot interrupt an
+// open.
+func (w *Workspace) openRegular(rel, path string, flag int, perm os.FileMode) (*os.File, error) {
+	if st, err := w.root.Stat(rel); err == nil && !st.Mode().IsRegular() {
+		if st.IsDir() {
+			return nil, fmt.Errorf("%s is a directory", path)
+		}
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := w.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if err != nil {
+		return nil, fsErr(path, err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+		if st.IsDir() {
+			err = fmt.Errorf("%s is a directory", path)
+		}
+	} else if err != nil {
+		err = fsErr(path, err)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// overwrite replaces the contents of the regular file f with content.
+func overwrite(f *os.File, path, content string) error {
+	err := f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteString(content)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fsErr(path, err)
+	}
+	return nil
 }
 
 // WriteFile creates or replaces path with content, creating missing parent
@@ -102,8 +158,12 @@ func (w *Workspace) WriteFile(path, content string) (string, error) {
 			return "", fsErr(path, err)
 		}
 	}
-	if err := w.root.WriteFile(rel, []byte(content), 0o644); err != nil {
-		return "", fsErr(path, err)
+	f, err := w.openRegular(rel, path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", err
+	}
+	if err := overwrite(f, path, content); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("Successfully wrote %d bytes to %s", len(content), path), nil
 }
@@ -130,16 +190,12 @@ func (w *Workspace) PatchFile(path, oldString, newString string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := w.openRegular(rel, path, os.O_WRONLY, 0)
 	if err != nil {
-		return "", fsErr(path, err)
+		return "", err
 	}
-	_, werr := f.WriteString(patched)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return "", fsErr(path, werr)
+	if err := overwrite(f, path, patched); err != nil {
+		return "", err
 	}
 	return "Successfully patched " + path, nil
 }

@@ -191,6 +191,33 @@ func TestWriteFile(t *testing.T) {
 	}
 }
 
+// A FIFO in the workspace (shell_exec can make one) is refused by every
+// file tool at once: opening it would wait for a reader or writer that
+// never comes, and cancelling the run cannot interrupt an open.
+func TestFileToolsRefuseAFIFO(t *testing.T) {
+	w, _ := newWorkspace(t)
+	must(t, syscall.Mkfifo(filepath.Join(w.Dir(), "pipe"), 0o644))
+	done := make(chan error, 3)
+	go func() {
+		_, err := w.WriteFile("pipe", "x")
+		done <- err
+		_, err = w.ReadFile("pipe", 0, 0)
+		done <- err
+		_, err = w.PatchFile("pipe", "a", "b")
+		done <- err
+	}()
+	for _, tool := range []string{"write_file", "read_file", "patch_file"} {
+		select {
+		case err := <-done:
+			if err == nil || err.Error() != "pipe is not a regular file" {
+				t.Errorf("%s on a FIFO: %v", tool, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s blocked on a FIFO", tool)
+		}
+	}
+}
+
 func TestPatchFile(t *testing.T) {
 	w, _ := newWorkspace(t)
 	got, err := w.PatchFile("a.txt", "beta", "BETA")
