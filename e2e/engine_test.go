@@ -42,7 +42,13 @@ func stopHost(root string, sig syscall.Signal) {
 
 func add(t *testing.T, root, name, file string) {
 	t.Helper()
-	r := run(t, root, "workflow", "add", name, filepath.Join("testdata", file))
+	addPath(t, root, name, filepath.Join("testdata", file))
+}
+
+// addPath registers the bundle at path (relative to e2e/).
+func addPath(t *testing.T, root, name, path string) {
+	t.Helper()
+	r := run(t, root, "workflow", "add", name, path)
 	if r.code != 0 {
 		t.Fatalf("workflow add %s: %+v", name, r)
 	}
@@ -141,7 +147,8 @@ func TestLinearThreadRunsAndStreams(t *testing.T) {
 
 func TestReviewerSendsBackTwice(t *testing.T) {
 	root := engineRoot(t)
-	add(t, root, "review-loop", "review-loop.esm.js")
+	// The runtime's own review-loop fixture, run here through the binary.
+	addPath(t, root, "review-loop", filepath.Join("..", "engine", "jsrt", "testdata", "review_loop.esm.js"))
 	id := start(t, root, "review-loop")
 	s := finished(t, root, id)
 	if roles(s) != "coder,reviewer,coder,reviewer,coder,reviewer" || s.Result.ReturnCode != 0 {
