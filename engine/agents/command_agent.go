@@ -20,6 +20,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/roleschema"
 )
 
 // Limits of a command agent's output.
@@ -600,12 +601,7 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, errors.New("agent: the role's schema must be a JSON Schema object")
 	}
-	c := jsonschema.NewCompiler()
-	const loc = "urn:uncaged:agent:role-schema"
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("agent: the role's schema: %w", err)
-	}
-	s, err := c.Compile(loc)
+	s, err := roleschema.Compile(schema)
 	if err != nil {
 		return nil, fmt.Errorf("agent: the role's schema: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/roleschema"
 )
 
 // FallbackKey is the graph key taken when no status matches.
@@ -423,7 +424,7 @@ func (r *Role) compileOutput(n *yaml.Node, path string) error {
 	if err != nil {
 		return errAt(n, path, "%v", err)
 	}
-	sch, err := compileSchema(full)
+	sch, err := roleschema.Compile(full)
 	if err != nil {
 		return errAt(n, path, "invalid JSON Schema: %s", oneLine(err.Error()))
 	}
@@ -440,23 +441,6 @@ func (r *Role) compileOutput(n *yaml.Node, path string) error {
 	}
 	r.Output, r.schema = stripped, sch
 	return nil
-}
-
-// compileSchema compiles a JSON Schema with no loader: a role schema must be
-// self-contained, and adding a workflow must not read files or the network
-// through $ref.
-func compileSchema(data []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	const loc = "urn:uncaged:yamlwf:output"
-	c := jsonschema.NewCompiler()
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(loc)
 }
 
 func (p *parser) graph(n *yaml.Node, roles []Role) ([]Route, error) {

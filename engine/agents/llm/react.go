@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/uncaged/workflow/engine/roleschema"
 )
 
 // DefaultMaxRounds is the round limit used when Request.MaxRounds is zero
@@ -218,16 +220,7 @@ func prepareOutput(o Output) (*preparedOutput, error) {
 	if err := json.Unmarshal(o.Schema, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("llm: output schema must be a JSON object")
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(o.Schema))
-	if err != nil {
-		return nil, fmt.Errorf("llm: output schema: %w", err)
-	}
-	comp := jsonschema.NewCompiler()
-	const loc = "urn:uncaged:llm:output"
-	if err := comp.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("llm: output schema: %w", err)
-	}
-	sch, err := comp.Compile(loc)
+	sch, err := roleschema.Compile(o.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("llm: output schema: %w", err)
 	}
