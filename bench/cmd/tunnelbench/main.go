@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/uncaged/workflow/bench/cmd/loadtest/loadgen"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
@@ -280,12 +281,9 @@ func client(conns int) *http.Client {
 
 // cpuTime is utime+stime of a process in µs.
 func cpuTime(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := loadgen.CPUTime(pid)
 	check(err)
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) * 1e6 / 100 // clock ticks are 1/100 s on Linux
+	return float64(d.Microseconds())
 }
 
 // syscalls counts a process's read and write system calls (the socket
@@ -402,15 +400,9 @@ func p50(url, token string) time.Duration {
 }
 
 func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	now, _, err := loadgen.Memory(pid)
 	check(err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return now
 }
 
 const idleSecret = "tunnelbench-shared-secret"
