@@ -622,7 +622,7 @@ func metaFromJSON(text string, schema *jsonschema.Schema) (canonyaml.Map, error)
 	}
 	if schema != nil {
 		if err := schema.Validate(doc); err != nil {
-			return nil, errors.New(oneLine(err))
+			return nil, errors.New(roleschema.ErrorText(err))
 		}
 	}
 	tree, err := canonyaml.FromJSON([]byte(text))
@@ -634,25 +634,6 @@ func metaFromJSON(text string, schema *jsonschema.Schema) (canonyaml.Map, error)
 		return nil, errors.New("the output is JSON but not an object")
 	}
 	return m, nil
-}
-
-// oneLine flattens a validation error, dropping its schema-location header.
-func oneLine(err error) string {
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) > 1 && strings.HasPrefix(lines[0], "jsonschema validation failed") {
-		lines = lines[1:]
-	}
-	var parts []string
-	for _, l := range lines {
-		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")); l != "" {
-			parts = append(parts, l)
-		}
-	}
-	s := strings.Join(parts, "; ")
-	if len(s) > 2000 {
-		s = s[:2000] + "…"
-	}
-	return s
 }
 
 // maxTrailingTries bounds the search for a JSON object at the end of a

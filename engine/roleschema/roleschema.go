@@ -6,6 +6,8 @@ package roleschema
 
 import (
 	"bytes"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -28,4 +30,34 @@ func Compile(data []byte) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return c.Compile(location)
+}
+
+// maxErrorText bounds an ErrorText: a schema error quoted into a model's
+// correction round, a thread's summary or an add-time message.
+const maxErrorText = 2000
+
+// ErrorText flattens a schema compilation or validation error to one line
+// ("; " between the library's lines, without its "jsonschema validation
+// failed with ..." header), at most maxErrorText bytes, cut on a rune
+// boundary.
+func ErrorText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) > 1 && strings.HasPrefix(lines[0], "jsonschema validation failed") {
+		lines = lines[1:]
+	}
+	var parts []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) <= maxErrorText {
+		return s
+	}
+	n := maxErrorText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -1,9 +1,12 @@
 package roleschema
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCompile(t *testing.T) {
@@ -32,5 +35,26 @@ func TestCompileRefusesBadSchemasAndOutsideRefs(t *testing.T) {
 		if _, err := Compile([]byte(bad)); err == nil {
 			t.Errorf("%q compiled", bad)
 		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	s, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a","b"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verr := s.Validate(map[string]any{"b": "x"})
+	if verr == nil {
+		t.Fatal("invalid meta accepted")
+	}
+	got := ErrorText(verr)
+	if strings.Contains(got, "\n") || strings.Contains(got, "jsonschema validation failed") || !strings.Contains(got, "; ") {
+		t.Errorf("ErrorText = %q: want the library's lines joined on one line, without the header", got)
+	}
+
+	long := errors.New("jsonschema validation failed with 'x'\n- " + strings.Repeat("é", maxErrorText))
+	got = ErrorText(long)
+	if !strings.HasSuffix(got, "…") || len(got) > maxErrorText+len("…") || !utf8.ValidString(got) {
+		t.Errorf("long error: %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
 	}
 }

@@ -426,7 +426,7 @@ func (r *Role) compileOutput(n *yaml.Node, path string) error {
 	}
 	sch, err := roleschema.Compile(full)
 	if err != nil {
-		return errAt(n, path, "invalid JSON Schema: %s", oneLine(err.Error()))
+		return errAt(n, path, "invalid JSON Schema: %s", roleschema.ErrorText(err))
 	}
 	// $schema picks the draft to compile with; like the runtime's
 	// buildDescriptor, agents and the descriptor get the schema without it.
@@ -629,15 +629,4 @@ func sortedCopy(list []string) []string {
 	out := append([]string(nil), list...)
 	sort.Strings(out)
 	return out
-}
-
-// oneLine flattens a multi-line library error for a one-line message.
-func oneLine(s string) string {
-	var parts []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")); l != "" {
-			parts = append(parts, l)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/roleschema"
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
@@ -244,18 +245,9 @@ func validateMeta(schema *jsonschema.Schema, payload []byte) error {
 	if err := schema.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return errors.New(oneLine(dropHeader(ve.Error())))
+			return errors.New(roleschema.ErrorText(ve))
 		}
 		return err
 	}
 	return nil
-}
-
-// dropHeader removes jsonschema's first line, which names our internal
-// schema URL rather than anything the user wrote.
-func dropHeader(s string) string {
-	if i := bytes.IndexByte([]byte(s), '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

@@ -135,7 +135,7 @@ func React(ctx context.Context, c Chatter, req Request) (json.RawMessage, error)
 				continue
 			}
 			if verr := out.schema.Validate(doc); verr != nil {
-				vmsg := validationText(verr)
+				vmsg := roleschema.ErrorText(verr)
 				logf("react", fmt.Sprintf("round %d: plain JSON reply failed validation: %s", round, vmsg))
 				msgs = append(msgs, UserMessage(fmt.Sprintf("Your previous JSON reply did not satisfy the schema: %s. Reply again with a single JSON object that matches the schema, or call the %s tool with the structured arguments.", vmsg, out.name)))
 				continue
@@ -154,7 +154,7 @@ func React(ctx context.Context, c Chatter, req Request) (json.RawMessage, error)
 					continue
 				}
 				if verr := out.schema.Validate(doc); verr != nil {
-					vmsg := validationText(verr)
+					vmsg := roleschema.ErrorText(verr)
 					logf("react", fmt.Sprintf("round %d: %s arguments failed validation: %s", round, name, vmsg))
 					msgs = append(msgs, ToolMessage(call.ID, fmt.Sprintf("Schema validation failed: %s. Fix the arguments and call the tool again with a JSON object that matches the schema.", vmsg)))
 					continue
@@ -286,21 +286,4 @@ func compact(text string) json.RawMessage {
 		return json.RawMessage(s)
 	}
 	return json.RawMessage(b.Bytes())
-}
-
-// validationText flattens a jsonschema validation error to one line,
-// dropping the schema-location header line.
-func validationText(err error) string {
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) > 1 && strings.HasPrefix(lines[0], "jsonschema validation failed") {
-		lines = lines[1:]
-	}
-	var parts []string
-	for _, l := range lines {
-		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
-		if l != "" {
-			parts = append(parts, l)
-		}
-	}
-	return excerpt(strings.Join(parts, "; "), 2000)
 }
