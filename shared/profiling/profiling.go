@@ -1,6 +1,7 @@
 // Package profiling lets a person profile the binaries where they run:
 // with UNCAGED_CPUPROFILE=/some/dir set, a process writes its CPU profile to
-// /some/dir/<program>.<pid>.prof when it exits.
+// /some/dir/<program>.<pid>.prof when it exits, and what it allocated
+// (pprof's allocs profile) to <program>.<pid>.allocs.prof beside it.
 package profiling
 
 import (
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 )
 
 // EnvCPUProfile names the directory profiles are written to.
@@ -34,5 +36,14 @@ func Start() func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		allocs, err := os.Create(strings.TrimSuffix(path, ".prof") + ".allocs.prof")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profiling:", err)
+			return
+		}
+		defer allocs.Close()
+		if err := pprof.Lookup("allocs").WriteTo(allocs, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "profiling:", err)
+		}
 	}
 }
