@@ -55,9 +55,19 @@ func main() {
 	wrapGW := flag.String("wrap-gateway", "", "command line to run the gateway under (e.g. valgrind --tool=callgrind)")
 	wrapConn := flag.String("wrap-connector", "", "command line to run the connector under")
 	floorAddr := flag.String("serve-floor", "", "internal: serve the bare-server floor on this address")
+	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: HTTP,TUNNEL addresses of the design skeleton's gateway")
+	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: TUNNEL address the design skeleton's connector dials")
 	flag.Parse()
-	if *floorAddr != "" {
+	switch {
+	case *floorAddr != "":
 		serveFloor(*floorAddr)
+		return
+	case *skeletonGW != "":
+		httpAddr, tunnelAddr, _ := strings.Cut(*skeletonGW, ",")
+		serveSkeletonGateway(httpAddr, tunnelAddr)
+		return
+	case *skeletonConn != "":
+		serveSkeletonConnector(*skeletonConn)
 		return
 	}
 	work, err := os.MkdirTemp("", "tunnelbench-")
@@ -117,20 +127,7 @@ func main() {
 	fmt.Printf("    bytes written per request: gateway %.0f (tunnel and dashboard), connector %.0f\n", median(gwBytes), median(connBytes))
 	fmt.Printf("  the tunnel's own CPU per request (via gateway minus direct): %.1f µs (target <= 40 µs)\n", median(own))
 	if *withDirect {
-		// Whatever the tunnel does, the gateway must at least accept the
-		// dashboard's HTTP/1 request and answer it; a bare net/http server
-		// answering the same bytes is that floor.
-		self, err := os.Executable()
-		check(err)
-		addr := freePort()
-		floor := start(self, nil, "-serve-floor", addr)
-		waitHTTP("http://" + addr + "/api/healthz")
-		var floors []float64
-		for i := 0; i < max(*runs, 1); i++ {
-			floors = append(floors, load("http://"+addr+"/api/healthz", "", 64, *seconds, []int{floor.Process.Pid}).cpu[0])
-		}
-		stop(floor)
-		fmt.Printf("  floor: a bare net/http server answering the same request uses %.1f µs/request — what the gateway's dashboard side costs before any proxying\n", median(floors))
+		floors(*runs, *seconds, tRate/dRate, median(own))
 	}
 	fmt.Println()
 	// Callgrind does not survive the SIGTERM that stops the processes, so
@@ -442,12 +439,47 @@ func idleMemory(pid int, gwAddr string, n int) {
 		connected.Load(), before>>20, after>>20, per/1024)
 }
 
-// serveFloor answers every request with the body the connector's healthz
-// sends, with nothing else in the way: no router, no auth, no proxy.
-func serveFloor(addr string) {
+// serveFloor answers every request as floorHandler does, with nothing else
+// in the way: no router, no auth, no proxy.
+func serveFloor(addr string) { check(http.ListenAndServe(addr, floorHandler())) }
+
+// floorHandler answers with the body the connector's healthz sends.
+func floorHandler() http.Handler {
 	body := []byte(`{"ok":true}` + "\n")
-	check(http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
-	})))
+	})
+}
+
+// floors measures, alternating run by run, a bare net/http server (what
+// the gateway's dashboard side costs before any proxying: whatever the
+// tunnel does, the gateway must at least accept the dashboard's HTTP/1
+// request and answer it) and the design skeleton behind it (skeleton.go),
+// and prints them beside the real tunnel's ratio and own CPU.
+func floors(runs, seconds int, ratio, own float64) {
+	self, err := os.Executable()
+	check(err)
+	bareAddr, skelAddr, skelTunnel := freePort(), freePort(), freePort()
+	bare := start(self, nil, "-serve-floor", bareAddr)
+	defer stop(bare)
+	skelConn := start(self, nil, "-serve-skeleton-connector", skelTunnel)
+	defer stop(skelConn)
+	skelGW := start(self, nil, "-serve-skeleton-gateway", skelAddr+","+skelTunnel)
+	defer stop(skelGW)
+	waitHTTP("http://" + bareAddr + "/api/healthz")
+	waitHTTP("http://" + skelAddr + "/api/healthz")
+	var bareCPU, bareRate, skelCPU, skelRate, skelGWCPU []float64
+	for i := 0; i < max(runs, 1); i++ {
+		b := load("http://"+bareAddr+"/api/healthz", "", 64, seconds, []int{bare.Process.Pid})
+		s := load("http://"+skelAddr+"/api/healthz", "", 64, seconds, []int{skelGW.Process.Pid, skelConn.Process.Pid})
+		bareCPU, bareRate = append(bareCPU, b.cpu[0]), append(bareRate, b.rate)
+		skelCPU, skelRate = append(skelCPU, s.cpu[0]+s.cpu[1]), append(skelRate, s.rate)
+		skelGWCPU = append(skelGWCPU, s.cpu[0])
+	}
+	fmt.Printf("  floor: a bare net/http server answering the same request: %.0f req/s, %.1f µs/request — what the gateway's dashboard side costs before any proxying\n",
+		median(bareRate), median(bareCPU))
+	fmt.Printf("  design skeleton (that server + ReverseProxy + x/net/http2 client over plain TCP to an http2.Server; no WebSocket, router, auth or log):\n")
+	fmt.Printf("    %.0f req/s = %.2fx the bare server; %.1f µs/request (gateway %.1f), %.1f µs more than the bare server — the real tunnel: %.2fx, %.1f µs more than direct\n",
+		median(skelRate), median(skelRate)/median(bareRate), median(skelCPU), median(skelGWCPU), median(skelCPU)-median(bareCPU), ratio, own)
 }
