@@ -21,6 +21,7 @@ import (
 	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/gctune"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
 )
@@ -68,6 +69,7 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 // that ends on SIGINT/SIGTERM, the engine, and the REST API over them. stop
 // ends the engine host if this process started it.
 func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http.Handler, stop func(), err error) {
+	gctune.Start()
 	l, err := a.layout()
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/gctune"
 	"github.com/uncaged/workflow/shared/logging"
 )
 
@@ -215,6 +216,7 @@ func (a *app) engineCmd() *cobra.Command {
 			"run one yourself (e.g. under systemd) to keep it up and see its log.",
 		Args: exactArgs(0, 0, "", "serve takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			gctune.Start()
 			l, err := a.layout()
 			if err != nil {
 				return err

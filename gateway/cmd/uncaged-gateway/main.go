@@ -23,6 +23,7 @@ import (
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
+	"github.com/uncaged/workflow/shared/gctune"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/profiling"
 	"github.com/uncaged/workflow/shared/tunnel"
@@ -60,6 +61,7 @@ func serveCmd() *cobra.Command {
 		Short: "Run the gateway",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.Start()
 			if !cmd.Flags().Changed("listen") {
 				if env := os.Getenv("UNCAGED_GATEWAY_LISTEN"); env != "" {
 					listen = env
