@@ -41,6 +41,7 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/gctune"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -58,6 +59,11 @@ func main() {
 	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: HTTP,TUNNEL addresses of the design skeleton's gateway")
 	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: TUNNEL address the design skeleton's connector dials")
 	flag.Parse()
+	if *floorAddr != "" || *skeletonGW != "" || *skeletonConn != "" {
+		// The same collector policy as the real servers, so the floors
+		// differ from them only by code.
+		gctune.Start()
+	}
 	switch {
 	case *floorAddr != "":
 		serveFloor(*floorAddr)
