@@ -117,32 +117,20 @@ var validStatuses = []threads.Status{
 	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
 }
 
-// checkThreadRef accepts what could name a thread: letters, digits, '-' and
-// '_' (so the original's test id "nonexistent-id" is a 404, not a 400),
-// never anything that could leave the logs directory.
+// checkThreadRef answers 400 for an id threads.CheckRef refuses.
 func checkThreadRef(id string) error {
-	if id == "" || len(id) > 64 {
-		return fail(http.StatusBadRequest, "invalid thread id %q: want the 26-character id of a thread", id)
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
-			return fail(http.StatusBadRequest, "invalid thread id %q: only letters and digits are allowed", id)
-		}
+	if err := threads.CheckRef(id); err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
 	}
 	return nil
 }
 
-// resolve finds the thread :id names; a lower-case id finds its upper-case
-// thread.
+// resolve finds the thread :id names (threads.ResolveRef).
 func (s *server) resolve(c echo.Context, id string) (threads.Record, error) {
-	if err := checkThreadRef(id); err != nil {
-		return threads.Record{}, err
-	}
-	rec, err := threads.Resolve(s.opts.Layout, id)
-	if errors.Is(err, threads.ErrNotFound) && strings.ToUpper(id) != id {
-		rec, err = threads.Resolve(s.opts.Layout, strings.ToUpper(id))
-	}
+	rec, err := threads.ResolveRef(s.opts.Layout, id)
 	switch {
+	case errors.Is(err, threads.ErrInvalidRef):
+		return rec, fail(http.StatusBadRequest, "%s", err.Error())
 	case errors.Is(err, threads.ErrNotFound):
 		return rec, fail(http.StatusNotFound, "thread not found: %s", id)
 	case err != nil:

@@ -382,7 +382,9 @@ func TestThreadCommandsOnOriginalStore(t *testing.T) {
 		t.Fatalf("legacy thread = %+v", legacy)
 	}
 	c.fails("thread not found: 06EZZZZZZZZZZZZZZZZZZZZZZZ", "thread", "show", "06EZZZZZZZZZZZZZZZZZZZZZZZ")
-	c.fails("only letters and digits", "thread", "show", "../../etc")
+	c.fails("letters and digits only", "thread", "show", "../../etc")
+	// The same rule as the API: a made-up id is not found, not malformed.
+	c.fails("thread not found: nonexistent-id", "thread", "show", "nonexistent-id")
 	c.fails("show requires <id>", "thread", "show")
 
 	if got := c.ok("cas", "gc"); got != "scanned 6 threads, 14 active refs, deleted 1 entries\n" {

@@ -281,31 +281,12 @@ func sortRecords(recs []threads.Record) {
 	})
 }
 
-// resolveThread finds a thread by the id a person typed. Ids are letters and
-// digits only (so an id can never escape the logs directory); a lower-case
-// id also finds its upper-case thread.
+// resolveThread finds a thread by the id a person typed
+// (threads.ResolveRef).
 func resolveThread(l storage.Layout, id string) (threads.Record, error) {
-	if err := checkThreadRef(id); err != nil {
-		return threads.Record{}, err
-	}
-	rec, err := threads.Resolve(l, id)
-	if errors.Is(err, threads.ErrNotFound) && strings.ToUpper(id) != id {
-		rec, err = threads.Resolve(l, strings.ToUpper(id))
-	}
+	rec, err := threads.ResolveRef(l, id)
 	if errors.Is(err, threads.ErrNotFound) {
 		return rec, fmt.Errorf("thread not found: %s", id)
 	}
 	return rec, err
-}
-
-func checkThreadRef(id string) error {
-	if id == "" || len(id) > 64 {
-		return fmt.Errorf("invalid thread id %q: want the 26-character id that thread list prints", id)
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return fmt.Errorf("invalid thread id %q: only letters and digits are allowed", id)
-		}
-	}
-	return nil
 }
