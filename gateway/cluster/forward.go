@@ -10,8 +10,9 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/uncaged/workflow/gateway/proxybuf"
 )
 
 // HopHeader marks a request another replica forwarded: its timestamp,
@@ -31,16 +32,6 @@ const (
 )
 
 type routeKey struct{}
-
-// copyBuffers are the forwarding proxies' copy buffers, shared by every
-// Cluster of the process.
-var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-
-// bufferPool is an httputil.BufferPool over a sync.Pool.
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 
 // newProxy is the replica-to-replica proxy: HTTP/2 without TLS (prior
 // knowledge, the peer's server enables it), one multiplexed connection per
@@ -67,7 +58,7 @@ func (c *Cluster) newProxy() *httputil.ReverseProxy {
 		// Recycled copy buffers: without them every forwarded response
 		// allocated 32 KiB, two thirds of the bytes a forward allocates,
 		// and the garbage collector's work under load.
-		BufferPool: copyBuffers,
+		BufferPool: proxybuf.Pool,
 		ModifyResponse: func(*http.Response) error {
 			c.forwarded.WithLabelValues(resultOK).Inc()
 			return nil

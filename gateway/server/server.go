@@ -31,7 +31,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +43,7 @@ import (
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/proxybuf"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -175,7 +175,7 @@ func New(opts Options) *Gateway {
 		// 0: ReverseProxy flushes event streams and bodies of unknown length
 		// on every write by itself, and batches the rest.
 		FlushInterval: 0,
-		BufferPool:    newBufferPool(),
+		BufferPool:    proxybuf.Pool,
 		ErrorHandler:  g.proxyError,
 	}
 	if opts.Cluster != nil {
@@ -501,14 +501,3 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// bufferPool recycles the proxy's copy buffers instead of allocating 32 KiB
-// per response.
-type bufferPool struct{ p sync.Pool }
-
-func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-}
-
-func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
