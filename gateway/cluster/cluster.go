@@ -277,7 +277,11 @@ func (c *Cluster) Start(local Local) error {
 func (c *Cluster) greet(nc *nats.Conn, event string) {
 	c.o.Logger.Info(event, "replica", c.o.ReplicaID, "url", nc.ConnectedUrlRedacted())
 	c.publishSnapshot()
-	nc.Publish(subjectSnapshot, nil)
+	hello := c.signed(message{Kind: kindHello})
+	hello.Subject = subjectSnapshot
+	if err := nc.PublishMsg(hello); err != nil {
+		c.o.Logger.Warn("cluster publish failed", "err", err.Error())
+	}
 }
 
 // loop repeats the snapshot every interval and forgets long-gone replicas.
@@ -388,10 +392,28 @@ func (c *Cluster) signed(m message) *nats.Msg {
 	return msg
 }
 
-// answerSnapshot answers a starting replica's call for snapshots. The
-// answer goes to everyone, on the presence subject: an extra snapshot
-// harms nobody, and the parts of a snapshot stay in order with the rest.
-func (c *Cluster) answerSnapshot(*nats.Msg) { c.publishSnapshot() }
+// answerSnapshot answers another replica's signed hello with this
+// replica's snapshot. The answer goes to everyone, on the presence subject:
+// an extra snapshot harms nobody, and the parts of a snapshot stay in order
+// with the rest. Unsigned, replayed or foreign calls get nothing.
+func (c *Cluster) answerSnapshot(msg *nats.Msg) {
+	mac := msg.Header.Get(macHeader)
+	m, err := decode(c.key, msg.Data, mac, c.now())
+	switch {
+	case err != nil:
+		c.o.Logger.Warn("call for snapshots ignored", "err", err.Error())
+		return
+	case m.Kind != kindHello:
+		c.o.Logger.Warn("call for snapshots ignored: not a hello", "replica", m.Replica, "kind", m.Kind)
+		return
+	case m.Replica == c.o.ReplicaID:
+		return
+	case !c.firstSighting(mac, m.Sent):
+		c.o.Logger.Warn("call for snapshots ignored: replayed", "replica", m.Replica)
+		return
+	}
+	c.publishSnapshot()
+}
 
 // receive applies another replica's message to the table, and closes this
 // replica's connections that a newer one elsewhere replaces.
@@ -409,6 +431,10 @@ func (c *Cluster) receive(msg *nats.Msg) {
 	}
 	if !c.firstSighting(msg.Header.Get(macHeader), m.Sent) {
 		c.o.Logger.Warn("cluster message ignored: replayed", "replica", m.Replica, "kind", m.Kind)
+		return
+	}
+	if m.Kind == kindHello {
+		// Hellos belong on the snapshot subject (answerSnapshot).
 		return
 	}
 	if m.Kind == kindRegistration {

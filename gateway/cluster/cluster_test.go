@@ -362,3 +362,65 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 		t.Fatalf("a replayed registration was applied: %+v", r)
 	}
 }
+
+func TestOnlySignedHellosGetSnapshots(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	c1 := member(t, url, "r1", time.Hour, newFakeLocal(online("laptop", 100)))
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	wire, _ := nc.SubscribeSync(subjectPresence)
+	nc.Flush()
+	call := func(kind, replica string, key []byte) *nats.Msg {
+		data, mac, _ := encode(key, message{Kind: kind, Replica: replica, Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli()})
+		msg := nats.NewMsg(subjectSnapshot)
+		msg.Data = data
+		msg.Header.Set(macHeader, mac)
+		return msg
+	}
+	// answers hands r1 one call and counts the snapshots it published in
+	// answer: everything r1 sends before the marker it sends next.
+	answers := func(i int, msg *nats.Msg) int {
+		c1.answerSnapshot(msg)
+		marker := fmt.Sprintf("marker-%d", i)
+		c1.publish(message{Kind: kindUpdate, Endpoints: []presence.Endpoint{online(marker, 100)}})
+		n := 0
+		for {
+			got, err := wire.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("waiting for %s: %v", marker, err)
+			}
+			m, err := decode(c1.key, got.Data, got.Header.Get(macHeader), time.Now())
+			if err != nil || m.Replica != "r1" {
+				continue
+			}
+			if m.Kind == kindSnapshot {
+				n++
+			}
+			if m.Kind == kindUpdate && len(m.Endpoints) == 1 && m.Endpoints[0].Name == marker {
+				return n
+			}
+		}
+	}
+	unsigned := nats.NewMsg(subjectSnapshot) // how calls looked before they were signed
+	genuine := call(kindHello, "r9", c1.key)
+	for i, tc := range []struct {
+		what string
+		msg  *nats.Msg
+		want int
+	}{
+		{"an unsigned call", unsigned, 0},
+		{"a forged hello", call(kindHello, "r9", []byte(strings.Repeat("x", 32))), 0},
+		{"a signed message of another kind", call(kindSnapshot, "r9", c1.key), 0},
+		{"its own hello", call(kindHello, "r1", c1.key), 0},
+		{"a genuine hello", genuine, 1},
+		{"that hello replayed", genuine, 0},
+		{"another genuine hello", call(kindHello, "r8", c1.key), 1},
+	} {
+		if got := answers(i, tc.msg); got != tc.want {
+			t.Errorf("%s: %d snapshots, want %d", tc.what, got, tc.want)
+		}
+	}
+}

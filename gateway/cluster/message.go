@@ -30,6 +30,11 @@ const (
 	// kindRegistration shares an original client's registration
 	// (registration.go).
 	kindRegistration = "registration"
+	// kindHello is a replica that just (re)connected to NATS asking the
+	// others for their snapshots, on its own subject. Signed like the rest,
+	// so that nobody else on NATS can make every replica republish
+	// everything it holds.
+	kindHello = "hello"
 )
 
 // message is what replicas publish on NATS. It is signed (macHeader) with
@@ -132,7 +137,7 @@ func decode(key []byte, data []byte, mac string, now time.Time) (message, error)
 
 func (m message) validate(now time.Time) error {
 	switch m.Kind {
-	case kindSnapshot, kindUpdate, kindLeave, kindRegistration:
+	case kindSnapshot, kindUpdate, kindLeave, kindRegistration, kindHello:
 	default:
 		return fmt.Errorf("unknown message kind %q", m.Kind)
 	}
@@ -144,6 +149,9 @@ func (m message) validate(now time.Time) error {
 	}
 	if age := now.Sub(time.UnixMilli(m.Sent)); age > maxMessageAge || age < -maxMessageAge {
 		return fmt.Errorf("message from %s is %s old: replayed, or the clocks disagree", m.Replica, age.Round(time.Second))
+	}
+	if m.Kind == kindHello && len(m.Endpoints) > 0 {
+		return fmt.Errorf("message from %s: a hello carries no connectors", m.Replica)
 	}
 	if (m.Kind == kindRegistration) != (m.Sealed != "") {
 		return fmt.Errorf("message from %s: a sealed registration is a registration's only content", m.Replica)
