@@ -16,6 +16,7 @@
 //	GET    /api/workflows                   {"workflows":[WorkflowSummary]}
 //	GET    /api/workflows/:name             WorkflowDetail
 //	GET    /api/workflows/:name/history     {"name","history":[{hash,timestamp,current}]}
+//	GET    /api/workflows/:name/versions/:hash  WorkflowVersion
 //	POST   /api/workflows/:name/rollback    {"hash"?} → {"name","hash","timestamp"}
 //	GET    /api/threads                     {"threads":[ThreadSummary],"total"}
 //	GET    /api/threads/running             {"threads":[RunningSummary]}
@@ -204,6 +205,7 @@ func New(opts Options) *echo.Echo {
 	e.GET("/api/workflows", s.listWorkflows)
 	e.GET("/api/workflows/:name", s.getWorkflow)
 	e.GET("/api/workflows/:name/history", s.workflowHistory)
+	e.GET("/api/workflows/:name/versions/:hash", s.workflowVersion)
 	e.POST("/api/workflows/:name/rollback", s.rollbackWorkflow)
 
 	e.GET("/api/threads", s.listThreads)

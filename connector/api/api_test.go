@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/uncaged/workflow/engine/ids"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -269,6 +270,22 @@ func TestWorkflows(t *testing.T) {
 		h.History[1].Hash != first || h.History[1].Current || h.History[0].Timestamp < h.History[1].Timestamp {
 		t.Errorf("history: %+v", h)
 	}
+
+	// Each version by hash, the older one with its own descriptor.
+	for _, tc := range []struct {
+		hash    string
+		current bool
+	}{{second, true}, {first, false}} {
+		var v WorkflowVersion
+		f.want(http.MethodGet, "/api/workflows/plan-code/versions/"+tc.hash, "", http.StatusOK, &v)
+		if v.Name != "plan-code" || v.Hash != tc.hash || v.Current != tc.current || v.Timestamp == 0 || v.Descriptor == nil {
+			t.Errorf("version %s: %+v", tc.hash, v)
+		}
+	}
+	unknown := ids.HashString("never registered")
+	f.wantError(http.MethodGet, "/api/workflows/plan-code/versions/"+unknown, "", http.StatusNotFound, "version not found: plan-code has no version "+unknown)
+	f.wantError(http.MethodGet, "/api/workflows/plan-code/versions/..%2fx", "", http.StatusBadRequest, "invalid")
+	f.wantError(http.MethodGet, "/api/workflows/no-such/versions/"+first, "", http.StatusNotFound, "workflow not found: no-such")
 
 	// A missing or invalid sidecar is a null descriptor, not an error.
 	if err := os.WriteFile(f.l.DescriptorFile(other), []byte("description: 5\n"), 0o644); err != nil {

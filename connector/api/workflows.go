@@ -29,6 +29,18 @@ type WorkflowDetail struct {
 	Descriptor *workflow.Descriptor `json:"descriptor"`
 }
 
+// WorkflowVersion is GET /api/workflows/:name/versions/:hash: one version
+// of a workflow, current or older, with the descriptor stored beside its
+// bundle. The dashboard draws a thread's graph from the version the thread
+// ran, not from whatever is current now.
+type WorkflowVersion struct {
+	Name       string               `json:"name"`
+	Hash       string               `json:"hash"`
+	Timestamp  int64                `json:"timestamp"`
+	Current    bool                 `json:"current"`
+	Descriptor *workflow.Descriptor `json:"descriptor"`
+}
+
 // WorkflowHistory is GET /api/workflows/:name/history: every version,
 // newest first, the current one marked.
 type WorkflowHistory struct {
@@ -108,6 +120,26 @@ func (s *server) descriptor(hash string) *workflow.Descriptor {
 		return nil
 	}
 	return &d
+}
+
+func (s *server) workflowVersion(c echo.Context) error {
+	name, e, err := s.lookupWorkflow(c)
+	if err != nil {
+		return err
+	}
+	hash, err := ids.ParseHash(c.Param("hash"))
+	if err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	}
+	if hash == e.Hash {
+		return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: e.Timestamp, Current: true, Descriptor: s.descriptor(hash)})
+	}
+	for _, v := range e.History {
+		if v.Hash == hash {
+			return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: v.Timestamp, Descriptor: s.descriptor(hash)})
+		}
+	}
+	return fail(http.StatusNotFound, "version not found: %s has no version %s", name, hash)
 }
 
 func (s *server) workflowHistory(c echo.Context) error {

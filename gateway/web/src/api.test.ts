@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ago, api, ApiError, gateway, getToken, initialLive, liveReducer, machine, onUnauthorized, setToken, TOKEN_KEY } from "./api";
+import { ago, api, ApiError, gateway, getToken, initialLive, liveReducer, machine, onUnauthorized, setToken, threadGraphSource, TOKEN_KEY } from "./api";
 import type { RoleRecord, StartRecord } from "./api";
 
 function respond(status: number, body: unknown) {
@@ -129,5 +129,32 @@ describe("formatting", () => {
     expect(ago(1000, 13_000)).toBe("12 s ago");
     expect(ago(0)).toBe("never");
     expect(ago(0 + 1, 1 + 5 * 60_000)).toBe("5 min ago");
+  });
+});
+
+describe("threadGraphSource", () => {
+  afterEach(() => vi.unstubAllGlobals());
+  const descriptor = (role: string) => ({ roles: { [role]: {} }, graph: { edges: [] } });
+
+  it("takes the version the thread ran", async () => {
+    const f = respond(200, { name: "wf", hash: "OLDVERSION123", timestamp: 1, current: false, descriptor: descriptor("old") });
+    vi.stubGlobal("fetch", f);
+    expect(await threadGraphSource("lap top", "wf", "OLDVERSION123")).toEqual({ descriptor: descriptor("old"), current: false });
+    expect(f.mock.calls[0][0 as never]).toBe("/api/clients/lap%20top/workflows/wf/versions/OLDVERSION123");
+  });
+
+  it("stands in the current version when that one is gone", async () => {
+    const f = vi.fn(async (url: string) =>
+      url.includes("/versions/")
+        ? new Response(JSON.stringify({ error: "version not found" }), { status: 404 })
+        : new Response(JSON.stringify({ name: "wf", hash: "NEWVERSION123", timestamp: 2, history: [], descriptor: descriptor("new") }), { status: 200 }),
+    );
+    vi.stubGlobal("fetch", f);
+    expect(await threadGraphSource("m", "wf", "OLDVERSION123")).toEqual({ descriptor: descriptor("new"), current: true });
+  });
+
+  it("reports other failures", async () => {
+    vi.stubGlobal("fetch", respond(502, { error: "connector offline" }));
+    await expect(threadGraphSource("m", "wf", "OLDVERSION123")).rejects.toMatchObject({ status: 502 });
   });
 });

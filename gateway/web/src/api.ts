@@ -28,6 +28,8 @@ export type WorkflowDetail = {
   history: { hash: string; timestamp: number }[];
   descriptor: Descriptor | null;
 };
+/** WorkflowVersion is one version of a workflow, current or older, with its own descriptor. */
+export type WorkflowVersion = { name: string; hash: string; timestamp: number; current: boolean; descriptor: Descriptor | null };
 export type ThreadStatus = "running" | "paused" | "completed" | "failed" | "killed" | "interrupted";
 export type ThreadSummary = {
   threadId: string;
@@ -160,6 +162,7 @@ export const gateway = {
 export const machine = (m: string) => ({
   workflows: () => api<{ workflows: WorkflowSummary[] }>(clientPath(m, "/workflows")),
   workflow: (name: string) => api<WorkflowDetail>(clientPath(m, `/workflows/${seg(name)}`)),
+  version: (name: string, hash: string) => api<WorkflowVersion>(clientPath(m, `/workflows/${seg(name)}/versions/${seg(hash)}`)),
   /** rollback makes an earlier version current (without a hash: the previous one). */
   rollback: (name: string, hash?: string) =>
     api<WorkflowSummary>(clientPath(m, `/workflows/${seg(name)}/rollback`), { method: "POST", body: hash ? { hash } : {} }),
@@ -177,6 +180,23 @@ export const machine = (m: string) => ({
   cas: (hash: string) => api<{ hash: string; content: string }>(clientPath(m, `/cas/${seg(hash)}`)),
   livePath: (id: string) => clientPath(m, `/threads/${seg(id)}/live`),
 });
+
+/**
+ * threadGraphSource is the descriptor of the workflow version a thread ran,
+ * so its graph shows the roles it really went through; when that version is
+ * gone from the machine's registry (or the connector predates the route),
+ * the current version's, marked as a stand-in.
+ */
+export async function threadGraphSource(m: string, workflow: string, hash: string): Promise<{ descriptor: Descriptor | null; current: boolean }> {
+  const api = machine(m);
+  try {
+    const v = await api.version(workflow, hash);
+    return { descriptor: v.descriptor, current: false };
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 404) throw e;
+  }
+  return { descriptor: (await api.workflow(workflow)).descriptor, current: true };
+}
 
 // --- hooks -------------------------------------------------------------------
 

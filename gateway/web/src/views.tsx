@@ -1,7 +1,7 @@
 import { FormEvent, lazy, ReactNode, Suspense, useEffect, useMemo, useRef, useState } from "react";
 import Markdown from "react-markdown";
 import {
-  ago, ApiError, duration, fmtTime, gateway, HASH_RE, machine, RoleRecord, TERMINAL, ThreadRecord, ThreadStatus, ThreadSummary, useApi, useLive,
+  ago, ApiError, duration, fmtTime, gateway, HASH_RE, machine, RoleRecord, TERMINAL, threadGraphSource, ThreadRecord, ThreadStatus, ThreadSummary, useApi, useLive,
 } from "./api";
 import { visitedEdges } from "./path";
 import { href, navigate } from "./route";
@@ -424,6 +424,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
         <ThreadGraph
           m={m}
           workflow={start.workflow}
+          bundleHash={start.bundleHash}
           active={status && !TERMINAL.includes(status) ? steps[steps.length - 1]?.role : null}
           visited={visitedEdges(steps.map((r) => r.role), records.some((r) => r.type === "workflow-result"))}
         />
@@ -450,23 +451,28 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
  * ThreadGraph shows the workflow's role graph on demand: the latest step's
  * role highlighted, the edges the thread went along drawn bold and green.
  */
-function ThreadGraph({ m, workflow, active, visited }: { m: string; workflow: string; active?: string | null; visited: string[] }) {
+function ThreadGraph({ m, workflow, bundleHash, active, visited }: { m: string; workflow: string; bundleHash: string; active?: string | null; visited: string[] }) {
   const [open, setOpen] = useState(false);
   return (
     <details className="card" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
       <summary>Role graph of {workflow}{active ? ` (at ${active})` : ""}</summary>
-      {open && <ThreadGraphBody m={m} workflow={workflow} active={active} visited={visited} />}
+      {open && <ThreadGraphBody m={m} workflow={workflow} bundleHash={bundleHash} active={active} visited={visited} />}
     </details>
   );
 }
-function ThreadGraphBody({ m, workflow, active, visited }: { m: string; workflow: string; active?: string | null; visited: string[] }) {
-  const q = useApi(() => machine(m).workflow(workflow), [m, workflow]);
+function ThreadGraphBody({ m, workflow, bundleHash, active, visited }: { m: string; workflow: string; bundleHash: string; active?: string | null; visited: string[] }) {
+  const q = useApi(() => threadGraphSource(m, workflow, bundleHash), [m, workflow, bundleHash]);
   const d = q.data?.descriptor;
   if (q.error) return <ErrorBox error={q.error} retry={q.reload} />;
   if (!q.data) return <Loading what="the graph" />;
-  if (!d) return <p className="muted">This workflow has no descriptor.</p>;
+  if (!d) return <p className="muted">The version this thread ran has no descriptor.</p>;
   return (
     <>
+      {q.data.current && (
+        <p className="muted" data-testid="graph-stand-in">
+          The version this thread ran ({bundleHash}) is no longer registered; this is the graph of the current version.
+        </p>
+      )}
       <p className="muted legend">
         <span className="legend-visited" aria-hidden="true" /> the path this thread took
         {active ? <> · <span className="legend-active" aria-hidden="true" /> its current role</> : null}
