@@ -55,6 +55,18 @@ type app struct {
 }
 
 func (a *app) layout() (storage.Layout, error) {
+	l, err := a.lookLayout()
+	if err != nil {
+		return l, err
+	}
+	// Created here, before anything writes below it, so that a new root is
+	// private from the start.
+	return l, l.EnsureRoot()
+}
+
+// lookLayout resolves the storage root without creating it, for commands
+// that only look (status).
+func (a *app) lookLayout() (storage.Layout, error) {
 	root, err := storage.ResolveRoot(a.env.Getenv)
 	if err != nil {
 		return storage.Layout{}, err

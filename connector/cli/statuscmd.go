@@ -54,7 +54,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show this machine at a glance: storage, engine host, threads, gateway link",
 		Args:  exactArgs(0, 0, "", "status takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := a.layout()
+			l, err := a.lookLayout()
 			if err != nil {
 				return err
 			}

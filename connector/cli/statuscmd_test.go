@@ -181,3 +181,12 @@ func TestStatusArguments(t *testing.T) {
 	c.fails("status takes no arguments", "status", "extra")
 	c.fails("unknown flag", "status", "--bogus")
 }
+
+func TestANewRootIsPrivate(t *testing.T) {
+	c := newCLI(t)
+	c.ok("thread", "list")
+	st, err := os.Stat(c.root)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("root after the first command: %v %v, want a 0700 directory", st, err)
+	}
+}

@@ -16,6 +16,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -52,6 +53,20 @@ func DefaultRoot(home string) string {
 // Layout resolves paths under one storage root.
 type Layout struct {
 	Root string
+}
+
+// EnsureRoot creates the storage root when it is missing, open to its owner
+// only: it holds every prompt, model answer and agent output, and other
+// users of the machine have no business reading them. A root that exists
+// keeps the mode its owner gave it.
+func (l Layout) EnsureRoot() error {
+	if _, err := os.Stat(l.Root); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(l.Root, 0o700); err != nil {
+		return fmt.Errorf("create the storage root: %w", err)
+	}
+	return nil
 }
 
 // RegistryFile is workflow.yaml.

@@ -71,3 +71,32 @@ func TestHasBundle(t *testing.T) {
 		}
 	}
 }
+
+func TestEnsureRootCreatesAPrivateRootAndLeavesAnExistingOneAlone(t *testing.T) {
+	base := t.TempDir()
+	fresh := Layout{Root: filepath.Join(base, "home", ".uncaged", "workflow")}
+	if err := fresh.EnsureRoot(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{fresh.Root, filepath.Dir(fresh.Root)} {
+		if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a 0700 directory", dir, st.Mode(), err)
+		}
+	}
+	existing := Layout{Root: filepath.Join(base, "shared")}
+	if err := os.Mkdir(existing.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := existing.EnsureRoot(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(existing.Root); st.Mode().Perm() != 0o755 {
+		t.Errorf("an existing root changed mode: %v", st.Mode())
+	}
+	if err := os.WriteFile(filepath.Join(base, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Layout{Root: filepath.Join(base, "file", "root")}).EnsureRoot(); err == nil {
+		t.Error("a root under a file was accepted")
+	}
+}
