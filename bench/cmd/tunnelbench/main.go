@@ -56,8 +56,8 @@ func main() {
 	wrapGW := flag.String("wrap-gateway", "", "command line to run the gateway under (e.g. valgrind --tool=callgrind)")
 	wrapConn := flag.String("wrap-connector", "", "command line to run the connector under")
 	floorAddr := flag.String("serve-floor", "", "internal: serve the bare-server floor on this address")
-	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: HTTP,TUNNEL addresses of the design skeleton's gateway")
-	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: TUNNEL address the design skeleton's connector dials")
+	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: CARRIER,HTTP,TUNNEL of a design skeleton's gateway")
+	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: CARRIER,TUNNEL of a design skeleton's connector")
 	flag.Parse()
 	if *floorAddr != "" || *skeletonGW != "" || *skeletonConn != "" {
 		// The same collector policy as the real servers, so the floors
@@ -69,11 +69,12 @@ func main() {
 		serveFloor(*floorAddr)
 		return
 	case *skeletonGW != "":
-		httpAddr, tunnelAddr, _ := strings.Cut(*skeletonGW, ",")
-		serveSkeletonGateway(httpAddr, tunnelAddr)
+		a := strings.Split(*skeletonGW, ",")
+		serveSkeletonGateway(a[0], a[1], a[2])
 		return
 	case *skeletonConn != "":
-		serveSkeletonConnector(*skeletonConn)
+		carrier, tunnelAddr, _ := strings.Cut(*skeletonConn, ",")
+		serveSkeletonConnector(carrier, tunnelAddr)
 		return
 	}
 	work, err := os.MkdirTemp("", "tunnelbench-")
@@ -461,31 +462,47 @@ func floorHandler() http.Handler {
 // floors measures, alternating run by run, a bare net/http server (what
 // the gateway's dashboard side costs before any proxying: whatever the
 // tunnel does, the gateway must at least accept the dashboard's HTTP/1
-// request and answer it) and the design skeleton behind it (skeleton.go),
-// and prints them beside the real tunnel's ratio and own CPU.
+// request and answer it) and the design skeleton behind it over both
+// carriers (skeleton.go), and prints them beside the real tunnel's ratio
+// and own CPU.
 func floors(runs, seconds int, ratio, own float64) {
 	self, err := os.Executable()
 	check(err)
-	bareAddr, skelAddr, skelTunnel := freePort(), freePort(), freePort()
+	bareAddr := freePort()
 	bare := start(self, nil, "-serve-floor", bareAddr)
 	defer stop(bare)
-	skelConn := start(self, nil, "-serve-skeleton-connector", skelTunnel)
-	defer stop(skelConn)
-	skelGW := start(self, nil, "-serve-skeleton-gateway", skelAddr+","+skelTunnel)
-	defer stop(skelGW)
 	waitHTTP("http://" + bareAddr + "/api/healthz")
-	waitHTTP("http://" + skelAddr + "/api/healthz")
-	var bareCPU, bareRate, skelCPU, skelRate, skelGWCPU []float64
+	type skeleton struct {
+		carrier, addr    string
+		gw, conn         *exec.Cmd
+		cpu, rate, gwCPU []float64
+	}
+	var skels []*skeleton
+	for _, carrier := range []string{carrierTCP, carrierWebSocket} {
+		s := &skeleton{carrier: carrier, addr: freePort()}
+		tunnelAddr := freePort()
+		s.gw = start(self, nil, "-serve-skeleton-gateway", carrier+","+s.addr+","+tunnelAddr)
+		defer stop(s.gw)
+		s.conn = start(self, nil, "-serve-skeleton-connector", carrier+","+tunnelAddr)
+		defer stop(s.conn)
+		waitHTTP("http://" + s.addr + "/api/healthz")
+		skels = append(skels, s)
+	}
+	var bareCPU, bareRate []float64
 	for i := 0; i < max(runs, 1); i++ {
 		b := load("http://"+bareAddr+"/api/healthz", "", 64, seconds, []int{bare.Process.Pid})
-		s := load("http://"+skelAddr+"/api/healthz", "", 64, seconds, []int{skelGW.Process.Pid, skelConn.Process.Pid})
 		bareCPU, bareRate = append(bareCPU, b.cpu[0]), append(bareRate, b.rate)
-		skelCPU, skelRate = append(skelCPU, s.cpu[0]+s.cpu[1]), append(skelRate, s.rate)
-		skelGWCPU = append(skelGWCPU, s.cpu[0])
+		for _, s := range skels {
+			r := load("http://"+s.addr+"/api/healthz", "", 64, seconds, []int{s.gw.Process.Pid, s.conn.Process.Pid})
+			s.cpu, s.rate, s.gwCPU = append(s.cpu, r.cpu[0]+r.cpu[1]), append(s.rate, r.rate), append(s.gwCPU, r.cpu[0])
+		}
 	}
 	fmt.Printf("  floor: a bare net/http server answering the same request: %.0f req/s, %.1f µs/request — what the gateway's dashboard side costs before any proxying\n",
 		median(bareRate), median(bareCPU))
-	fmt.Printf("  design skeleton (that server + ReverseProxy + x/net/http2 client over plain TCP to an http2.Server; no WebSocket, router, auth or log):\n")
-	fmt.Printf("    %.0f req/s = %.2fx the bare server; %.1f µs/request (gateway %.1f), %.1f µs more than the bare server — the real tunnel: %.2fx, %.1f µs more than direct\n",
-		median(skelRate), median(skelRate)/median(bareRate), median(skelCPU), median(skelGWCPU), median(skelCPU)-median(bareCPU), ratio, own)
+	fmt.Printf("  design skeleton: that server + ReverseProxy + x/net/http2 client to an http2.Server, nothing else (no router, auth, log or metrics):\n")
+	for _, s := range skels {
+		fmt.Printf("    over %-9s %6.0f req/s = %.2fx the bare server; %.1f µs/request (gateway %.1f), %.1f µs more than the bare server\n",
+			s.carrier, median(s.rate), median(s.rate)/median(bareRate), median(s.cpu), median(s.gwCPU), median(s.cpu)-median(bareCPU))
+	}
+	fmt.Printf("    the real gateway + connector: %.2fx, %.1f µs more than direct\n", ratio, own)
 }
