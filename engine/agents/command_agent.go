@@ -423,6 +423,24 @@ func (o commandOutput) note() string {
 	return fmt.Sprintf("\n[output truncated: only the first %d bytes were kept]", MaxCommandOutput)
 }
 
+// maxArg is Linux's limit on one command-line argument (MAX_ARG_STRLEN).
+const maxArg = 128 << 10
+
+// argvTooLong says why the kernel refused argv: usually a prompt passed as
+// one argument has outgrown maxArg as the thread grew.
+func argvTooLong(argv []string) string {
+	longest := 0
+	for _, a := range argv {
+		longest = max(longest, len(a))
+	}
+	if longest >= maxArg {
+		return fmt.Sprintf("one argument is %d KiB and the system takes at most %d KiB per argument: "+
+			"this agent gets the prompt on its command line, and the thread's steps have made it too long "+
+			"(a cli agent without {prompt} in its args reads the prompt on stdin instead)", longest>>10, maxArg>>10)
+	}
+	return "the command line and environment are larger than the system allows"
+}
+
 // runCommand runs inv in its own process group, streaming its output into
 // the thread's log line by line, and returns its stdout. Cancelling ctx
 // (the thread was killed) or the timeout stops the whole group: SIGTERM,
@@ -459,6 +477,9 @@ func runCommand(ctx context.Context, inv invocation, logf func(tag, content stri
 	cmd.WaitDelay = killGrace
 
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.E2BIG) {
+			err = fmt.Errorf("%w: %s", err, argvTooLong(inv.argv))
+		}
 		return commandOutput{}, &CommandError{Kind: ErrKindSpawnFailed, Agent: inv.label, Err: err}
 	}
 	pid := cmd.Process.Pid

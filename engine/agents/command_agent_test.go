@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -588,6 +589,19 @@ func TestCommandAgentSpawnFailed(t *testing.T) {
 	var ce *CommandError
 	if !errors.As(err, &ce) || ce.Kind != ErrKindSpawnFailed {
 		t.Fatalf("got %v, want spawn_failed", err)
+	}
+}
+
+func TestAPromptTooLongForTheCommandLineSaysSo(t *testing.T) {
+	h := newCmdHost(t)
+	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "print.sh"), Args: []string{"{prompt}"}})
+	call := cmdCall(h, "coder", "")
+	call.Thread.Start.Content = strings.Repeat("x", 200<<10)
+	_, err := a.Run(context.Background(), call)
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.Kind != ErrKindSpawnFailed || !errors.Is(err, syscall.E2BIG) ||
+		!strings.Contains(err.Error(), "at most 128 KiB per argument") || !strings.Contains(err.Error(), "reads the prompt on stdin") {
+		t.Fatalf("got %v, want spawn_failed explaining the argument limit", err)
 	}
 }
 
