@@ -8,8 +8,12 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -60,15 +64,50 @@ type apiError struct {
 func LockFile(l storage.Layout) string { return filepath.Join(l.Root, "engine.lock") }
 
 // SocketPath is where the host listens. Unix socket paths are limited to
-// about 107 bytes, so a deep root gets a socket in the temp directory named
-// by a hash of the root instead.
+// about 107 bytes, so a deep root gets its socket, named by a hash of the
+// root, in a directory private to the user (socketDir) instead.
 func SocketPath(l storage.Layout) string {
 	p := filepath.Join(l.Root, "engine.sock")
 	if len(p) < 100 {
 		return p
 	}
 	sum := sha256.Sum256([]byte(l.Root))
-	return filepath.Join(os.TempDir(), "uncaged-workflow-"+hex.EncodeToString(sum[:8])+".sock")
+	return filepath.Join(socketDir(), hex.EncodeToString(sum[:8])+".sock")
+}
+
+// socketDir is $XDG_RUNTIME_DIR/uncaged-workflow when the session has a
+// runtime directory, else uncaged-workflow-<uid> in the temp directory.
+func socketDir() string {
+	if run := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(run) {
+		return filepath.Join(run, "uncaged-workflow")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("uncaged-workflow-%d", os.Getuid()))
+}
+
+// checkSocketDir makes sure a socket outside the storage root lies in a
+// directory that is the user's own and closed to others (creating it, mode
+// 0700, when create is set): in a shared directory such as /tmp another
+// user could otherwise create it first and answer in the engine's place.
+func checkSocketDir(l storage.Layout, sock string, create bool) error {
+	dir := filepath.Dir(sock)
+	if dir == l.Root {
+		return nil
+	}
+	if create {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("engine socket directory: %w", err)
+		}
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("engine socket directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("engine socket directory %s is not this user's private directory (%v): "+
+			"remove it, or use a storage root with a shorter path", dir, fi.Mode())
+	}
+	return nil
 }
 
 // LogFile is where a background host writes its own log.

@@ -27,6 +27,9 @@ type Client struct {
 // Dial connects to the host serving l, if any.
 func Dial(l storage.Layout) (*Client, error) {
 	sock := SocketPath(l)
+	if err := checkSocketDir(l, sock, false); err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
+	}
 	c := &Client{http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

@@ -116,6 +116,10 @@ func Running(l storage.Layout) bool { return atomicfile.Held(LockFile(l)) }
 // resumable) and releases the root.
 func (h *Host) Serve(ctx context.Context) error {
 	sock := SocketPath(h.opts.Layout)
+	if err := checkSocketDir(h.opts.Layout, sock, true); err != nil {
+		h.Close()
+		return err
+	}
 	os.Remove(sock) // we hold the lock, so any socket file is stale
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -388,5 +390,44 @@ func TestIdleExit(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("idle host did not exit")
+	}
+}
+
+func TestADeepRootsSocketLivesInAPrivateDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("TMPDIR", tmp)
+	f := newFixture(t, 1, map[string]goFlow{})
+	f.l = storage.Layout{Root: filepath.Join(t.TempDir(), strings.Repeat("deep/", 20), "root")}
+	sock := SocketPath(f.l)
+	dir := filepath.Join(tmp, fmt.Sprintf("uncaged-workflow-%d", os.Getuid()))
+	if filepath.Dir(sock) != dir {
+		t.Fatalf("socket %s, want it in %s", sock, dir)
+	}
+	f.startHost(1)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("socket directory: %v %v, want mode 0700", fi, err)
+	}
+	c, err := Dial(f.l)
+	if err != nil {
+		t.Fatalf("dial the host on %s: %v", sock, err)
+	}
+	c.Close()
+	f.stopHost()
+
+	// A directory others may write to (as if another user had made it
+	// first) is refused by both sides.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(f.l); !errors.Is(err, ErrNoHost) || !strings.Contains(err.Error(), "not this user's private directory") {
+		t.Fatalf("dial through a shared directory: %v", err)
+	}
+	h, err := Open(Options{Layout: f.l, Load: func(string) (workflow.Workflow, error) { return nil, errors.New("none") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Serve(context.Background()); err == nil || !strings.Contains(err.Error(), "not this user's private directory") {
+		t.Fatalf("serve in a shared directory: %v", err)
 	}
 }
