@@ -91,6 +91,30 @@ func member(t *testing.T, url, id string, interval time.Duration, local *fakeLoc
 	return c
 }
 
+// natsClient is a plain NATS connection: anyone with access to NATS.
+func natsClient(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// wiretap is a natsClient subscribed to the presence subject: whatever
+// crosses it, as anyone with access to NATS sees it.
+func wiretap(t *testing.T, url string) (*nats.Conn, *nats.Subscription) {
+	t.Helper()
+	nc := natsClient(t, url)
+	wire, err := nc.SubscribeSync(subjectPresence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	return nc, wire
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -220,11 +244,7 @@ func TestNewerBreaksTiesByReplica(t *testing.T) {
 func TestForgedPresenceIsIgnored(t *testing.T) {
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsClient(t, url)
 	forged := message{Kind: kindSnapshot, Replica: "evil", Advertise: "http://203.0.113.1:80", Sent: time.Now().UnixMilli(),
 		Endpoints: []presence.Endpoint{online("laptop", 100)}}
 	data, _, _ := encode(testKey, forged)
@@ -267,14 +287,7 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	l2 := newFakeLocal()
 	member(t, url, "r2", time.Hour, l2)
-	// Whatever crosses NATS, seen by anyone with access to it.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	wire, _ := nc.SubscribeSync(subjectPresence)
-	nc.Flush()
+	_, wire := wiretap(t, url)
 	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "client-token-secret"})
 	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "client-token-secret" })
 	for {
@@ -324,13 +337,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	l2 := newFakeLocal()
 	c2 := member(t, url, "r2", time.Hour, l2)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	wire, _ := nc.SubscribeSync(subjectPresence)
-	nc.Flush()
+	nc, wire := wiretap(t, url)
 	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "t"})
 	var captured *nats.Msg
 	for captured == nil {
@@ -366,13 +373,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 func TestOnlySignedHellosGetSnapshots(t *testing.T) {
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal(online("laptop", 100)))
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	wire, _ := nc.SubscribeSync(subjectPresence)
-	nc.Flush()
+	_, wire := wiretap(t, url)
 	call := func(kind, replica string, key []byte) *nats.Msg {
 		data, mac, _ := encode(key, message{Kind: kind, Replica: replica, Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli()})
 		msg := nats.NewMsg(subjectSnapshot)
