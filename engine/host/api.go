@@ -90,7 +90,7 @@ func socketDir() string {
 // user could otherwise create it first and answer in the engine's place.
 func checkSocketDir(l storage.Layout, sock string, create bool) error {
 	dir := filepath.Dir(sock)
-	if dir == l.Root {
+	if dir == filepath.Clean(l.Root) {
 		return nil
 	}
 	if create {

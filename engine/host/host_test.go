@@ -431,3 +431,16 @@ func TestADeepRootsSocketLivesInAPrivateDirectory(t *testing.T) {
 		t.Fatalf("serve in a shared directory: %v", err)
 	}
 }
+
+func TestASocketInTheRootNeedsNoPrivateDirectory(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{root, root + "/", root + "/."} {
+		l := storage.Layout{Root: r}
+		if err := checkSocketDir(l, SocketPath(l), false); err != nil {
+			t.Errorf("root %q: %v", r, err)
+		}
+	}
+}
