@@ -1,9 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/uncaged/workflow/shared/syncbuf"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,36 +20,17 @@ import (
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
-// lockedBuffer is a process's output that the test reads while the
-// process still writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // loggedProc is a background process whose output can be read at any
 // time; it is stopped when the test ends.
 type loggedProc struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 }
 
 func startLogged(t *testing.T, env []string, name string, args ...string) *loggedProc {
 	t.Helper()
-	p := &loggedProc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &loggedProc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

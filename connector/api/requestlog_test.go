@@ -1,36 +1,18 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
+	"github.com/uncaged/workflow/shared/syncbuf"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // requestLine is the "request" log line with id, decoded (nil: none).
-func requestLine(t *testing.T, logs *syncBuffer, id string) map[string]any {
+func requestLine(t *testing.T, logs *syncbuf.Buffer, id string) map[string]any {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if line == "" {
@@ -47,8 +29,8 @@ func requestLine(t *testing.T, logs *syncBuffer, id string) map[string]any {
 	return nil
 }
 
-func loggedFixture(t *testing.T) (*fixture, *syncBuffer) {
-	logs := &syncBuffer{}
+func loggedFixture(t *testing.T) (*fixture, *syncbuf.Buffer) {
+	logs := &syncbuf.Buffer{}
 	f := newFixture(t, func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

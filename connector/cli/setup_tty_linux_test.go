@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
+	"github.com/uncaged/workflow/shared/syncbuf"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,24 +38,6 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// watchedBuffer is a goroutine-safe buffer whose contents can be awaited.
-type watchedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *watchedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *watchedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // awaitCondition polls cond until it holds, failing the test after a generous
 // deadline; it waits for a condition, never for a fixed time.
 func awaitCondition(t *testing.T, what string, cond func() bool) {
@@ -74,12 +55,12 @@ func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 	srv := modelsServer(t, "sk-secret-123", "chat-a", "chat-b")
 	usePresets(t, "- {name: local, label: Local, baseUrl: "+srv.URL+"/v1}\n")
 	master, slave := openPTY(t)
-	echoed := &watchedBuffer{}
+	echoed := &syncbuf.Buffer{}
 	go io.Copy(echoed, master) // ends with EIO when the pty closes
 
 	c := newCLI(t)
 	inDir(t, t.TempDir())
-	stdout, stderr := &watchedBuffer{}, &watchedBuffer{}
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run([]string{"setup"}, Env{Stdin: slave, Stdout: stdout, Stderr: stderr, Getenv: func(k string) string { return c.env[k] }})

@@ -3,9 +3,9 @@ package link
 import (
 	"context"
 	"fmt"
+	"github.com/uncaged/workflow/shared/syncbuf"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -26,27 +26,9 @@ func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for the link's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
 	gw := newFakeGateway(t, 2) // the second attempt is refused
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {

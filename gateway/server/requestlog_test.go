@@ -1,8 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
+	"github.com/uncaged/workflow/shared/syncbuf"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,24 +15,13 @@ import (
 
 // logBuffer collects a logger's JSON lines; handlers log from many
 // goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer struct{ syncbuf.Buffer }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the "request" lines logged so far, decoded.
+// requests returns the "request" lines logged so far, decoded.
 func (b *logBuffer) requests(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if line == "" {
 			continue
@@ -45,12 +34,6 @@ func (b *logBuffer) requests(t *testing.T) []map[string]any {
 		}
 	}
 	return out
-}
-
-func (b *logBuffer) raw() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // lineFor is the request line with the given id (nil: none).
@@ -128,7 +111,7 @@ func TestRequestIDReachesTheConnectorAndTheLog(t *testing.T) {
 	}
 	line := logs.lineFor(t, id)
 	if line == nil {
-		t.Fatalf("no log line for %s:\n%s", id, logs.raw())
+		t.Fatalf("no log line for %s:\n%s", id, logs.String())
 	}
 	want := map[string]any{"method": "GET", "path": "/api/clients/laptop/workflows", "status": float64(200), "connector": "laptop", "level": "INFO"}
 	for k, v := range want {
@@ -139,7 +122,7 @@ func TestRequestIDReachesTheConnectorAndTheLog(t *testing.T) {
 	if _, ok := line["duration_ms"].(float64); !ok {
 		t.Errorf("no duration_ms: %v", line)
 	}
-	if strings.Contains(logs.raw(), f.dash) {
+	if strings.Contains(logs.String(), f.dash) {
 		t.Fatal("a token reached the log")
 	}
 }
@@ -153,7 +136,7 @@ func TestRequestIDFromTheClientIsKeptWhenSane(t *testing.T) {
 		t.Fatalf("sane id: response %q, connector %q", got, api.last())
 	}
 	if logs.lineFor(t, "trace-01.A_b") == nil {
-		t.Fatalf("no log line:\n%s", logs.raw())
+		t.Fatalf("no log line:\n%s", logs.String())
 	}
 }
 
@@ -167,7 +150,7 @@ func TestRequestIDFromTheClientIsReplacedWhenNotSane(t *testing.T) {
 		if got == bad || !requestid.Valid(got) || api.last() != got {
 			t.Errorf("id %q: response %q, connector %q", bad, got, api.last())
 		}
-		if strings.Contains(logs.raw(), bad) {
+		if strings.Contains(logs.String(), bad) {
 			t.Errorf("the rejected id %q reached the log", bad)
 		}
 	}
@@ -193,7 +176,7 @@ func TestGatewayAnswersAreLoggedWithTheirStatus(t *testing.T) {
 	if resp.StatusCode != 401 || line == nil || line["status"] != float64(401) {
 		t.Fatalf("refused: %d %v", resp.StatusCode, line)
 	}
-	if strings.Contains(logs.raw(), "not-a-token") {
+	if strings.Contains(logs.String(), "not-a-token") {
 		t.Fatal("a credential reached the log")
 	}
 	// Probes are logged at debug level.
