@@ -397,44 +397,40 @@ func (c *Cluster) signed(m message) *nats.Msg {
 // an extra snapshot harms nobody, and the parts of a snapshot stay in order
 // with the rest. Unsigned, replayed or foreign calls get nothing.
 func (c *Cluster) answerSnapshot(msg *nats.Msg) {
+	if _, ok := c.accept(msg, "call for snapshots", func(kind string) bool { return kind == kindHello }); ok {
+		c.publishSnapshot()
+	}
+}
+
+// accept decodes a message that arrived as what, and says whether to act
+// on it: signed with the cluster key, fresh, of a kind that subject
+// carries, from another replica, and not seen before. Why not is logged.
+func (c *Cluster) accept(msg *nats.Msg, what string, carries func(kind string) bool) (message, bool) {
 	mac := msg.Header.Get(macHeader)
 	m, err := decode(c.key, msg.Data, mac, c.now())
 	switch {
 	case err != nil:
-		c.o.Logger.Warn("call for snapshots ignored", "err", err.Error())
-		return
-	case m.Kind != kindHello:
-		c.o.Logger.Warn("call for snapshots ignored: not a hello", "replica", m.Replica, "kind", m.Kind)
-		return
+		c.o.Logger.Warn(what+" ignored", "err", err.Error())
+	case !carries(m.Kind):
+		c.o.Logger.Warn(what+" ignored: wrong kind", "replica", m.Replica, "kind", m.Kind)
 	case m.Replica == c.o.ReplicaID:
-		return
+		if m.Advertise != c.o.Advertise {
+			c.o.Logger.Error("another replica uses this replica's id", "replica", m.Replica, "advertise", m.Advertise)
+		}
 	case !c.firstSighting(mac, m.Sent):
-		c.o.Logger.Warn("call for snapshots ignored: replayed", "replica", m.Replica)
-		return
+		c.o.Logger.Warn(what+" ignored: replayed", "replica", m.Replica, "kind", m.Kind)
+	default:
+		return m, true
 	}
-	c.publishSnapshot()
+	return m, false
 }
 
 // receive applies another replica's message to the table, and closes this
 // replica's connections that a newer one elsewhere replaces.
 func (c *Cluster) receive(msg *nats.Msg) {
-	m, err := decode(c.key, msg.Data, msg.Header.Get(macHeader), c.now())
-	if err != nil {
-		c.o.Logger.Warn("cluster message ignored", "err", err.Error())
-		return
-	}
-	if m.Replica == c.o.ReplicaID {
-		if m.Advertise != c.o.Advertise {
-			c.o.Logger.Error("another replica uses this replica's id", "replica", m.Replica, "advertise", m.Advertise)
-		}
-		return
-	}
-	if !c.firstSighting(msg.Header.Get(macHeader), m.Sent) {
-		c.o.Logger.Warn("cluster message ignored: replayed", "replica", m.Replica, "kind", m.Kind)
-		return
-	}
-	if m.Kind == kindHello {
-		// Hellos belong on the snapshot subject (answerSnapshot).
+	// Hellos belong on the snapshot subject (answerSnapshot).
+	m, ok := c.accept(msg, "cluster message", func(kind string) bool { return kind != kindHello })
+	if !ok {
 		return
 	}
 	if m.Kind == kindRegistration {
