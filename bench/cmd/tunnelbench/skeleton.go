@@ -5,12 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/http2"
 
+	"github.com/uncaged/workflow/gateway/proxybuf"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -72,7 +72,7 @@ func serveSkeletonGateway(carrier, httpAddr, tunnelAddr string) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "connector"
 		},
 		Transport:  transport,
-		BufferPool: &skeletonBuffers{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}},
+		BufferPool: proxybuf.Pool,
 	}
 	check(http.ListenAndServe(httpAddr, proxy))
 }
@@ -111,8 +111,3 @@ func retry[T any](dial func() (T, error)) T {
 	check(err)
 	return c
 }
-
-type skeletonBuffers struct{ p sync.Pool }
-
-func (b *skeletonBuffers) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *skeletonBuffers) Put(x []byte) { b.p.Put(&x) }
