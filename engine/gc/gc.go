@@ -18,7 +18,6 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/engine/threads"
 )
 
 // Result is what one collection did. Field names and JSON keys are the
@@ -60,39 +59,6 @@ type Options struct {
 	// never takes such a blob. Zero collects everything unreachable, as
 	// the original does.
 	Grace time.Duration
-}
-
-// Roots returns the head and start of every thread, in bundle order. A
-// thread's hashes appear once per index row that names them.
-func Roots(l storage.Layout) ([]string, error) {
-	bundles, err := threads.BundleHashes(l)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read bundles directory: %w", err)
-	}
-	var roots []string
-	for _, h := range bundles {
-		dir := l.BundleDir(h)
-		idx, err := threads.ReadIndex(dir)
-		if err != nil {
-			return nil, err
-		}
-		ids := make([]string, 0, len(idx))
-		for id := range idx {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			roots = append(roots, idx[id].Head, idx[id].Start)
-		}
-		err = threads.EachHistory(dir, func(e threads.HistoryEntry) error {
-			roots = append(roots, e.Head, e.Start)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return roots, nil
 }
 
 // Collect runs one mark-and-sweep over the storage root. Nothing reachable

@@ -1,6 +1,7 @@
 package threads
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -9,7 +10,7 @@ import (
 // the original write (plain ASCII ids and hashes, integer timestamps) are
 // scanned directly; anything else — escapes, non-ASCII, nested values, odd
 // types — makes the scanner give up and encoding/json read the file with
-// its full tolerance rules. Both paths give the same result.
+// its full rules. Both paths give the same result, damage included.
 
 type scanner struct {
 	b []byte
@@ -201,52 +202,73 @@ func (e *fastEntry) field(atKey string) func(key, str string, num float64, isStr
 }
 
 // scanIndex reads threads.json in the common layout. ok is false when the
-// file needs the general decoder.
-func scanIndex(b []byte) (Index, bool) {
+// file needs the general decoder. An entry without a string head, a string
+// start and a numeric updatedAt is left out and the first such entry is
+// returned as a flaw.
+func scanIndex(b []byte) (Index, *flaw, bool) {
 	s := &scanner{b: b}
 	idx := Index{}
 	if !s.eat('{') {
-		return nil, false
+		return nil, nil, false
 	}
 	if s.eat('}') {
-		return idx, s.end()
+		return idx, nil, s.end()
 	}
+	var first *flaw
 	for {
+		s.ws()
+		keyAt := s.i
 		id, ok := s.str()
 		if !ok || !s.eat(':') {
-			return nil, false
+			return nil, nil, false
 		}
 		var e fastEntry
 		if !s.flatObject(e.field("updatedAt")) || e.odd {
-			return nil, false
+			return nil, nil, false
 		}
 		if e.has&(hasHead|hasStart|hasAt) == hasHead|hasStart|hasAt {
 			idx[id] = Entry{Head: e.head, Start: e.start, UpdatedAt: int64(e.at)}
 		} else {
 			delete(idx, id)
+			if first == nil {
+				first = &flaw{keyAt, entryReason(id, e.has)}
+			}
 		}
 		if s.eat(',') {
 			continue
 		}
 		if !s.eat('}') || !s.end() {
-			return nil, false
+			return nil, nil, false
 		}
-		return idx, true
+		return idx, first, true
 	}
 }
 
+// entryReason says what is wrong with an index entry.
+func entryReason(id string, has uint8) string {
+	return fmt.Sprintf("thread %q %s", clip(id), missingFields(has, "updatedAt", false))
+}
+
+// clip shortens what a damaged file holds to what a message can show.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
 // scanHistoryLine reads one history line in the common layout. ok is false
-// when the line needs the general decoder; valid says whether the line holds
-// a complete entry.
-func scanHistoryLine(line []byte) (e HistoryEntry, valid, ok bool) {
+// when the line needs the general decoder; reason is empty when the line
+// holds a complete entry and says what it lacks otherwise.
+func scanHistoryLine(line []byte) (e HistoryEntry, reason string, ok bool) {
 	s := &scanner{b: line}
 	var f fastEntry
 	if !s.flatObject(f.field("completedAt")) || f.odd || !s.end() {
-		return HistoryEntry{}, false, false
+		return HistoryEntry{}, "", false
 	}
 	const all = hasThreadID | hasHead | hasStart | hasAt
 	if f.has&all != all {
-		return HistoryEntry{}, false, true
+		return HistoryEntry{}, missingFields(f.has, "completedAt", true), true
 	}
-	return HistoryEntry{ThreadID: f.threadID, Head: f.head, Start: f.start, CompletedAt: int64(f.at)}, true, true
+	return HistoryEntry{ThreadID: f.threadID, Head: f.head, Start: f.start, CompletedAt: int64(f.at)}, "", true
 }

@@ -17,18 +17,20 @@ var indexSeeds = []string{
 }
 
 // FuzzIndexFastPathAgrees checks that the fast scanner, whenever it accepts
-// a file, reads it exactly as encoding/json does.
+// a file, reads it exactly as encoding/json does, damage and its place
+// included.
 func FuzzIndexFastPathAgrees(f *testing.F) {
 	for _, s := range indexSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := scanIndex(b)
+		fast, fastFlaw, ok := scanIndex(b)
 		if !ok {
 			return
 		}
-		if slow := decodeIndex(b); !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("fast %v != slow %v for %q", fast, slow, b)
+		slow, slowFlaw := decodeIndex(b)
+		if !reflect.DeepEqual(fast, slow) || !reflect.DeepEqual(fastFlaw, slowFlaw) {
+			t.Fatalf("fast %v %+v != slow %v %+v for %q", fast, fastFlaw, slow, slowFlaw, b)
 		}
 	})
 }
@@ -42,26 +44,26 @@ func FuzzHistoryFastPathAgrees(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, valid, ok := scanHistoryLine(b)
+		fast, reason, ok := scanHistoryLine(b)
 		if !ok {
 			return
 		}
-		slow, slowValid := decodeHistoryLine(b)
-		if valid != slowValid || (valid && fast != slow) {
-			t.Fatalf("fast %v/%v != slow %v/%v for %q", fast, valid, slow, slowValid, b)
+		slow, slowReason := decodeHistoryLine(b)
+		if reason != slowReason || fast != slow {
+			t.Fatalf("fast %v/%q != slow %v/%q for %q", fast, reason, slow, slowReason, b)
 		}
 	})
 }
 
 func TestFastPathTakesTheCommonLayouts(t *testing.T) {
 	for _, s := range indexSeeds[:4] {
-		if _, ok := scanIndex([]byte(s)); !ok {
+		if _, fl, ok := scanIndex([]byte(s)); !ok || fl != nil {
 			t.Errorf("fast path refused %q", s)
 		}
 	}
-	idx, _ := scanIndex([]byte(indexSeeds[4]))
-	if len(idx) != 0 {
-		t.Errorf("invalid later duplicate must drop the entry: %v", idx)
+	idx, fl, _ := scanIndex([]byte(indexSeeds[4]))
+	if len(idx) != 0 || fl == nil {
+		t.Errorf("invalid later duplicate must drop the entry and be damage: %v %v", idx, fl)
 	}
 	if _, _, ok := scanHistoryLine([]byte(`{"threadId":"T","head":"H","start":"S","completedAt":1}`)); !ok {
 		t.Error("fast path refused a canonical history line")

@@ -47,9 +47,17 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			return err
+		}
+		if torn, err := endsMidLine(f); err != nil {
+			f.Close()
+			return err
+		} else if torn {
+			// A crash cut the last line short. Starting a fresh line keeps
+			// this one readable; the torn one stays, to be reported.
+			line = append([]byte{'\n'}, line...)
 		}
 		if _, err := f.Write(line); err != nil {
 			f.Close()
@@ -61,6 +69,19 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 		}
 		return f.Close()
 	})
+}
+
+// endsMidLine reports whether a non-empty file lacks its final newline.
+func endsMidLine(f *os.File) (bool, error) {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false, err
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], st.Size()-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
 }
 
 // historyFiles lists the .jsonl files of a bundle, sorted by name (date).
@@ -90,38 +111,65 @@ type looseHistory struct {
 	CompletedAt any `json:"completedAt"`
 }
 
-// parseHistoryLine returns the entry on one line, or false for a blank,
-// invalid or incomplete line (which readers skip).
-func parseHistoryLine(line []byte) (HistoryEntry, bool) {
+// parseHistoryLine returns the entry on one line. ok is false for a blank
+// line (which readers skip, as the original does) and for a damaged one,
+// which has a reason.
+func parseHistoryLine(line []byte) (e HistoryEntry, reason string, ok bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
-		return HistoryEntry{}, false
+		return HistoryEntry{}, "", false
 	}
-	if e, valid, ok := scanHistoryLine(line); ok {
-		return e, valid
+	if e, reason, fast := scanHistoryLine(line); fast {
+		return e, reason, reason == ""
 	}
-	return decodeHistoryLine(line)
+	e, reason = decodeHistoryLine(line)
+	return e, reason, reason == ""
 }
 
 // decodeHistoryLine is the general (slower) reader behind parseHistoryLine.
-func decodeHistoryLine(line []byte) (HistoryEntry, bool) {
+func decodeHistoryLine(line []byte) (HistoryEntry, string) {
 	var l looseHistory
 	if err := json.Unmarshal(line, &l); err != nil {
-		return HistoryEntry{}, false
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return HistoryEntry{}, "not a JSON object"
+		}
+		if !json.Valid(line) {
+			return HistoryEntry{}, "not valid JSON: " + err.Error()
+		}
+		return HistoryEntry{}, "not a history entry: " + err.Error()
 	}
 	id, ok1 := l.ThreadID.(string)
 	head, ok2 := l.Head.(string)
 	start, ok3 := l.Start.(string)
 	at, ok4 := l.CompletedAt.(float64)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return HistoryEntry{}, false
+		has := hasBits(ok2, ok3, ok4)
+		if ok1 {
+			has |= hasThreadID
+		}
+		return HistoryEntry{}, missingFields(has, "completedAt", true)
 	}
-	return HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: int64(at)}, true
+	return HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: int64(at)}, ""
 }
 
-// EachHistory calls fn for every valid history line of a bundle, oldest file
-// first.
+// EachHistory calls fn for every history line of a bundle, oldest file
+// first. Blank lines are skipped; a line that cannot be read completely
+// stops the walk with a *DamageError naming the file and line.
 func EachHistory(bundleDir string, fn func(HistoryEntry) error) error {
+	return eachHistory(bundleDir, fn, func(d *DamageError) error { return d })
+}
+
+// EachHistoryTolerant is EachHistory for those who show what they can: a
+// damaged line is handed to damaged and the walk goes on.
+func EachHistoryTolerant(bundleDir string, fn func(HistoryEntry) error, damaged func(*DamageError)) error {
+	return eachHistory(bundleDir, fn, func(d *DamageError) error {
+		damaged(d)
+		return nil
+	})
+}
+
+func eachHistory(bundleDir string, fn func(HistoryEntry) error, damaged func(*DamageError) error) error {
 	files, err := historyFiles(bundleDir)
 	if err != nil {
 		return err
@@ -131,24 +179,76 @@ func EachHistory(bundleDir string, fn func(HistoryEntry) error) error {
 		if err != nil {
 			return fmt.Errorf("failed to read history file %s: %w", path, err)
 		}
-		for len(b) > 0 {
-			line := b
-			if i := bytes.IndexByte(b, '\n'); i >= 0 {
-				line, b = b[:i], b[i+1:]
-			} else {
-				b = nil
+		torn, err := eachHistoryLine(path, b, 0, 1, fn, damaged)
+		if err != nil || torn < 0 {
+			if err != nil {
+				return err
 			}
-			if e, ok := parseHistoryLine(line); ok {
-				if err := fn(e); err != nil {
-					return err
-				}
-			}
+			continue
+		}
+		if err := recheckTornEnd(bundleDir, path, b, torn, fn, damaged); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// ReadHistory returns every valid history entry of a bundle.
+// eachHistoryLine walks the lines of one history file from offset off
+// (line number lineNo). A damaged last line without its newline may be an
+// append still in progress, so it is not reported: its offset is returned
+// for the caller to look again (-1 when there is none).
+func eachHistoryLine(path string, b []byte, off, lineNo int, fn func(HistoryEntry) error, damaged func(*DamageError) error) (torn int, err error) {
+	for off < len(b) {
+		line, next := b[off:], len(b)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line, next = line[:i], off+i+1
+		}
+		e, reason, ok := parseHistoryLine(line)
+		switch {
+		case ok:
+			if err := fn(e); err != nil {
+				return -1, err
+			}
+		case reason != "" && next == len(b) && b[len(b)-1] != '\n':
+			return off, nil
+		case reason != "":
+			if err := damaged(&DamageError{Path: path, Line: lineNo, Reason: reason}); err != nil {
+				return -1, err
+			}
+		}
+		off, lineNo = next, lineNo+1
+	}
+	return -1, nil
+}
+
+// recheckTornEnd reads a history file again, under the lock appenders hold,
+// from the start of a last line that looked cut short. An append that was
+// under way is complete by then; a line still cut short is damage.
+func recheckTornEnd(bundleDir, path string, seen []byte, torn int, fn func(HistoryEntry) error, damaged func(*DamageError) error) error {
+	report := func(b []byte, off int) error {
+		line := 1 + bytes.Count(b[:off], []byte{'\n'})
+		return damaged(&DamageError{Path: path, Line: line, Reason: "the last line is cut short (the file ends in the middle of it)"})
+	}
+	lock, err := atomicfile.Acquire(HistoryDir(bundleDir))
+	if err != nil {
+		return report(seen, torn)
+	}
+	b, err := os.ReadFile(path)
+	lock.Release()
+	if err != nil || !bytes.HasPrefix(b, seen[:torn]) {
+		// Unreadable now, or rewritten meanwhile: what was seen stands.
+		return report(seen, torn)
+	}
+	lineNo := 1 + bytes.Count(b[:torn], []byte{'\n'})
+	again, err := eachHistoryLine(path, b, torn, lineNo, fn, damaged)
+	if err != nil || again < 0 {
+		return err
+	}
+	return report(b, again)
+}
+
+// ReadHistory returns every history entry of a bundle, or a *DamageError
+// for a line that cannot be read completely.
 func ReadHistory(bundleDir string) ([]HistoryEntry, error) {
 	var out []HistoryEntry
 	err := EachHistory(bundleDir, func(e HistoryEntry) error {
@@ -159,8 +259,8 @@ func ReadHistory(bundleDir string) ([]HistoryEntry, error) {
 }
 
 // RemoveHistory drops every line about id from every history file of the
-// bundle and returns how many it dropped. Lines it cannot parse are kept:
-// they are not ours to judge. A missing history directory removes nothing.
+// bundle and returns how many it dropped. Lines it cannot parse are kept,
+// so their damage stays visible to every reader. A missing history directory removes nothing.
 func RemoveHistory(bundleDir, id string) (int, error) {
 	files, err := historyFiles(bundleDir)
 	if err != nil || len(files) == 0 {
@@ -182,7 +282,7 @@ func RemoveHistory(bundleDir, id string) (int, error) {
 			sc.Buffer(make([]byte, 0, 64*1024), len(b)+1)
 			for sc.Scan() {
 				line := sc.Bytes()
-				if e, ok := parseHistoryLine(line); ok && e.ThreadID == id {
+				if e, _, ok := parseHistoryLine(line); ok && e.ThreadID == id {
 					dropped++
 					continue
 				}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
 )
@@ -31,54 +32,144 @@ type Index map[string]Entry
 // IndexFile is threads.json inside a bundle directory.
 func IndexFile(bundleDir string) string { return filepath.Join(bundleDir, "threads.json") }
 
-// looseEntry decodes an entry without failing the whole file on a bad one.
+// looseEntry decodes an entry without trusting its types.
 type looseEntry struct {
 	Head      any `json:"head"`
 	Start     any `json:"start"`
 	UpdatedAt any `json:"updatedAt"`
 }
 
-// ReadIndex reads threads.json. Like the original it forgives: a missing,
-// empty, invalid or non-object file reads as empty, and entries without a
-// string head, a string start and a numeric updatedAt are dropped. Only I/O
-// errors are returned.
+// ReadIndex reads threads.json. A missing file is an empty index; a file
+// that cannot be read completely — not JSON, not an object, empty, or an
+// entry without a string head, a string start and a numeric updatedAt — is
+// a *DamageError naming the file and line, because treating it as empty
+// would hide threads from whoever acts on all of them. (The original read
+// such files as empty; it never writes one.)
 func ReadIndex(bundleDir string) (Index, error) {
-	b, err := os.ReadFile(IndexFile(bundleDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return Index{}, nil
-	}
+	idx, damaged, err := ReadIndexTolerant(bundleDir)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read threads.json under %s: %w", bundleDir, err)
+		return nil, err
 	}
-	return parseIndex(b), nil
+	if damaged != nil {
+		return nil, damaged
+	}
+	return idx, nil
 }
 
-func parseIndex(b []byte) Index {
-	if idx, ok := scanIndex(b); ok {
-		return idx
+// ReadIndexTolerant reads threads.json for those who show what they can:
+// the entries it can read and, for a damaged file, where the damage is (the
+// index then holds the intact entries of a file that parses, and nothing of
+// one that does not). Only I/O failures are errors.
+func ReadIndexTolerant(bundleDir string) (Index, *DamageError, error) {
+	path := IndexFile(bundleDir)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Index{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to read threads.json under %s: %w", bundleDir, err)
+	}
+	idx, fl := parseIndex(b)
+	if fl != nil {
+		return idx, fl.at(path, b), nil
+	}
+	return idx, nil, nil
+}
+
+func parseIndex(b []byte) (Index, *flaw) {
+	if idx, fl, ok := scanIndex(b); ok {
+		return idx, fl
 	}
 	return decodeIndex(b)
 }
 
-// decodeIndex is the general (slower) reader behind parseIndex.
-func decodeIndex(b []byte) Index {
-	var raw map[string]looseEntry
-	if err := json.Unmarshal(b, &raw); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) || raw == nil {
-			return Index{}
-		}
+// decodeIndex is the general (slower) reader behind parseIndex: it takes
+// any valid JSON and finds the line of whatever is wrong.
+func decodeIndex(b []byte) (Index, *flaw) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return Index{}, &flaw{0, "the file is empty (an index without threads holds {})"}
 	}
-	idx := make(Index, len(raw))
-	for id, e := range raw {
+	var whole json.RawMessage
+	if err := json.Unmarshal(b, &whole); err != nil {
+		return Index{}, syntaxFlaw(b, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return Index{}, &flaw{len(b) - len(bytes.TrimLeft(b, " \t\r\n")), "not a JSON object"}
+	}
+	idx := Index{}
+	var first *flaw
+	for dec.More() {
+		keyAt := skipSeparators(b, int(dec.InputOffset()))
+		tok, err := dec.Token()
+		if err != nil {
+			return Index{}, syntaxFlaw(b, err)
+		}
+		id, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return Index{}, syntaxFlaw(b, err)
+		}
+		var e looseEntry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			delete(idx, id)
+			if first == nil {
+				first = &flaw{keyAt, fmt.Sprintf("thread %q is not a JSON object", clip(id))}
+			}
+			continue
+		}
 		head, ok1 := e.Head.(string)
 		start, ok2 := e.Start.(string)
 		at, ok3 := e.UpdatedAt.(float64)
 		if ok1 && ok2 && ok3 {
 			idx[id] = Entry{Head: head, Start: start, UpdatedAt: int64(at)}
+			continue
+		}
+		delete(idx, id)
+		if first == nil {
+			first = &flaw{keyAt, entryReason(id, hasBits(ok1, ok2, ok3))}
 		}
 	}
-	return idx
+	return idx, first
+}
+
+// hasBits builds fastEntry's has-bits for an index entry.
+func hasBits(head, start, at bool) uint8 {
+	var has uint8
+	if head {
+		has |= hasHead
+	}
+	if start {
+		has |= hasStart
+	}
+	if at {
+		has |= hasAt
+	}
+	return has
+}
+
+// skipSeparators moves past the blanks and the comma between two members.
+func skipSeparators(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n' || b[i] == ',') {
+		i++
+	}
+	return i
+}
+
+// syntaxFlaw places a JSON syntax error; an input that ends early is
+// reported at its end, as a file cut short.
+func syntaxFlaw(b []byte, err error) *flaw {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		reason := "not valid JSON: " + se.Error()
+		if strings.Contains(se.Error(), "unexpected end") {
+			reason = "the file ends in the middle of the JSON (cut short)"
+		}
+		// Offset counts the byte that broke the parse; the damage is on
+		// that byte's line.
+		return &flaw{int(se.Offset) - 1, reason}
+	}
+	return &flaw{len(b), "not valid JSON: " + err.Error()}
 }
 
 // marshalIndex writes the original's layout: two-space JSON, ids sorted,

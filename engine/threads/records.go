@@ -61,31 +61,38 @@ func BundleHashes(l storage.Layout) ([]string, error) {
 }
 
 // Resolve finds a thread by id: first in every active index, then in every
-// history, as the original does.
+// history, as the original does. Damaged files are searched as far as they
+// can be read; when the thread is not found and some file was damaged, the
+// error says so (it matches both ErrNotFound and ErrDamaged), since that
+// file may be what names the thread.
 func Resolve(l storage.Layout, id string) (Record, error) {
 	bundles, err := BundleHashes(l)
 	if err != nil {
 		return Record{}, err
 	}
+	var damaged []*DamageError
 	for _, h := range bundles {
-		idx, err := ReadIndex(l.BundleDir(h))
+		idx, d, err := ReadIndexTolerant(l.BundleDir(h))
 		if err != nil {
 			return Record{}, err
+		}
+		if d != nil {
+			damaged = append(damaged, d)
 		}
 		if e, ok := idx[id]; ok {
 			return Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt}, nil
 		}
 	}
+	errStop := errors.New("stop")
 	for _, h := range bundles {
 		var found *Record
-		errStop := errors.New("stop")
-		err := EachHistory(l.BundleDir(h), func(e HistoryEntry) error {
+		err := EachHistoryTolerant(l.BundleDir(h), func(e HistoryEntry) error {
 			if e.ThreadID == id {
 				found = &Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt}
 				return errStop
 			}
 			return nil
-		})
+		}, func(d *DamageError) { damaged = append(damaged, d) })
 		if found != nil {
 			return *found, nil
 		}
@@ -93,18 +100,37 @@ func Resolve(l storage.Layout, id string) (Record, error) {
 			return Record{}, err
 		}
 	}
+	if len(damaged) > 0 {
+		return Record{}, fmt.Errorf("%w: %s (unless a damaged file names it: %w)", ErrNotFound, id, joinDamage(damaged))
+	}
 	return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
 // List returns every thread of the storage root, sorted by bundle hash then
 // thread id. A thread caught between its history append and its index
-// removal is listed once, as finished. Bundles are read in parallel.
+// removal is listed once, as finished. Bundles are read in parallel. Any
+// damaged index or history file makes it fail (ErrDamaged): its callers
+// need every thread; ListTolerant is for those who show what they can.
 func List(l storage.Layout) ([]Record, error) {
-	bundles, err := BundleHashes(l)
+	recs, damaged, err := ListTolerant(l)
 	if err != nil {
 		return nil, err
 	}
+	if err := joinDamage(damaged); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// ListTolerant is List that reads past damage: the threads it could read,
+// and every damaged place it found (in bundle order).
+func ListTolerant(l storage.Layout) ([]Record, []*DamageError, error) {
+	bundles, err := BundleHashes(l)
+	if err != nil {
+		return nil, nil, err
+	}
 	perBundle := make([][]Record, len(bundles))
+	damagedPer := make([][]*DamageError, len(bundles))
 	errs := make([]error, len(bundles))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -113,49 +139,68 @@ func List(l storage.Layout) ([]Record, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			perBundle[i], errs[i] = listBundle(l, h)
+			perBundle[i], damagedPer[i], errs[i] = listBundle(l, h)
 		}()
 	}
 	wg.Wait()
 	total := 0
+	var damaged []*DamageError
 	for i := range perBundle {
 		if errs[i] != nil {
-			return nil, errs[i]
+			return nil, nil, errs[i]
 		}
 		total += len(perBundle[i])
+		damaged = append(damaged, damagedPer[i]...)
 	}
 	out := make([]Record, 0, total)
 	for _, recs := range perBundle {
 		out = append(out, recs...)
 	}
-	return out, nil
+	return out, damaged, nil
 }
 
-// ListBundle returns the threads of one bundle, sorted by thread id.
+// ListBundle returns the threads of one bundle, sorted by thread id, or an
+// ErrDamaged error when one of its files is damaged.
 func ListBundle(l storage.Layout, bundleHash string) ([]Record, error) {
-	return listBundle(l, bundleHash)
-}
-
-func listBundle(l storage.Layout, h string) ([]Record, error) {
-	dir := l.BundleDir(h)
-	idx, err := ReadIndex(dir)
+	recs, damaged, err := listBundle(l, bundleHash)
 	if err != nil {
 		return nil, err
 	}
+	if err := joinDamage(damaged); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// ListBundleTolerant is ListBundle that reads past damage, as ListTolerant.
+func ListBundleTolerant(l storage.Layout, bundleHash string) ([]Record, []*DamageError, error) {
+	return listBundle(l, bundleHash)
+}
+
+func listBundle(l storage.Layout, h string) ([]Record, []*DamageError, error) {
+	dir := l.BundleDir(h)
+	idx, d, err := ReadIndexTolerant(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var damaged []*DamageError
+	if d != nil {
+		damaged = append(damaged, d)
+	}
 	var recs []Record
-	err = EachHistory(dir, func(e HistoryEntry) error {
+	err = EachHistoryTolerant(dir, func(e HistoryEntry) error {
 		// A thread in both indexes is listed once, as finished.
 		delete(idx, e.ThreadID)
 		recs = append(recs, Record{ThreadID: e.ThreadID, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt})
 		return nil
-	})
+	}, func(d *DamageError) { damaged = append(damaged, d) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for id, e := range idx {
 		recs = append(recs, Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt})
 	}
-	return sortedUnique(recs), nil
+	return sortedUnique(recs), damaged, nil
 }
 
 // sortedUnique orders records by thread id, keeping the first record of an

@@ -2,6 +2,7 @@ package threads
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -53,13 +54,18 @@ func TestUpsertAndRemove(t *testing.T) {
 	}
 }
 
-func TestReadIndexTolerance(t *testing.T) {
+// What both implementations write, and what JSON allows them to, reads
+// without complaint.
+func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 	cases := map[string]Index{
-		"":         {},
-		"not json": {},
-		"[1,2]":    {},
-		`"str"`:    {},
-		`{"a": {"head": "H", "start": "S", "updatedAt": 5}, "b": {"head": 1, "start": "S", "updatedAt": 5}, "c": 7, "d": {"head": "H", "start": "S"}}`: {"a": {"H", "S", 5}},
+		"{}":        {},
+		"{}\n":      {},
+		"{\n}\n":    {},
+		"\n  {} \n": {},
+		"{\n  \"06EZ\": {\n    \"head\": \"H\",\n    \"start\": \"S\",\n    \"updatedAt\": 1778000100000\n  }\n}\n": {"06EZ": {"H", "S", 1778000100000}},
+		`{"a": {"head": "H", "start": "S", "updatedAt": 5, "extra": {"x": [1]}}}`:                                   {"a": {"H", "S", 5}},
+		`{"a": {"head": "H\u00e9", "start": "S", "updatedAt": 5e0}}`:                                                {"a": {"Hé", "S", 5}},
+		`{"a": {"head": "X", "start": "S", "updatedAt": 1}, "a": {"head": "H", "start": "S", "updatedAt": 2}}`:      {"a": {"H", "S", 2}},
 	}
 	for in, want := range cases {
 		dir := t.TempDir()
@@ -68,6 +74,76 @@ func TestReadIndexTolerance(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ReadIndex(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+	if got, err := ReadIndex(t.TempDir()); err != nil || len(got) != 0 {
+		t.Errorf("missing threads.json = %v, %v", got, err)
+	}
+}
+
+// A threads.json that cannot be read completely is damage with its file and
+// line, never an empty index: GC would take it for "no threads".
+func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
+	canonical := "{\n  \"T1\": {\n    \"head\": \"H1\",\n    \"start\": \"S\",\n    \"updatedAt\": 1\n  },\n  \"T2\": {\n    \"head\": \"H2\",\n    \"start\": \"S\",\n    \"updatedAt\": 2\n  }\n}\n"
+	cases := []struct {
+		name, in string
+		line     int
+		reason   string
+		intact   Index
+	}{
+		{"cut by 3 bytes", canonical[:len(canonical)-3], 11, "cut short", Index{}},
+		{"a quote removed", strings.Replace(canonical, `"H2"`, `"H2`, 1), 8, "not valid JSON", Index{}},
+		{"empty file", "", 1, "empty", Index{}},
+		{"blank file", "\n\n", 1, "empty", Index{}},
+		{"not JSON", "not json", 1, "not valid JSON", Index{}},
+		{"an array", "\n[1,2]", 2, "not a JSON object", Index{}},
+		{"a string", `"str"`, 1, "not a JSON object", Index{}},
+		{"null", "null", 1, "not a JSON object", Index{}},
+		{"an entry without updatedAt", strings.Replace(canonical, ",\n    \"updatedAt\": 2", "", 1), 7, `thread "T2" lacks updatedAt (a number)`, Index{"T1": {"H1", "S", 1}}},
+		{"an entry that is a number", "{\"T1\": {\"head\": \"H1\", \"start\": \"S\", \"updatedAt\": 1},\n \"T2\": 7}", 2, `thread "T2" is not a JSON object`, Index{"T1": {"H1", "S", 1}}},
+		{"a null head", `{"T1": {"head": null, "start": "S", "updatedAt": 1}}`, 1, `thread "T1" lacks head (a string)`, Index{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(IndexFile(dir), []byte(c.in), 0o644)
+			if idx, err := ReadIndex(dir); !errors.Is(err, ErrDamaged) || idx != nil {
+				t.Fatalf("ReadIndex = %v, %v; want ErrDamaged", idx, err)
+			}
+			idx, d, err := ReadIndexTolerant(dir)
+			if err != nil || d == nil {
+				t.Fatalf("ReadIndexTolerant = %v, %v, %v", idx, d, err)
+			}
+			if d.Path != IndexFile(dir) || d.Line != c.line || !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("damage = %+v; want line %d, reason with %q", d, c.line, c.reason)
+			}
+			if !strings.Contains(d.Error(), IndexFile(dir)) || !strings.Contains(d.Error(), fmt.Sprintf("line %d", c.line)) {
+				t.Errorf("message %q names neither file nor line", d.Error())
+			}
+			if !reflect.DeepEqual(idx, c.intact) {
+				t.Errorf("intact entries = %v, want %v", idx, c.intact)
+			}
+		})
+	}
+}
+
+// Writing to a damaged index would replace every entry it still holds with
+// one: Upsert and Remove refuse and leave the file as it was.
+func TestModifyRefusesADamagedIndex(t *testing.T) {
+	dir := t.TempDir()
+	if err := Upsert(dir, "T1", Entry{Head: "H1", Start: "S", UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(IndexFile(dir))
+	damaged := b[:len(b)-3]
+	os.WriteFile(IndexFile(dir), damaged, 0o644)
+	if err := Upsert(dir, "T2", Entry{Head: "H2", Start: "S", UpdatedAt: 2}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Upsert on a damaged index = %v", err)
+	}
+	if ok, err := Remove(dir, "T1"); ok || !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Remove on a damaged index = %v, %v", ok, err)
+	}
+	if after, _ := os.ReadFile(IndexFile(dir)); string(after) != string(damaged) {
+		t.Fatalf("damaged index changed to %q", after)
 	}
 }
 
@@ -84,12 +160,14 @@ func TestHistoryAppendReadRemove(t *testing.T) {
 	if len(lines) != 2 || lines[0] != `{"threadId":"T1","head":"E1","start":"S","completedAt":1778328000000}` {
 		t.Fatalf("history lines = %q", lines)
 	}
-	// Garbage lines are skipped by readers and kept by removal.
+	// Blank lines are skipped; garbage lines are damage to readers and kept
+	// by removal.
 	f, _ := os.OpenFile(filepath.Join(dir, "history", "2026-05-09.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("\nnot json\n{\"threadId\": 5}\n")
 	f.Close()
 	got, err := ReadHistory(dir)
-	if err != nil || len(got) != 2 {
+	var d *DamageError
+	if !errors.As(err, &d) || d.Line != 4 || len(got) != 2 {
 		t.Fatalf("ReadHistory = %v, %v", got, err)
 	}
 	n, err := RemoveHistory(dir, "T1")
