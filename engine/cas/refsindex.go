@@ -79,6 +79,33 @@ func unlockIndex(f *os.File) {
 // RefsIndex reads the refs index: hash → the hashes it points to. Torn or
 // malformed lines (a crash mid-append) are skipped.
 func (s *Store) RefsIndex() (map[string][]string, error) {
+	return s.readRefsIndex(nil)
+}
+
+// RefsIndexFlaw is a line of the refs index that cannot be used.
+type RefsIndexFlaw struct {
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+}
+
+// CheckRefsIndex reads the refs index as RefsIndex does and also returns
+// every line it had to skip, for a check of the store. The index is only a
+// cache, so a skipped line costs a blob read, never a blob.
+func (s *Store) CheckRefsIndex() (map[string][]string, []RefsIndexFlaw, error) {
+	var flaws []RefsIndexFlaw
+	idx, err := s.readRefsIndex(func(line int, reason string) {
+		flaws = append(flaws, RefsIndexFlaw{Line: line, Reason: reason})
+	})
+	return idx, flaws, err
+}
+
+// RefsIndexPath is the refs index file, for messages about it.
+func (s *Store) RefsIndexPath() string { return s.refsIndexPath() }
+
+func (s *Store) readRefsIndex(flawed func(line int, reason string)) (map[string][]string, error) {
+	if flawed == nil {
+		flawed = func(int, string) {}
+	}
 	b, err := os.ReadFile(s.refsIndexPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string][]string{}, nil
@@ -87,19 +114,24 @@ func (s *Store) RefsIndex() (map[string][]string, error) {
 		return nil, err
 	}
 	idx := make(map[string][]string, bytes.Count(b, []byte{'\n'}))
+	lineNo := 0
 	for len(b) > 0 {
+		lineNo++
 		nl := bytes.IndexByte(b, '\n')
 		if nl < 0 {
-			break // a torn last line
+			flawed(lineNo, "the last line is cut short")
+			break
 		}
 		line := b[:nl]
 		b = b[nl+1:]
 		if len(line) < ids.HashLen || (len(line)+1)%(ids.HashLen+1) != 0 {
+			flawed(lineNo, "not a hash followed by hashes")
 			continue
 		}
 		n := (len(line) + 1) / (ids.HashLen + 1)
 		hash := string(line[:ids.HashLen])
 		if !ids.IsHash(hash) {
+			flawed(lineNo, "does not start with a hash")
 			continue
 		}
 		refs := make([]string, 0, n-1)
@@ -119,9 +151,56 @@ func (s *Store) RefsIndex() (map[string][]string, error) {
 		}
 		if ok {
 			idx[hash] = refs
+		} else {
+			flawed(lineNo, "not a hash followed by hashes")
 		}
 	}
 	return idx, nil
+}
+
+// RebuildRefsIndex replaces the refs index with entries, which the caller
+// read from the blobs themselves (a repair). A blob stored since the caller
+// looked is indexed from its own bytes, read under the index lock, so the
+// rebuilt index holds no entry nobody checked.
+func (s *Store) RebuildRefsIndex(entries map[string][]string) error {
+	lock, err := s.lockIndex(unix.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer unlockIndex(lock)
+	current, err := s.RefsIndex()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	for h, refs := range entries {
+		writeIndexLine(w, h, refs)
+	}
+	for h := range current {
+		if _, ok := entries[h]; ok {
+			continue
+		}
+		b, err := os.ReadFile(s.path(h))
+		if err != nil {
+			continue // gone, or unreadable: a collection reads it itself
+		}
+		refs := node.RefsOf(b)
+		if allCanonical(refs) {
+			writeIndexLine(w, h, refs)
+		}
+	}
+	w.Flush()
+	return atomicfile.Write(s.refsIndexPath(), buf.Bytes(), 0o644)
+}
+
+func allCanonical(refs []string) bool {
+	for _, r := range refs {
+		if !ids.IsHash(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // RewriteRefsIndex replaces the index with the given entries (after a

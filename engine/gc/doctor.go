@@ -1,0 +1,563 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// FindingKind says what part of a storage root a Finding is about.
+type FindingKind string
+
+// Kinds of finding.
+const (
+	// KindIndex is a threads.json that cannot be read completely.
+	KindIndex FindingKind = "index"
+	// KindHistory is a history line that cannot be read completely.
+	KindHistory FindingKind = "history"
+	// KindDangling is an index entry or history line whose head or start
+	// is not in the CAS.
+	KindDangling FindingKind = "dangling"
+	// KindRefsIndex is the CAS refs index (cas/refs.idx): lines that
+	// cannot be used, or entries that disagree with their blobs.
+	KindRefsIndex FindingKind = "refs-index"
+	// KindBlob is a CAS blob that cannot be read or whose content does not
+	// hash to its name.
+	KindBlob FindingKind = "blob"
+	// KindTempFile is a temporary file an atomic write or a collection left
+	// behind.
+	KindTempFile FindingKind = "temp-file"
+	// KindKeptAside is a damaged file a repair set aside (a note).
+	KindKeptAside FindingKind = "kept-aside"
+)
+
+// Finding is one thing a check of a storage root found.
+type Finding struct {
+	Kind FindingKind `json:"kind"`
+	// Problem is false for a note: worth knowing, nothing to fix.
+	Problem bool `json:"problem"`
+	// Repairable says whether a repair can fix it.
+	Repairable bool   `json:"repairable"`
+	Path       string `json:"path,omitempty"`
+	Line       int    `json:"line,omitempty"`
+	Thread     string `json:"thread,omitempty"`
+	Hash       string `json:"hash,omitempty"`
+	Message    string `json:"message"`
+}
+
+// Checked counts what a check looked at.
+type Checked struct {
+	Bundles      int `json:"bundles"`
+	IndexFiles   int `json:"indexFiles"`
+	HistoryFiles int `json:"historyFiles"`
+	Threads      int `json:"threads"`
+	Blobs        int `json:"blobs"`
+}
+
+// Repaired is one repair that was made.
+type Repaired struct {
+	Kind    FindingKind `json:"kind"`
+	Path    string      `json:"path"`
+	Message string      `json:"message"`
+	// File is the detail of a rebuilt index or history file.
+	File *threads.Repair `json:"file,omitempty"`
+}
+
+// Report is what Doctor found and did. After a repair, Findings are those
+// of a second check: what is left.
+type Report struct {
+	Root     string     `json:"root"`
+	Checked  Checked    `json:"checked"`
+	Findings []Finding  `json:"findings"`
+	Repaired []Repaired `json:"repaired"`
+}
+
+// Problems counts the findings that are problems (not notes).
+func (r Report) Problems() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Problem {
+			n++
+		}
+	}
+	return n
+}
+
+// Repairable counts the problems a repair can fix.
+func (r Report) Repairable() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Problem && f.Repairable {
+			n++
+		}
+	}
+	return n
+}
+
+// DefaultTempGrace is how old a temporary file must be before a repair
+// takes it for a leftover: an atomic write lives for milliseconds, a
+// collection for minutes.
+const DefaultTempGrace = time.Hour
+
+// DoctorOptions tunes Doctor.
+type DoctorOptions struct {
+	// Repair rebuilds what can be rebuilt from the CAS, then checks again.
+	Repair bool
+	// TempGrace spares temporary files younger than this (0: DefaultTempGrace).
+	TempGrace time.Duration
+	// Progress, when set, is called from one goroutine at a modest rate
+	// with the step under way and how far it is (total 0: unknown).
+	Progress func(step string, done, total int)
+	// Now is the clock (nil: time.Now), for kept-aside names and ages.
+	Now func() time.Time
+}
+
+// Doctor checks a storage root — every threads.json and history line, index
+// entries that name nodes the CAS lacks, every blob against its name, the
+// refs index against the blobs, leftover temporary files — and with
+// opts.Repair rebuilds what the CAS lets it rebuild: damaged index and
+// history files (the damaged originals are kept aside, never deleted), the
+// refs index, leftover temporary files older than the grace period. It
+// never deletes a node.
+func Doctor(ctx context.Context, l storage.Layout, store *cas.Store, opts DoctorOptions) (Report, error) {
+	if opts.TempGrace <= 0 {
+		opts.TempGrace = DefaultTempGrace
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == nil {
+		opts.Progress = func(string, int, int) {}
+	}
+	d := &doctor{l: l, store: store, opts: opts}
+	blobs, err := d.checkBlobs(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	rep, err := d.checkAll(blobs)
+	if err != nil || !opts.Repair || rep.Repairable() == 0 {
+		return rep, err
+	}
+	repaired, err := d.repair(rep, blobs)
+	if err != nil {
+		return rep, err
+	}
+	after, err := d.checkAll(blobs)
+	after.Repaired = repaired
+	return after, err
+}
+
+type doctor struct {
+	l     storage.Layout
+	store *cas.Store
+	opts  DoctorOptions
+}
+
+// blobScan is what reading every blob once found.
+type blobScan struct {
+	present map[string]bool
+	// refs are the refs of every blob whose content matches its name and
+	// whose refs are all hashes: what a correct refs index holds.
+	refs     map[string][]string
+	findings []Finding
+	// temps are temporary files and collection leftovers in the CAS
+	// directory.
+	temps []string
+}
+
+// checkBlobs lists the CAS directory and reads every blob.
+func (d *doctor) checkBlobs(ctx context.Context) (*blobScan, error) {
+	scan := &blobScan{present: map[string]bool{}, refs: map[string][]string{}}
+	dir := d.store.Dir()
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return scan, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hashes []string
+	for {
+		names, err := f.Readdirnames(4096)
+		for _, name := range names {
+			if h, ok := strings.CutSuffix(name, ".txt"); ok && ids.IsHash(h) {
+				hashes = append(hashes, h)
+			} else if isTempName(name) || isCollectionLeftover(name) {
+				scan.temps = append(scan.temps, filepath.Join(dir, name))
+			}
+		}
+		d.opts.Progress("listing blobs", len(hashes), 0)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	f.Close()
+	sort.Strings(hashes)
+	for _, h := range hashes {
+		scan.present[h] = true
+	}
+	type result struct {
+		refs    []string
+		problem string
+	}
+	results := make([]result, len(hashes))
+	var (
+		next int
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	take := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= len(hashes) || ctx.Err() != nil {
+			return -1
+		}
+		if next%1024 == 0 {
+			d.opts.Progress("checking blobs", next, len(hashes))
+		}
+		next++
+		return next - 1
+	}
+	for w := 0; w < runtime.GOMAXPROCS(0)*4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := take(); i >= 0; i = take() {
+				b, err := d.store.ReadInto(hashes[i], buf)
+				buf = b
+				switch {
+				case errors.Is(err, cas.ErrNotFound):
+					// Deleted since it was listed: nothing to check.
+				case err != nil:
+					results[i].problem = "cannot be read: " + err.Error()
+				case ids.HashBytes(b) != hashes[i]:
+					results[i].problem = "its content does not hash to its name: the blob is damaged"
+				default:
+					results[i].refs = node.RefsOf(b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d.opts.Progress("checking blobs", len(hashes), len(hashes))
+	for i, h := range hashes {
+		r := results[i]
+		if r.problem != "" {
+			scan.findings = append(scan.findings, Finding{Kind: KindBlob, Problem: true, Hash: h, Path: filepath.Join(dir, h+".txt"), Message: r.problem})
+			continue
+		}
+		if allHashes(r.refs) {
+			scan.refs[h] = r.refs
+		}
+	}
+	return scan, nil
+}
+
+// checkAll checks everything but the blobs themselves (already read).
+func (d *doctor) checkAll(blobs *blobScan) (Report, error) {
+	rep := Report{Root: d.l.Root, Findings: []Finding{}, Repaired: []Repaired{}}
+	rep.Checked.Blobs = len(blobs.present)
+	rep.Findings = append(rep.Findings, blobs.findings...)
+	if err := d.checkThreads(&rep, blobs); err != nil {
+		return rep, err
+	}
+	if err := d.checkRefsIndex(&rep, blobs); err != nil {
+		return rep, err
+	}
+	if err := d.checkTemps(&rep, blobs); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// checkThreads reads every index and history file and looks up the nodes
+// each thread names.
+func (d *doctor) checkThreads(rep *Report, blobs *blobScan) error {
+	bundles, err := threads.BundleHashes(d.l)
+	if err != nil {
+		return fmt.Errorf("failed to read bundles directory: %w", err)
+	}
+	rep.Checked.Bundles = len(bundles)
+	missing := func(h string) bool {
+		c, err := ids.ParseHash(h)
+		if err != nil {
+			return true
+		}
+		if blobs.present[c] {
+			return false
+		}
+		// Stored after the listing (a running engine)?
+		ok, err := d.store.Exists(c)
+		return err != nil || !ok
+	}
+	dangling := func(path, id, head, start string) {
+		for _, r := range []struct{ what, hash string }{{"head", head}, {"start", start}} {
+			if missing(r.hash) {
+				rep.Findings = append(rep.Findings, Finding{Kind: KindDangling, Problem: true, Path: path, Thread: id, Hash: r.hash,
+					Message: fmt.Sprintf("thread %s names %s %s, which is not in the CAS; the node is gone (thread rm %s drops the thread)", id, r.what, r.hash, id)})
+			}
+		}
+	}
+	for i, h := range bundles {
+		d.opts.Progress("reading thread indexes", i, len(bundles))
+		dir := d.l.BundleDir(h)
+		if _, err := os.Stat(threads.IndexFile(dir)); err == nil {
+			rep.Checked.IndexFiles++
+		}
+		idx, damaged, err := threads.ReadIndexTolerant(dir)
+		if err != nil {
+			return err
+		}
+		if damaged != nil {
+			rep.Findings = append(rep.Findings, damageFinding(KindIndex, damaged))
+		}
+		threadIDs := make([]string, 0, len(idx))
+		for id := range idx {
+			threadIDs = append(threadIDs, id)
+		}
+		sort.Strings(threadIDs)
+		for _, id := range threadIDs {
+			rep.Checked.Threads++
+			dangling(threads.IndexFile(dir), id, idx[id].Head, idx[id].Start)
+		}
+		err = threads.EachHistoryTolerant(dir, func(e threads.HistoryEntry) error {
+			rep.Checked.Threads++
+			dangling(threads.HistoryDir(dir), e.ThreadID, e.Head, e.Start)
+			return nil
+		}, func(dmg *threads.DamageError) {
+			rep.Findings = append(rep.Findings, damageFinding(KindHistory, dmg))
+		})
+		if err != nil {
+			return err
+		}
+		if entries, err := os.ReadDir(threads.HistoryDir(dir)); err == nil {
+			for _, e := range entries {
+				if !e.IsDir() && strings.HasSuffix(e.Name(), ".jsonl") {
+					rep.Checked.HistoryFiles++
+				}
+			}
+		}
+		aside, err := threads.KeptAside(dir)
+		if err != nil {
+			return err
+		}
+		for _, p := range aside {
+			rep.Findings = append(rep.Findings, Finding{Kind: KindKeptAside, Path: p,
+				Message: "a damaged file a repair set aside; garbage collection keeps every node it names until you delete it"})
+		}
+	}
+	d.opts.Progress("reading thread indexes", len(bundles), len(bundles))
+	return nil
+}
+
+func damageFinding(kind FindingKind, d *threads.DamageError) Finding {
+	return Finding{Kind: kind, Problem: true, Repairable: true, Path: d.Path, Line: d.Line, Message: d.Reason}
+}
+
+// checkRefsIndex compares the refs index with what the blobs say. A wrong
+// entry is the dangerous kind: a collection trusts it instead of reading the
+// blob, and would sweep what the blob really points to.
+func (d *doctor) checkRefsIndex(rep *Report, blobs *blobScan) error {
+	d.opts.Progress("checking the refs index", 0, 0)
+	path := d.store.RefsIndexPath()
+	idx, flaws, err := d.store.CheckRefsIndex()
+	if err != nil {
+		return fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	if len(flaws) > 0 {
+		rep.Findings = append(rep.Findings, Finding{Kind: KindRefsIndex, Problem: true, Repairable: true, Path: path, Line: flaws[0].Line,
+			Message: fmt.Sprintf("%d line(s) cannot be used (first: line %d, %s); a collection reads those blobs instead", len(flaws), flaws[0].Line, flaws[0].Reason)})
+	}
+	var wrong []string
+	for h, refs := range idx {
+		if actual, ok := blobs.refs[h]; ok && !slices.Equal(actual, refs) {
+			wrong = append(wrong, h)
+		}
+	}
+	if len(wrong) > 0 {
+		sort.Strings(wrong)
+		rep.Findings = append(rep.Findings, Finding{Kind: KindRefsIndex, Problem: true, Repairable: true, Path: path, Hash: wrong[0],
+			Message: fmt.Sprintf("%d entr(ies) list refs their blob does not have (first: %s); a collection could delete what those blobs point to", len(wrong), wrong[0])})
+	}
+	return nil
+}
+
+// isTempName says whether a name is an atomic write's temporary file:
+// "<name>.tmp.<suffix>" (both implementations) or "<name>.tmp".
+func isTempName(name string) bool {
+	return strings.Contains(name, ".tmp.") || strings.HasSuffix(name, ".tmp")
+}
+
+// isCollectionLeftover says whether a CAS file name is a blob a collection
+// moved to a private name ("<hash>.txt.gc.<...>") while deciding about it.
+func isCollectionLeftover(name string) bool {
+	h, rest, ok := strings.Cut(name, ".txt.gc.")
+	return ok && rest != "" && ids.IsHash(h)
+}
+
+// checkTemps finds temporary files: in the root, bundles/, every bundle and
+// history directory, and the CAS directory (listed with the blobs).
+func (d *doctor) checkTemps(rep *Report, blobs *blobScan) error {
+	candidates := slices.Clone(blobs.temps)
+	dirs := []string{d.l.Root, d.l.BundlesDir()}
+	bundles, err := threads.BundleHashes(d.l)
+	if err != nil {
+		return err
+	}
+	for _, h := range bundles {
+		dirs = append(dirs, d.l.BundleDir(h), threads.HistoryDir(d.l.BundleDir(h)))
+	}
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !e.IsDir() && isTempName(e.Name()) {
+				candidates = append(candidates, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	sort.Strings(candidates)
+	now := d.opts.Now()
+	for _, p := range candidates {
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue // finished (renamed or removed) meanwhile
+		}
+		age := now.Sub(st.ModTime())
+		what := "left by a write that never finished"
+		if isCollectionLeftover(filepath.Base(p)) {
+			what = "a blob a collection set aside and never finished with"
+		}
+		if age < d.opts.TempGrace {
+			rep.Findings = append(rep.Findings, Finding{Kind: KindTempFile, Path: p,
+				Message: fmt.Sprintf("a temporary file %s old: a write may be under way; left alone", age.Round(time.Second))})
+			continue
+		}
+		rep.Findings = append(rep.Findings, Finding{Kind: KindTempFile, Problem: true, Repairable: true, Path: p,
+			Message: fmt.Sprintf("%s (%s old)", what, age.Round(time.Second))})
+	}
+	return nil
+}
+
+// repair fixes the repairable problems of rep.
+func (d *doctor) repair(rep Report, blobs *blobScan) ([]Repaired, error) {
+	var done []Repaired
+	now := d.opts.Now()
+	indexes, histories := map[string]bool{}, map[string]bool{}
+	refsIndex := false
+	for _, f := range rep.Findings {
+		if !f.Problem || !f.Repairable {
+			continue
+		}
+		switch f.Kind {
+		case KindIndex:
+			indexes[filepath.Dir(f.Path)] = true
+		case KindHistory:
+			histories[filepath.Dir(filepath.Dir(f.Path))] = true
+		case KindRefsIndex:
+			refsIndex = true
+		case KindTempFile:
+			r, err := removeLeftover(f.Path, d.store)
+			if err != nil {
+				return done, err
+			}
+			done = append(done, r)
+		}
+	}
+	for _, dir := range sortedKeys(indexes) {
+		d.opts.Progress("rebuilding "+threads.IndexFile(dir), 0, 0)
+		r, err := threads.RepairIndex(dir, d.store, now)
+		if err != nil {
+			return done, fmt.Errorf("repair %s: %w", threads.IndexFile(dir), err)
+		}
+		if r != nil {
+			done = append(done, Repaired{Kind: KindIndex, Path: r.Path, Message: describeRepair(r, "thread"), File: r})
+		}
+	}
+	for _, dir := range sortedKeys(histories) {
+		d.opts.Progress("rebuilding the history of "+dir, 0, 0)
+		reps, err := threads.RepairHistory(dir, d.store, now)
+		if err != nil {
+			return done, fmt.Errorf("repair the history of %s: %w", dir, err)
+		}
+		for _, r := range reps {
+			done = append(done, Repaired{Kind: KindHistory, Path: r.Path, Message: describeRepair(r, "line"), File: r})
+		}
+	}
+	if refsIndex {
+		d.opts.Progress("rebuilding the refs index", 0, 0)
+		if err := d.store.RebuildRefsIndex(blobs.refs); err != nil {
+			return done, fmt.Errorf("rebuild %s: %w", d.store.RefsIndexPath(), err)
+		}
+		done = append(done, Repaired{Kind: KindRefsIndex, Path: d.store.RefsIndexPath(),
+			Message: fmt.Sprintf("rebuilt from the blobs themselves (%d entries)", len(blobs.refs))})
+	}
+	return done, nil
+}
+
+func describeRepair(r *threads.Repair, unit string) string {
+	msg := fmt.Sprintf("rebuilt: %d %s(s) intact, %d recovered from what was left and the CAS", r.Intact, unit, r.Recovered)
+	if len(r.Lost) > 0 {
+		msg += fmt.Sprintf(", %d could not be recovered (%s)", len(r.Lost), strings.Join(r.Lost, "; "))
+	}
+	return msg + "; the damaged file is kept as " + filepath.Base(r.KeptAs)
+}
+
+// removeLeftover removes a leftover temporary file. A blob a collection
+// set aside goes back under its name when nothing took its place, so the
+// next collection decides about it again: a repair never deletes a node.
+func removeLeftover(path string, store *cas.Store) (Repaired, error) {
+	name := filepath.Base(path)
+	if isCollectionLeftover(name) {
+		h, _, _ := strings.Cut(name, ".txt.gc.")
+		blob := filepath.Join(store.Dir(), h+".txt")
+		if _, err := os.Lstat(blob); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Rename(path, blob); err != nil {
+				return Repaired{}, err
+			}
+			return Repaired{Kind: KindTempFile, Path: path, Message: "put back as " + h + ".txt"}, nil
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Repaired{}, err
+	}
+	return Repaired{Kind: KindTempFile, Path: path, Message: "removed"}, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
