@@ -12,6 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/ids"
@@ -59,11 +63,16 @@ func (s *Store) PutNode(n node.Node) (string, error) {
 }
 
 // PutBytes stores b exactly as given and returns its hash. An existing blob
-// is left alone: its name is the hash of its contents.
+// keeps its bytes (its name is the hash of its contents) but has its
+// modification time set to now: garbage collection spares blobs younger
+// than its grace period, and a thread that stores content a second time is
+// about to link it just as if it were new. When PutBytes returns, the blob
+// is stored and counts as young, even against a collection running at the
+// same moment (see DeleteUnlessNewer).
 func (s *Store) PutBytes(b []byte) (string, error) {
 	h := ids.HashBytes(b)
 	p := s.path(h)
-	if _, err := os.Stat(p); err == nil {
+	if s.refresh(p) {
 		return h, nil
 	}
 	if err := atomicfile.Write(p, b, 0o644); err != nil {
@@ -71,6 +80,90 @@ func (s *Store) PutBytes(b []byte) (string, error) {
 	}
 	s.indexRefs(h, b)
 	return h, nil
+}
+
+// touchNow sets only the modification time, to the kernel's clock (the one
+// that stamps new files), and leaves the access time alone.
+var touchNow = []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}
+
+// refresh marks the blob at p as just stored and reports whether it is
+// there. The stat after the touch is what makes that answer safe against a
+// concurrent DeleteUnlessNewer: a collection that moved the blob aside
+// before the touch landed makes the stat miss it (and the caller writes it
+// again); one that moves it aside after the stat reads the new time and
+// puts it back.
+func (s *Store) refresh(p string) bool {
+	err := unix.UtimesNanoAt(unix.AT_FDCWD, p, touchNow, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return false
+	}
+	// Any other failure (a blob owned by someone else, a read-only store)
+	// leaves the time as it was, which is all a re-put ever did before;
+	// the blob is there to link.
+	_, err = os.Stat(p)
+	return err == nil
+}
+
+// tombstones names the private names blobs are moved to while a collection
+// decides about them; unique within the process, and the pid makes them
+// unique across processes.
+var tombstones atomic.Uint64
+
+// testHookSweep, set by tests, runs where a concurrent put would interleave
+// with DeleteUnlessNewer: after the age check ("aged", with the blob's
+// path) and after the move aside ("moved", with the private name).
+var testHookSweep func(point, path string)
+
+// DeleteUnlessNewer removes hash unless its blob was stored, or stored
+// again, after cutoff, and reports whether it removed it. A missing blob is
+// not an error and reports false.
+//
+// Checking the age and then deleting would lose a blob that PutBytes
+// refreshes in between, after telling its caller the blob is stored. So the
+// blob is first moved to a private name, its age read there, and a young
+// one moved back: a refresh that landed before the move is seen by that
+// read, and one after the move no longer finds the blob and writes it anew.
+func (s *Store) DeleteUnlessNewer(hash string, cutoff time.Time) (bool, error) {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return false, err
+	}
+	p := s.path(h)
+	st, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if st.ModTime().After(cutoff) {
+		return false, nil
+	}
+	if testHookSweep != nil {
+		testHookSweep("aged", p)
+	}
+	tomb := fmt.Sprintf("%s.gc.%d.%d", p, os.Getpid(), tombstones.Add(1))
+	if err := os.Rename(p, tomb); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if testHookSweep != nil {
+		testHookSweep("moved", tomb)
+	}
+	if st, err = os.Stat(tomb); err != nil || st.ModTime().After(cutoff) {
+		// Stored again meanwhile (or unreadable): back under its name. A
+		// blob a put wrote there since holds the same bytes.
+		if rerr := os.Rename(tomb, p); rerr != nil {
+			return false, rerr
+		}
+		return false, err
+	}
+	if err := os.Remove(tomb); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
 
 // Get returns the stored bytes of hash, or ErrNotFound.

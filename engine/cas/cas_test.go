@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/uncaged/workflow/engine/node"
 )
@@ -181,5 +182,71 @@ func TestRefsIndex(t *testing.T) {
 	}
 	if _, ok := idx["ZZZZZZZZZZZZY"]; ok {
 		t.Fatal("entry of a missing blob survived the rewrite")
+	}
+}
+
+// A put that races a collection of the same old blob returns only once the
+// blob is stored and counts as young: whichever way the two interleave, the
+// blob is there afterwards. Each case runs the put at one point of the
+// collection's work.
+func TestRePutRacingCollectionKeepsBlob(t *testing.T) {
+	defer func() { testHookSweep = nil }()
+	for _, c := range []struct {
+		point string
+		put   func(s *Store, path string)
+	}{
+		// The whole put between the age check and the removal.
+		{"aged", func(s *Store, _ string) { s.Put("raced") }},
+		// The whole put while the blob is moved aside: it finds no blob
+		// and writes it again.
+		{"moved", func(s *Store, _ string) { s.Put("raced") }},
+		// A put whose touch found the blob just before it was moved: the
+		// new time lands on the moved file.
+		{"moved", func(_ *Store, tomb string) {
+			now := time.Now()
+			os.Chtimes(tomb, now, now)
+		}},
+	} {
+		s := Open(filepath.Join(t.TempDir(), "cas"))
+		h, err := s.Put("raced")
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		os.Chtimes(s.path(h), old, old)
+		testHookSweep = func(point, path string) {
+			if point == c.point {
+				c.put(s, path)
+			}
+		}
+		if _, err := s.DeleteUnlessNewer(h, time.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		testHookSweep = nil
+		if b, err := s.Get(h); err != nil || !strings.Contains(string(b), "raced") {
+			t.Fatalf("put at %q: blob after the collection = %q, %v", c.point, b, err)
+		}
+		entries, _ := os.ReadDir(s.Dir())
+		for _, e := range entries {
+			if strings.Contains(e.Name(), ".gc.") {
+				t.Fatalf("private name left behind: %s", e.Name())
+			}
+		}
+	}
+}
+
+// BenchmarkPutBytesExisting is the common re-put: identical content a thread
+// stores again (a prompt, an empty output).
+func BenchmarkPutBytesExisting(b *testing.B) {
+	s := Open(filepath.Join(b.TempDir(), "cas"))
+	blob, _ := node.NewContent("the same step output, stored again", nil).Marshal()
+	if _, err := s.PutBytes(blob); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.PutBytes(blob); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
@@ -104,8 +102,13 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 		}
 	}
 	cutoff := began.Add(-opts.Grace)
-	deleted, err := sweep(ctx, store, garbage, func(h string) bool {
-		return opts.Grace > 0 && youngerThan(store, h, cutoff)
+	deleted, err := sweep(ctx, store, garbage, func(h string) (bool, error) {
+		if opts.Grace <= 0 {
+			return true, store.Delete(h)
+		}
+		// Not a stat and a Delete: a thread may store the blob again
+		// between the two, and must find it there afterwards.
+		return store.DeleteUnlessNewer(h, cutoff)
 	}, func(n int) { progress(PhaseSweep, n) })
 	res.DeletedHashes = append(res.DeletedHashes, deleted...)
 	if err != nil {
@@ -133,9 +136,9 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 }
 
 // sweep deletes the garbage with a few goroutines, since each unlink waits
-// on the filesystem; spare says which to keep after all. It returns what it
-// deleted, also when it stops on an error or cancellation.
-func sweep(ctx context.Context, store *cas.Store, garbage []string, spare func(string) bool, progress func(int)) ([]string, error) {
+// on the filesystem; remove deletes one blob and says whether it did. It
+// returns what it deleted, also when it stops on an error or cancellation.
+func sweep(ctx context.Context, store *cas.Store, garbage []string, remove func(string) (bool, error), progress func(int)) ([]string, error) {
 	var (
 		mu       sync.Mutex
 		deleted  []string
@@ -164,14 +167,11 @@ func sweep(ctx context.Context, store *cas.Store, garbage []string, spare func(s
 		go func() {
 			defer wg.Done()
 			for h, ok := take(); ok; h, ok = take() {
-				if spare(h) {
-					continue
-				}
-				err := store.Delete(h)
+				gone, err := remove(h)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("failed to delete cas %s: %w", h, err)
-				} else if err == nil {
+				} else if err == nil && gone {
 					deleted = append(deleted, h)
 				}
 				mu.Unlock()
@@ -180,11 +180,6 @@ func sweep(ctx context.Context, store *cas.Store, garbage []string, spare func(s
 	}
 	wg.Wait()
 	return deleted, firstErr
-}
-
-func youngerThan(store *cas.Store, h string, cutoff time.Time) bool {
-	st, err := os.Stat(filepath.Join(store.Dir(), h+".txt"))
-	return err == nil && st.ModTime().After(cutoff)
 }
 
 // Reachable returns every stored hash reachable from roots (the keys whose
