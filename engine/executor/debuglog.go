@@ -1,11 +1,15 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Tags of the debug log lines the executor writes (8 Crockford characters,
@@ -20,15 +24,59 @@ const (
 
 // DebugLog appends {tag, content, timestamp} lines to a thread's
 // .info.jsonl. It is safe for concurrent use.
+//
+// A line is written whole or not at all. A write cut short (a full disk) is
+// cut back off, and a record is never started after a partial line (one
+// left by a crash, or by a cut that failed too): that line is removed
+// first. Readers of the log therefore only ever see whole JSON lines, and
+// a tailer that waits for a newline never has a line it waited for removed.
 type DebugLog struct {
 	path string
 	now  func() time.Time
 	mu   sync.Mutex
+	// open opens the log for appending; tests substitute files that fail
+	// part-way.
+	open func(path string) (logFile, error)
+}
+
+// logFile is what a write needs of the open log.
+type logFile interface {
+	io.Writer
+	io.ReaderAt
+	Seek(offset int64, whence int) (int64, error)
+	Truncate(size int64) error
+	Close() error
 }
 
 // NewDebugLog writes to path, creating its directory on first write.
 func NewDebugLog(path string, now func() time.Time) *DebugLog {
-	return &DebugLog{path: path, now: now}
+	return &DebugLog{path: path, now: now, open: openLogFile}
+}
+
+// openLogFile opens path for appending and holds an exclusive lock on it
+// until it is closed, so writers in other processes (or a second DebugLog
+// on the same thread) never interleave with a write and its cut.
+func openLogFile(path string) (logFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if os.IsNotExist(err) {
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil // closing the file releases the lock
 }
 
 // logLine is the original's record shape.
@@ -39,7 +87,7 @@ type logLine struct {
 }
 
 // Write appends one line. Errors are dropped: a debug log must never stop
-// a thread.
+// a thread, and a record that cannot be written whole is lost.
 func (l *DebugLog) Write(tag, content string) {
 	b, err := json.Marshal(logLine{Tag: tag, Content: content, Timestamp: l.now().UnixMilli()})
 	if err != nil {
@@ -48,15 +96,57 @@ func (l *DebugLog) Write(tag, content string) {
 	b = append(b, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if os.IsNotExist(err) {
-		if os.MkdirAll(filepath.Dir(l.path), 0o755) == nil {
-			f, err = os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		}
+	open := l.open
+	if open == nil {
+		open = openLogFile
 	}
+	f, err := open(l.path)
 	if err != nil {
 		return
 	}
-	f.Write(b)
-	f.Close()
+	defer f.Close()
+	end, err := wholeLinesEnd(f)
+	if err != nil {
+		return
+	}
+	if n, err := f.Write(b); err != nil || n != len(b) {
+		// The file is appended to only here, under the lock: everything
+		// past end is this record's beginning.
+		f.Truncate(end)
+	}
+}
+
+// wholeLinesEnd returns the size of the log, first cutting off a partial
+// last line if there is one. It fails when it cannot tell or cannot cut,
+// and then nothing may be appended.
+func wholeLinesEnd(f logFile) (int64, error) {
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil || end == 0 {
+		return end, err
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], end-1); err != nil {
+		return 0, err
+	}
+	if last[0] == '\n' {
+		return end, nil
+	}
+	// Look back for the end of the last whole line.
+	buf := make([]byte, 4096)
+	cut := int64(0)
+	for off := end; off > 0; {
+		n := min(off, int64(len(buf)))
+		off -= n
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			cut = off + int64(i) + 1
+			break
+		}
+	}
+	if err := f.Truncate(cut); err != nil {
+		return 0, err
+	}
+	return cut, nil
 }
