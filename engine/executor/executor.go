@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
@@ -226,6 +227,17 @@ func (r *run) Getenv(name string) string {
 	return r.env.Getenv(name)
 }
 
+// MemoryBudget implements membudget.Budgeted: the budget of the thread's
+// JavaScript, from the host's --memory-budget, else workflow.yaml's
+// config.memoryBudget as read when the run began, else the default.
+func (r *run) MemoryBudget() int64 {
+	configured := ""
+	if r.over.cfg != nil {
+		configured = r.over.cfg.MemoryBudget
+	}
+	return membudget.Resolve(configured)
+}
+
 // ResolveModel implements agents.Host: a scene or "provider/model"
 // reference resolved through workflow.yaml's config, read at use so that
 // `setup` takes effect without restarting the host.
@@ -384,4 +396,7 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 	return res, nil
 }
 
-var _ agents.Host = (*run)(nil)
+var (
+	_ agents.Host        = (*run)(nil)
+	_ membudget.Budgeted = (*run)(nil)
+)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
@@ -47,6 +48,8 @@ type envConfig struct {
 	validating bool
 	lookupEnv  func(string) (string, bool)
 	bundleName string
+	// budget is the run's memory budget in bytes (membudget.Off: none).
+	budget int64
 }
 
 func newEnv(cfg envConfig) *jsEnv {
@@ -75,6 +78,7 @@ func newEnv(cfg envConfig) *jsEnv {
 	e.loop.onCleanup(e.procs.killAll)
 	e.loop.onCleanup(e.procs.closePipes)
 	e.installGlobals()
+	e.loop.acct = membudget.Open(cfg.budget, e.loop.exceed)
 	return e
 }
 
@@ -95,6 +99,9 @@ func (e *jsEnv) close() {
 	if e.http != nil {
 		e.http.CloseIdleConnections()
 	}
+	// After the loop's goroutines are gone: what the runtime held is now
+	// garbage, which the watchdog is to expect back.
+	e.loop.acct.Close()
 }
 
 // lazyGlobal names a global that is materialized from a module on first

@@ -12,6 +12,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
@@ -106,7 +107,9 @@ func validateTopLevel(prog *goja.Program, name string, opts Options) (workflow.D
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	e := newEnv(envConfig{validating: true, lookupEnv: opts.LookupEnv, bundleName: name})
+	// The top level runs in the host too (every load of a bundle), so it
+	// is held to the same budget as a run.
+	e := newEnv(envConfig{validating: true, lookupEnv: opts.LookupEnv, bundleName: name, budget: membudget.Resolve("")})
 	defer e.close()
 
 	var desc workflow.Descriptor
@@ -119,7 +122,10 @@ func validateTopLevel(prog *goja.Program, name string, opts Options) (workflow.D
 		desc, checkErr = e.checkExports(exports)
 		return nil
 	}, func() bool { return true })
+	var over *membudget.ExceededError
 	switch {
+	case errors.As(err, &over):
+		return workflow.Descriptor{}, fmt.Errorf("failed to import bundle: evaluating the top level: %w", over)
 	case errors.Is(err, context.DeadlineExceeded):
 		return workflow.Descriptor{}, fmt.Errorf("failed to import bundle: evaluating the top level did not finish within %v", timeout)
 	case err != nil:

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/dop251/goja"
+
+	"github.com/uncaged/workflow/engine/membudget"
 )
 
 // loop is a run's event loop. goja is not goroutine-safe, so everything
@@ -38,7 +40,14 @@ type loop struct {
 	// callback): the run is over, as a Node process would be.
 	fatal error
 
-	killed   atomic.Bool // set before the interrupt, read after it lands
+	killed atomic.Bool // set before the interrupt, read after it lands
+	// exceeded is why the memory watchdog stopped the run, if it did; set
+	// before killed.
+	exceeded atomic.Pointer[membudget.ExceededError]
+	// acct is the run's standing with the memory watchdog: the loop tells
+	// it when its goroutine executes, so that what is allocated meanwhile
+	// is charged to this run and not to threads waiting on agents.
+	acct     *membudget.Account
 	workers  sync.WaitGroup
 	cleanups []func() // resources to release on kill and close, in order
 
@@ -136,6 +145,27 @@ func (l *loop) kill() {
 	l.runCleanups()
 }
 
+// exceed stops the run because it holds more memory than its budget: a
+// kill whose error is e. The watchdog calls it from its own goroutine.
+func (l *loop) exceed(e *membudget.ExceededError) {
+	l.exceeded.Store(e)
+	if l.killed.Swap(true) {
+		return
+	}
+	l.vm.Interrupt(e)
+	l.cancel()
+	l.runCleanups()
+}
+
+// killedErr is what a killed run reports when its caller did not cancel
+// it: the memory budget it exceeded, or errKilled.
+func (l *loop) killedErr() error {
+	if e := l.exceeded.Load(); e != nil {
+		return e
+	}
+	return errKilled
+}
+
 func (l *loop) runCleanups() {
 	l.mu.Lock()
 	cs := l.cleanups
@@ -163,13 +193,15 @@ func (l *loop) close() {
 // the run's mutex held.
 func (l *loop) runUntil(ctx context.Context, start func() error, done func() bool) error {
 	if l.killed.Load() {
-		return errKilled
+		return l.killedErr()
 	}
 	if ctx.Err() != nil {
 		l.kill()
 	}
 	stop := context.AfterFunc(ctx, l.kill)
+	l.acct.Enter()
 	err := l.drive(ctx, start, done)
+	l.acct.Leave()
 	if !stop() && ctx.Err() != nil {
 		l.kill() // the context fired; make sure the kill is complete before reporting it
 	}
@@ -178,7 +210,7 @@ func (l *loop) runUntil(ctx context.Context, start func() error, done func() boo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return errKilled
+		return l.killedErr()
 	}
 	return err
 }
@@ -201,11 +233,20 @@ func (l *loop) drive(ctx context.Context, start func() error, done func() bool) 
 			if l.refs <= 0 {
 				return ErrStalled
 			}
+			// Waiting for Go work is not executing: nothing allocated
+			// meanwhile is this run's doing.
+			l.acct.Leave()
 			select {
 			case <-l.wake:
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-l.ctx.Done():
+				// Killed from another goroutine (Close, the memory
+				// watchdog) while only timers were pending: nothing would
+				// wake the loop.
+				return errKilled
 			}
+			l.acct.Enter()
 			continue
 		}
 		for i, job := range jobs {

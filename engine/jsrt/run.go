@@ -11,6 +11,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
@@ -39,7 +40,7 @@ func (b *Bundle) Start(ctx context.Context, thread workflow.ThreadContext, host 
 	if host == nil {
 		return nil, errors.New("jsrt: Start needs a host")
 	}
-	e := newEnv(envConfig{host: host, bundleName: b.name})
+	e := newEnv(envConfig{host: host, bundleName: b.name, budget: hostBudget(host)})
 	r := &run{e: e}
 	err := e.loop.runUntil(ctx, func() error {
 		exports, err := e.evaluate(b.prog)
@@ -70,6 +71,15 @@ func (b *Bundle) Start(ctx context.Context, thread workflow.ThreadContext, host 
 		return nil, err
 	}
 	return r, nil
+}
+
+// hostBudget is the memory budget of a run on host: the host's when it
+// has one (membudget.Budgeted), else membudget.Resolve("").
+func hostBudget(host workflow.Host) int64 {
+	if b, ok := host.(membudget.Budgeted); ok {
+		return b.MemoryBudget()
+	}
+	return membudget.Resolve("")
 }
 
 // Next resumes the generator and runs the event loop until the promise of
@@ -138,6 +148,11 @@ func (r *run) fail(ctx context.Context, err error) error {
 // failure turns what stopped the loop into the error the caller sees and
 // logs exceptions with their stack.
 func (r *run) failure(ctx context.Context, err error, prefix string) error {
+	var over *membudget.ExceededError
+	if errors.As(err, &over) && ctx.Err() == nil {
+		r.e.host.Log("ERROR", over.Error())
+		return fmt.Errorf("%s: %w", prefix, over)
+	}
 	var ie *goja.InterruptedError
 	if errors.Is(err, errKilled) || errors.As(err, &ie) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if ctx.Err() != nil {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/membudget"
 )
 
 // Provider is an OpenAI-compatible endpoint.
@@ -24,6 +26,9 @@ type Config struct {
 	Providers          map[string]Provider `json:"providers"`
 	// Models maps a scene (default, extract, supervisor, ...) to "provider/model".
 	Models map[string]string `json:"models"`
+	// MemoryBudget is every thread's memory budget as written ("512MiB",
+	// a number of bytes, or "off"); "" when not set (see package membudget).
+	MemoryBudget string `json:"memoryBudget,omitempty"`
 }
 
 // Default depth settings used when a config is first written.
@@ -60,6 +65,13 @@ func (r *Registry) SetConfig(c Config) error {
 		{Key: "supervisorInterval", Value: c.SupervisorInterval},
 		{Key: "providers", Value: providers},
 		{Key: "models", Value: models},
+	}
+	if c.MemoryBudget != "" {
+		var b any = c.MemoryBudget
+		if n, err := strconv.ParseInt(c.MemoryBudget, 10, 64); err == nil {
+			b = n // written as a number, read back as one
+		}
+		v = append(v, canonyaml.Pair{Key: "memoryBudget", Value: b})
 	}
 	warnings, err := validateConfig(v)
 	if err != nil {
@@ -140,6 +152,12 @@ func decodeConfig(v any) (*Config, []string, error) {
 		}
 		c.Models[p.Key] = ref
 	}
+	if mb, present := m.Get("memoryBudget"); present {
+		var err error
+		if c.MemoryBudget, err = memoryBudget(mb); err != nil {
+			return nil, nil, err
+		}
+	}
 	var warnings []string
 	if _, ok := c.Models["default"]; !ok {
 		warnings = append(warnings, "config.models has no \"default\" entry; scenes without their own model cannot run")
@@ -163,6 +181,30 @@ func nonNegInt(v any, present bool) (int, bool) {
 		return 0, false
 	}
 	return int(f), true
+}
+
+// memoryBudget checks config.memoryBudget and returns it as written.
+func memoryBudget(v any) (string, error) {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case float64:
+		if x != math.Trunc(x) || x < 0 || x >= 1<<62 {
+			return "", fmt.Errorf("config.memoryBudget: %v is not a whole number of bytes", x)
+		}
+		s = strconv.FormatInt(int64(x), 10)
+	case int:
+		s = strconv.Itoa(x)
+	case int64:
+		s = strconv.FormatInt(x, 10)
+	default:
+		return "", errors.New(`config.memoryBudget must be a size such as 512MiB, or "off"`)
+	}
+	if _, err := membudget.ParseSize(s); err != nil {
+		return "", fmt.Errorf("config.memoryBudget: %w", err)
+	}
+	return s, nil
 }
 
 // splitModelRef splits "provider/model" at the first slash.

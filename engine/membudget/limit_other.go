@@ -1,0 +1,7 @@
+//go:build !linux
+
+package membudget
+
+// ProcessLimit is how much memory Go's heap may take in this process as far
+// as the operating system says; outside Linux it is not read (0).
+func ProcessLimit() (int64, string) { return 0, "" }

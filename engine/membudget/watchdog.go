@@ -1,0 +1,429 @@
+package membudget
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Interval is how often the watchdog samples the heap while any runtime
+// is open. A role allocating as fast as goja can (about 100 MB/s of
+// objects) gets one more MiB per sample; reading the figures costs about a
+// microsecond.
+const Interval = 10 * time.Millisecond
+
+const (
+	// forceGap is the least time between two collections the watchdog
+	// forces, and forceCostFactor keeps forced collections below a quarter
+	// of the watchdog's wall time when they are slow (a large heap).
+	forceGap        = 100 * time.Millisecond
+	forceCostFactor = 4
+	// holdoff is how long the watchdog waits for a runtime it stopped to be
+	// closed before it will stop another: one at a time, so that a
+	// bystander charged a share of the runaway's growth is judged again
+	// after the runaway's memory has been given back.
+	holdoff = 2 * time.Second
+	// releasedCycles is how many collections memory of closed runtimes is
+	// expected to be freed within; what is not freed by then belongs to the
+	// host.
+	releasedCycles = 2
+	// hostShare is the least share of the live heap the runtime stopped for
+	// the host's limit must hold: stopping it must make a difference.
+	hostShare = 4 // one quarter
+)
+
+// Default is the process's watchdog: the heap is the process's, so there
+// is one.
+var Default = newWatchdog(readMetrics, runtime.GC)
+
+// Open gives a runtime an account with Default. See Watchdog.Open.
+func Open(budget int64, onOver func(*ExceededError)) *Account { return Default.Open(budget, onOver) }
+
+// Watchdog samples the heap and charges what runtimes hold to them. See
+// the package documentation for how.
+type Watchdog struct {
+	read    func(*sample)
+	collect func()
+
+	mu        sync.Mutex
+	accounts  map[*Account]struct{}
+	ticking   bool
+	hostLimit int64 // bytes of live heap the host may hold (0: unknown)
+
+	// The books, under mu. Charges are float64: shares of a byte.
+	started        bool
+	last           sample
+	lastLive       float64
+	otherPending   float64 // allocated while no runtime ran JavaScript
+	otherConfirmed float64 // live heap nobody's JavaScript is charged for
+	released       float64 // charges of closed runtimes not yet seen freed
+	releasedAge    int
+	firing         *Account // stopped, not yet closed
+	firedAt        int64
+	settleFirst    bool // a stopped runtime closed: count its memory freed before judging again
+	nextForce      int64
+}
+
+// sample is one reading of the runtime's heap figures.
+type sample struct {
+	at     int64  // monotonic nanoseconds (nanotime)
+	allocs uint64 // bytes ever allocated on the heap
+	cycles uint64 // collections completed
+	live   uint64 // live heap marked by the last collection
+}
+
+func newWatchdog(read func(*sample), collect func()) *Watchdog {
+	return &Watchdog{read: read, collect: collect, accounts: map[*Account]struct{}{}}
+}
+
+var metricNames = []metrics.Sample{
+	{Name: "/gc/heap/allocs:bytes"},
+	{Name: "/gc/cycles/total:gc-cycles"},
+	{Name: "/gc/heap/live:bytes"},
+}
+
+var metricsMu sync.Mutex
+
+func readMetrics(s *sample) {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	metrics.Read(metricNames)
+	s.at = nanotime()
+	s.allocs = metricNames[0].Value.Uint64()
+	s.cycles = metricNames[1].Value.Uint64()
+	s.live = metricNames[2].Value.Uint64()
+}
+
+var epoch = time.Now()
+
+// nanotime is a monotonic clock, never 0 (0 means "not executing").
+func nanotime() int64 { return int64(time.Since(epoch)) + 1 }
+
+// SetHostLimit sets the live heap the whole host may hold (bytes; 0: no
+// limit). When a collection finds more live than that, the runtime charged
+// the most is stopped, whatever its own budget.
+func (w *Watchdog) SetHostLimit(n int64) {
+	w.mu.Lock()
+	w.hostLimit = n
+	w.mu.Unlock()
+}
+
+// Account is one runtime's standing with the watchdog. Enter and Leave are
+// called on the runtime's own goroutine; the rest is the watchdog's.
+type Account struct {
+	w      *Watchdog
+	budget int64
+	onOver func(*ExceededError)
+
+	enteredAt atomic.Int64 // nanotime of Enter; 0 while not executing
+	busy      atomic.Int64 // nanoseconds executed, finished intervals only
+
+	// Under w.mu.
+	seenBusy  int64
+	share     int64 // executed since the last sample
+	pending   float64
+	confirmed float64
+	fired     bool
+	closed    bool
+}
+
+// Open registers a runtime with budget bytes (Off: none; the host's limit
+// still applies). onOver is called once, from the watchdog's goroutine,
+// when the runtime must stop, and must not block. Close the account
+// when the runtime is dropped.
+func (w *Watchdog) Open(budget int64, onOver func(*ExceededError)) *Account {
+	a := &Account{w: w, budget: budget, onOver: onOver}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.accounts[a] = struct{}{}
+	if !w.ticking {
+		w.ticking = true
+		go w.run()
+	}
+	return a
+}
+
+// Enter marks the start of JavaScript execution (or of Go work on the
+// runtime's behalf on its goroutine). It is two atomic operations and a
+// clock read; a nil account does nothing.
+func (a *Account) Enter() {
+	if a != nil && a.enteredAt.Load() == 0 {
+		a.enteredAt.Store(nanotime())
+	}
+}
+
+// Leave marks the end of execution: the runtime waits for Go work, or a
+// step is over.
+func (a *Account) Leave() {
+	if a == nil {
+		return
+	}
+	if t := a.enteredAt.Load(); t != 0 {
+		a.busy.Add(nanotime() - t)
+		a.enteredAt.Store(0)
+	}
+}
+
+// busyUpTo is how long the runtime has executed by now. busy is read
+// before enteredAt: a Leave in between is then missed once and counted at
+// the next sample, never counted twice.
+func (a *Account) busyUpTo(now int64) int64 {
+	b := a.busy.Load()
+	if t := a.enteredAt.Load(); t != 0 && now > t {
+		b += now - t
+	}
+	return b
+}
+
+// Close drops the account. What the runtime was charged is expected back
+// at the next collections.
+func (a *Account) Close() {
+	if a == nil {
+		return
+	}
+	w := a.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.closed = true
+	delete(w.accounts, a)
+	w.released += a.confirmed
+	w.releasedAge = 0
+	if a.fired {
+		w.settleFirst = true
+	}
+	if w.firing == a {
+		w.firing = nil
+	}
+}
+
+// Held is what the account is charged now (bytes): its share of the live
+// heap at the last collection and of what it allocated since.
+func (a *Account) Held() int64 {
+	a.w.mu.Lock()
+	defer a.w.mu.Unlock()
+	return int64(a.confirmed + a.pending)
+}
+
+func (w *Watchdog) run() {
+	t := time.NewTicker(Interval)
+	defer t.Stop()
+	for range t.C {
+		if !w.tick() {
+			return
+		}
+	}
+}
+
+// verdict is what a look at the books decided.
+type verdict struct {
+	force bool // collect now to learn what is live
+	stop  *Account
+	err   *ExceededError
+}
+
+// tick samples the heap once and acts on it. It reports false (and the
+// ticker stops) when no account is open.
+func (w *Watchdog) tick() bool {
+	var s sample
+	w.read(&s)
+	w.mu.Lock()
+	if len(w.accounts) == 0 {
+		w.ticking, w.started = false, false
+		w.mu.Unlock()
+		return false
+	}
+	v := w.observe(s, true)
+	w.mu.Unlock()
+	if v.force {
+		t0 := s.at
+		w.collect()
+		w.read(&s)
+		w.mu.Lock()
+		w.nextForce = s.at + max(int64(forceGap), forceCostFactor*(s.at-t0))
+		v = w.observe(s, false)
+		w.mu.Unlock()
+	}
+	if v.stop != nil {
+		v.stop.onOver(v.err)
+	}
+	return true
+}
+
+// observe charges the allocations since the last sample to the runtimes
+// that executed meanwhile, settles the charges when a collection has
+// finished, and judges. Under w.mu.
+func (w *Watchdog) observe(s sample, mayForce bool) verdict {
+	if !w.started {
+		// First sample: what is live now is the host's.
+		w.started = true
+		w.last, w.lastLive, w.otherConfirmed = s, float64(s.live), float64(s.live)
+		w.otherPending, w.released = 0, 0
+		for a := range w.accounts {
+			a.seenBusy = a.busyUpTo(s.at)
+		}
+		return verdict{}
+	}
+	w.charge(s)
+	if s.cycles != w.last.cycles {
+		w.settle(float64(s.live))
+	}
+	w.last = s
+	return w.judge(s, mayForce)
+}
+
+// charge splits what was allocated since the last sample between the
+// runtimes by how long each executed, as a share of the elapsed time (or
+// of their total, when several ran at once). The rest was allocated by Go
+// work with no JavaScript running: the host's.
+func (w *Watchdog) charge(s sample) {
+	alloc := float64(0)
+	if s.allocs > w.last.allocs {
+		alloc = float64(s.allocs - w.last.allocs)
+	}
+	var total int64
+	for a := range w.accounts {
+		cur := a.busyUpTo(s.at)
+		a.share = 0
+		if cur > a.seenBusy {
+			a.share = cur - a.seenBusy
+			a.seenBusy = cur
+			total += a.share
+		}
+	}
+	elapsed := s.at - w.last.at
+	norm := max(total, elapsed, 1)
+	given := 0.0
+	for a := range w.accounts {
+		if a.share > 0 {
+			g := alloc * float64(a.share) / float64(norm)
+			a.pending += g
+			given += g
+		}
+	}
+	w.otherPending += max(alloc-given, 0)
+}
+
+// settle updates the charges for the live heap a collection found. Growth
+// is split by what each allocated since the previous collection, at most
+// all of it: survivors are the survivors of those allocations. A decrease
+// first pays back the memory of closed runtimes, then lowers every charge
+// in proportion.
+func (w *Watchdog) settle(live float64) {
+	dL := live - w.lastLive
+	w.lastLive = live
+	if dL >= 0 {
+		total := w.otherPending
+		for a := range w.accounts {
+			total += a.pending
+		}
+		given := 0.0
+		if total > 0 {
+			for a := range w.accounts {
+				g := min(a.pending, dL*a.pending/total)
+				a.confirmed += g
+				given += g
+			}
+		}
+		w.otherConfirmed += dL - given
+	} else {
+		drop := -dL
+		back := min(w.released, drop)
+		w.released -= back
+		drop -= back
+		if drop > 0 {
+			sum := w.otherConfirmed
+			for a := range w.accounts {
+				sum += a.confirmed
+			}
+			f := 0.0
+			if sum > drop {
+				f = 1 - drop/sum
+			}
+			w.otherConfirmed *= f
+			for a := range w.accounts {
+				a.confirmed *= f
+			}
+		}
+	}
+	w.otherPending = 0
+	for a := range w.accounts {
+		a.pending = 0
+	}
+	if w.released > 0 {
+		if w.releasedAge++; w.releasedAge >= releasedCycles {
+			w.otherConfirmed += w.released
+			w.released = 0
+		}
+	}
+	w.settleFirst = false
+}
+
+// judge decides whether a runtime must stop, or a collection is needed to
+// tell. A runtime is stopped on what a collection found live (its
+// confirmed charge), never on allocation alone: garbage is not held. One
+// runtime at a time, the one charged the most.
+func (w *Watchdog) judge(s sample, mayForce bool) verdict {
+	if w.firing != nil {
+		if s.at-w.firedAt < int64(holdoff) {
+			return verdict{}
+		}
+		w.firing = nil // stuck closing; do not let it shield the others
+	}
+	var worst *Account
+	worstOver := 0.0
+	suspect := false
+	var biggest *Account
+	pendingTotal := w.otherPending
+	for a := range w.accounts {
+		pendingTotal += a.pending
+		if a.fired {
+			continue
+		}
+		if biggest == nil || a.confirmed > biggest.confirmed {
+			biggest = a
+		}
+		if a.budget <= 0 {
+			continue
+		}
+		b := float64(a.budget)
+		if a.confirmed > b {
+			if over := a.confirmed / b; over > worstOver {
+				worst, worstOver = a, over
+			}
+		} else if a.confirmed+a.pending > b {
+			suspect = true
+		}
+	}
+	var err *ExceededError
+	switch {
+	case worst != nil:
+		err = &ExceededError{Budget: worst.budget, Held: int64(worst.confirmed)}
+	case w.hostLimit > 0 && w.lastLive > float64(w.hostLimit) && biggest != nil && biggest.confirmed*hostShare >= w.lastLive:
+		worst = biggest
+		err = &ExceededError{Budget: biggest.budget, Held: int64(biggest.confirmed), HostLimit: w.hostLimit}
+	case w.hostLimit > 0 && w.lastLive+pendingTotal > float64(w.hostLimit):
+		suspect = true
+	}
+	if worst != nil && w.settleFirst {
+		// Memory of the runtime stopped last may still count as live
+		// (and as others' growth); a collection sorts that out first.
+		if mayForce {
+			return verdict{force: true}
+		}
+		return verdict{}
+	}
+	if worst != nil {
+		worst.fired = true
+		w.firing, w.firedAt = worst, s.at
+		return verdict{stop: worst, err: err}
+	}
+	if suspect && mayForce && s.at >= w.nextForce {
+		return verdict{force: true}
+	}
+	return verdict{}
+}

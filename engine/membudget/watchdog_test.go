@@ -1,0 +1,319 @@
+package membudget
+
+import (
+	"testing"
+	"time"
+)
+
+const mib = 1 << 20
+
+// fakeHeap scripts the figures the watchdog reads: a test says who
+// executes, what is allocated and what stays live, tick by tick.
+type fakeHeap struct {
+	at       int64
+	allocs   uint64
+	cycles   uint64
+	live     uint64 // as of the last collection
+	trueLive uint64
+	collects int
+}
+
+func (h *fakeHeap) read(s *sample) {
+	*s = sample{at: h.at, allocs: h.allocs, cycles: h.cycles, live: h.live}
+}
+
+// collect is a collection: it finds what is truly live.
+func (h *fakeHeap) collect() {
+	h.cycles++
+	h.live = h.trueLive
+	h.collects++
+}
+
+// alloc allocates n bytes of which keep stay live.
+func (h *fakeHeap) alloc(n, keep uint64) {
+	h.allocs += n
+	h.trueLive += keep
+}
+
+// free drops n live bytes (a runtime was closed, or let go of them).
+func (h *fakeHeap) free(n uint64) { h.trueLive -= n }
+
+type stops struct{ errs []*ExceededError }
+
+func (s *stops) on(e *ExceededError) { s.errs = append(s.errs, e) }
+
+func newTestWatchdog(h *fakeHeap) *Watchdog {
+	w := newWatchdog(h.read, h.collect)
+	w.ticking = true // driven by the test, not by its own goroutine
+	h.at = int64(time.Second)
+	h.live, h.trueLive = 20*mib, 20*mib // the host's own
+	return w
+}
+
+// execute says a ran JavaScript for d of the coming tick.
+func execute(a *Account, d time.Duration) { a.busy.Add(int64(d)) }
+
+// tick advances the clock by one interval and lets the watchdog look.
+func tick(w *Watchdog, h *fakeHeap) {
+	h.at += int64(Interval)
+	w.tick()
+}
+
+func TestRunawayIsStoppedOnWhatACollectionFoundLive(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var st stops
+	a := w.Open(64*mib, st.on)
+	tick(w, h)
+	for i := 0; i < 200 && len(st.errs) == 0; i++ {
+		execute(a, Interval)
+		h.alloc(2*mib, 2*mib)
+		if i%20 == 19 {
+			h.collect() // the collector's own pace
+		}
+		tick(w, h)
+	}
+	if len(st.errs) != 1 {
+		t.Fatalf("stopped %d times", len(st.errs))
+	}
+	e := st.errs[0]
+	if e.Budget != 64*mib || e.Held < 64*mib || e.Held > 72*mib || e.HostLimit != 0 {
+		t.Fatalf("stopped with %+v", e)
+	}
+	if h.trueLive-20*mib > 72*mib {
+		t.Fatalf("stopped only after %d MiB", (h.trueLive-20*mib)/mib)
+	}
+	// Stopped once: more growth before it closes does not call again.
+	execute(a, Interval)
+	h.alloc(2*mib, 2*mib)
+	h.collect()
+	tick(w, h)
+	if len(st.errs) != 1 {
+		t.Fatalf("stopped %d times", len(st.errs))
+	}
+}
+
+func TestWaitingThreadIsNeverCharged(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var runaway, waiting stops
+	r := w.Open(64*mib, runaway.on)
+	b := w.Open(64*mib, waiting.on)
+	tick(w, h)
+	for i := 0; i < 200 && len(runaway.errs) == 0; i++ {
+		execute(r, Interval)
+		h.alloc(2*mib, 2*mib)
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+		if b.Held() != 0 {
+			t.Fatalf("tick %d: a thread that executes nothing is charged %d", i, b.Held())
+		}
+	}
+	if len(runaway.errs) != 1 || len(waiting.errs) != 0 {
+		t.Fatalf("runaway stopped %d times, bystander %d", len(runaway.errs), len(waiting.errs))
+	}
+}
+
+func TestGarbageIsNotHeld(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var st stops
+	a := w.Open(32*mib, st.on)
+	tick(w, h)
+	const ticks = 1000 // 10 s of allocating 5 MiB per 10 ms, keeping 16 MiB
+	for i := 0; i < ticks; i++ {
+		execute(a, Interval)
+		if i < 8 {
+			h.alloc(5*mib, 2*mib)
+		} else {
+			h.alloc(5*mib, 0)
+		}
+		if i%40 == 39 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	t.Logf("%d collections, charged %d MiB", h.collects, a.Held()/mib)
+	if len(st.errs) != 0 {
+		t.Fatalf("a thread holding 16 MiB of a 32 MiB budget was stopped: %+v", st.errs[0])
+	}
+	if held := a.Held(); held < 15*mib || held > 32*mib+5*mib*40 {
+		t.Fatalf("charged %d MiB", held/mib)
+	}
+	// Forced collections to tell garbage from growth are rate-limited.
+	if max := int(ticks*Interval/forceGap) + ticks/40 + 1; h.collects > max {
+		t.Fatalf("%d collections in %d ticks, want at most %d", h.collects, ticks, max)
+	}
+}
+
+func TestBriefStepsBesideARunawayAreChargedLittle(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var runaway, stepper stops
+	r := w.Open(64*mib, runaway.on)
+	s := w.Open(64*mib, stepper.on)
+	tick(w, h)
+	for i := 0; i < 300 && len(runaway.errs) == 0; i++ {
+		execute(r, Interval)
+		execute(s, Interval/20) // a timer callback, a quick step
+		h.alloc(2*mib, 2*mib)
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	if len(runaway.errs) != 1 || len(stepper.errs) != 0 {
+		t.Fatalf("runaway stopped %d times, stepper %d", len(runaway.errs), len(stepper.errs))
+	}
+	if held := s.Held(); held > 8*mib {
+		t.Fatalf("the stepper is charged %d MiB", held/mib)
+	}
+}
+
+func TestOneStopAtATimeAndTheBystanderIsJudgedAgain(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var st [2]stops
+	accts := [2]*Account{w.Open(64*mib, st[0].on), w.Open(64*mib, st[1].on)}
+	tick(w, h)
+	// Both execute all the time; only the first keeps what it allocates,
+	// so each is charged half of the growth.
+	var kept uint64
+	for i := 0; i < 400 && len(st[0].errs)+len(st[1].errs) == 0; i++ {
+		execute(accts[0], Interval)
+		execute(accts[1], Interval)
+		h.alloc(4*mib, 2*mib)
+		kept += 2 * mib
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	t.Logf("stopped: %v %v; held %d %d MiB", len(st[0].errs), len(st[1].errs), accts[0].Held()/mib, accts[1].Held()/mib)
+	if n := len(st[0].errs) + len(st[1].errs); n != 1 {
+		t.Fatalf("%d runtimes stopped at once, want one", n)
+	}
+	stopped := 0
+	if len(st[1].errs) == 1 {
+		stopped = 1
+	}
+	other := 1 - stopped
+	// Nothing else is stopped before the stopped one is closed.
+	for i := 0; i < 20; i++ {
+		execute(accts[other], Interval)
+		h.alloc(1*mib, 0)
+		h.collect()
+		tick(w, h)
+	}
+	if len(st[other].errs) != 0 {
+		t.Fatal("a second runtime was stopped before the first was closed")
+	}
+	accts[stopped].Close()
+	if stopped == 0 {
+		h.free(kept) // the runaway's memory goes with its runtime
+	}
+	for i := 0; i < 50; i++ {
+		execute(accts[other], Interval)
+		h.alloc(1*mib, 0)
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	if stopped == 0 {
+		// The bystander had been charged half of the runaway's growth; the
+		// memory freed with the runaway takes it back.
+		if len(st[other].errs) != 0 || accts[other].Held() > 32*mib {
+			t.Fatalf("bystander stopped %d times, charged %d MiB", len(st[other].errs), accts[other].Held()/mib)
+		}
+	} else if len(st[other].errs) != 1 {
+		// The bystander was stopped first; its memory did not go, so the
+		// runaway is stopped next.
+		t.Fatalf("the runaway was not stopped after the bystander")
+	}
+}
+
+func TestLegitimateHolderIsLeftAlone(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var st stops
+	a := w.Open(64*mib, st.on)
+	tick(w, h)
+	for i := 0; i < 300; i++ {
+		execute(a, Interval)
+		if i < 25 {
+			h.alloc(2*mib, 2*mib) // builds 50 MiB, then only reads it
+		} else {
+			h.alloc(256<<10, 0)
+		}
+		if i%30 == 29 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	if len(st.errs) != 0 {
+		t.Fatalf("stopped holding 50 MiB of 64: %+v", st.errs[0])
+	}
+	if held := a.Held(); held < 45*mib || held > 64*mib {
+		t.Fatalf("charged %d MiB for 50", held/mib)
+	}
+}
+
+func TestHostLimitStopsTheBiggest(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	w.SetHostLimit(200 * mib)
+	var big, small stops
+	b := w.Open(Off, big.on)
+	s := w.Open(1<<30, small.on)
+	tick(w, h)
+	for i := 0; i < 400 && len(big.errs) == 0; i++ {
+		execute(b, Interval)
+		h.alloc(2*mib, 2*mib)
+		if i%5 == 0 {
+			execute(s, Interval)
+			h.alloc(1*mib, 1*mib)
+		}
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	if len(big.errs) != 1 || len(small.errs) != 0 {
+		t.Fatalf("big stopped %d times, small %d", len(big.errs), len(small.errs))
+	}
+	if e := big.errs[0]; e.HostLimit != 200*mib || e.Budget != Off {
+		t.Fatalf("stopped with %+v", e)
+	}
+	if h.live > 240*mib {
+		t.Fatalf("live heap reached %d MiB", h.live/mib)
+	}
+}
+
+func TestTickerStopsWithTheLastAccount(t *testing.T) {
+	w := newWatchdog(readMetrics, func() {})
+	a := w.Open(64*mib, func(*ExceededError) {})
+	a.Enter()
+	a.Leave()
+	a.Close()
+	a.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		ticking := w.ticking
+		w.mu.Unlock()
+		if !ticking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog kept ticking with no account open")
+		}
+		time.Sleep(Interval)
+	}
+	var nilAcct *Account
+	nilAcct.Enter()
+	nilAcct.Leave()
+	nilAcct.Close()
+}
