@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -40,6 +41,19 @@ type ThreadSummary struct {
 type ThreadList struct {
 	Threads []ThreadSummary `json:"threads"`
 	Total   int             `json:"total"`
+	// Damaged names the index and history files (relative to the storage
+	// root) that could not be read completely: threads named only there
+	// are missing from the list. Absent when every file was read.
+	Damaged []DamagedFile `json:"damaged,omitempty"`
+}
+
+// DamagedFile is a place in a thread index or history file that cannot be
+// read; `uncaged-workflow doctor --repair` rebuilds it from the CAS.
+type DamagedFile struct {
+	// Path is relative to the storage root, e.g. bundles/<hash>/threads.json.
+	Path   string `json:"path"`
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
 }
 
 // RunningSummary is one thread in GET /api/threads/running.
@@ -203,15 +217,16 @@ func parseStatuses(v string) (map[threads.Status]bool, error) {
 	return out, nil
 }
 
-// threadsOf lists the threads of every version of a workflow; none for a
-// name the registry does not know.
-func (s *server) threadsOf(reg *registry.Registry, name string) ([]threads.Record, error) {
+// threadsOf lists the threads of every version of a workflow, and the
+// damaged places it read past; none for a name the registry does not know.
+func (s *server) threadsOf(reg *registry.Registry, name string) ([]threads.Record, []*threads.DamageError, error) {
 	e, ok := reg.Get(name)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	seen := map[string]bool{}
 	var out []threads.Record
+	var damaged []*threads.DamageError
 	hashes := []string{e.Hash}
 	for _, v := range e.History {
 		hashes = append(hashes, v.Hash)
@@ -221,13 +236,29 @@ func (s *server) threadsOf(reg *registry.Registry, name string) ([]threads.Recor
 			continue
 		}
 		seen[h] = true
-		recs, err := threads.ListBundle(s.opts.Layout, h)
+		recs, d, err := threads.ListBundleTolerant(s.opts.Layout, h)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, recs...)
+		damaged = append(damaged, d...)
 	}
-	return out, nil
+	return out, damaged, nil
+}
+
+// damagedFiles turns damage into the list's form, paths relative to the
+// storage root (the list travels through the gateway; the machine's
+// directory layout is none of its business).
+func (s *server) damagedFiles(damaged []*threads.DamageError) []DamagedFile {
+	var out []DamagedFile
+	for _, d := range damaged {
+		p := d.Path
+		if rel, err := filepath.Rel(s.opts.Layout.Root, d.Path); err == nil {
+			p = filepath.ToSlash(rel)
+		}
+		out = append(out, DamagedFile{Path: p, Line: d.Line, Reason: d.Reason})
+	}
+	return out
 }
 
 func (s *server) listThreads(c echo.Context) error {
@@ -244,13 +275,17 @@ func (s *server) listThreads(c echo.Context) error {
 		return err
 	}
 	var recs []threads.Record
+	var damaged []*threads.DamageError
 	if name := c.QueryParam("workflow"); name != "" {
-		recs, err = s.threadsOf(reg, name)
+		recs, damaged, err = s.threadsOf(reg, name)
 	} else {
-		recs, err = threads.List(s.opts.Layout)
+		recs, damaged, err = threads.ListTolerant(s.opts.Layout)
 	}
 	if err != nil {
 		return s.internal(c, err)
+	}
+	for _, d := range damaged {
+		s.log.Warn("damaged thread index: its threads are missing from the list", "path", d.Path, "line", d.Line, "reason", d.Reason)
 	}
 
 	type row struct {
@@ -282,7 +317,7 @@ func (s *server) listThreads(c echo.Context) error {
 	total := len(rows)
 	rows = window(rows, page)
 	names := reg.BundleNames()
-	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
+	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total, Damaged: s.damagedFiles(damaged)}
 	for _, r := range rows {
 		if r.status == "" {
 			r.status = host.ThreadStatus(s.store, r.rec, running)

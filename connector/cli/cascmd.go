@@ -208,7 +208,8 @@ func (a *app) collect() (gc.Result, error) {
 			status.show("gc: swept %d blobs", n)
 		}
 	}
-	return gc.Collect(ctx, l, s, opts)
+	res, err := gc.Collect(ctx, l, s, opts)
+	return res, withDoctorHint(err)
 }
 
 // gcGraceWhileRunning spares young unreachable blobs while an engine host

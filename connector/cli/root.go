@@ -135,7 +135,7 @@ func newRoot(env Env) *cobra.Command {
 		run, live,
 		connect, serve,
 		a.engineCmd(),
-		a.statusCmd(), a.serviceCmd(),
+		a.statusCmd(), a.doctorCmd(), a.serviceCmd(),
 		a.versionCmd(),
 	)
 	root.InitDefaultCompletionCmd()

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/gc"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
@@ -65,11 +66,12 @@ func (a *app) threadListCmd() *cobra.Command {
 			}
 			names := reg.BundleNames()
 			var recs []threads.Record
+			var damaged []*threads.DamageError
 			if len(args) == 1 {
-				if recs, err = threadsOfWorkflow(l, reg, args[0]); err != nil {
+				if recs, damaged, err = threadsOfWorkflow(l, reg, args[0]); err != nil {
 					return err
 				}
-			} else if recs, err = threads.List(l); err != nil {
+			} else if recs, damaged, err = threads.ListTolerant(l); err != nil {
 				return err
 			}
 			recs = page(recs, lf)
@@ -82,9 +84,12 @@ func (a *app) threadListCmd() *cobra.Command {
 						Source: r.Source, Status: host.ThreadStatus(store, r, running), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
 					})
 				}
-				return writeJSON(a.out(), rows)
+				if err := writeJSON(a.out(), rows); err != nil {
+					return err
+				}
+				return a.reportDamage(damaged, true)
 			}
-			if len(recs) == 0 {
+			if len(recs) == 0 && len(damaged) == 0 {
 				fmt.Fprintln(a.out(), "(no threads found)")
 				return nil
 			}
@@ -97,38 +102,75 @@ func (a *app) threadListCmd() *cobra.Command {
 				}
 				b.WriteString(r.ThreadID + "\t" + r.BundleHash + "\t" + name + "\n")
 			}
-			_, err = fmt.Fprint(a.out(), b.String())
-			return err
+			if _, err = fmt.Fprint(a.out(), b.String()); err != nil {
+				return err
+			}
+			return a.reportDamage(damaged, false)
 		},
 	}
 	lf.register(cmd)
 	return cmd
 }
 
-// threadsOfWorkflow lists the threads of every version of a workflow.
-func threadsOfWorkflow(l storage.Layout, reg *registry.Registry, name string) ([]threads.Record, error) {
+// doctorHint tells a person what to do about a damaged index or history
+// file.
+const doctorHint = "`uncaged-workflow doctor` shows what is damaged; `uncaged-workflow doctor --repair` rebuilds it from the CAS"
+
+// reportDamage names the damaged files a list read past, on stderr (as a
+// JSON object {"damaged": [...]} with --json, so stdout keeps its shape),
+// and fails the command: the list it printed is incomplete.
+func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
+	if len(damaged) == 0 {
+		return nil
+	}
+	if asJSON {
+		if err := writeJSON(a.env.Stderr, map[string]any{"damaged": damaged}); err != nil {
+			return err
+		}
+		return exitError{1}
+	}
+	for _, d := range damaged {
+		fmt.Fprintf(a.env.Stderr, "warning: %v\n", d)
+	}
+	fmt.Fprintf(a.env.Stderr, "warning: threads named only there are not listed; %s\n", doctorHint)
+	return exitError{1}
+}
+
+// withDoctorHint adds what to do to an error caused by a damaged file.
+func withDoctorHint(err error) error {
+	if errors.Is(err, threads.ErrDamaged) {
+		return fmt.Errorf("%w\n%s", err, doctorHint)
+	}
+	return err
+}
+
+// threadsOfWorkflow lists the threads of every version of a workflow, and
+// the damaged places it read past.
+func threadsOfWorkflow(l storage.Layout, reg *registry.Registry, name string) ([]threads.Record, []*threads.DamageError, error) {
 	if err := registry.ValidateName(name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e, ok := reg.Get(name)
 	if !ok {
-		return nil, fmt.Errorf("workflow not registered: %s", name)
+		return nil, nil, fmt.Errorf("workflow not registered: %s", name)
 	}
 	seen := map[string]bool{}
 	var out []threads.Record
+	var damaged []*threads.DamageError
 	for _, h := range append([]string{e.Hash}, versionHashes(e)...) {
 		if seen[h] {
 			continue
 		}
 		seen[h] = true
-		recs, err := threads.ListBundle(l, h)
+		recs, d, err := threads.ListBundleTolerant(l, h)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, recs...)
+		damaged = append(damaged, d...)
 	}
 	sortRecords(out)
-	return out, nil
+	return out, damaged, nil
 }
 
 func versionHashes(e registry.Entry) []string {
@@ -248,6 +290,11 @@ func (a *app) threadRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The collection that follows must be able to run: check every
+			// index before changing any, so a refusal changes nothing.
+			if _, err := gc.Roots(l); err != nil {
+				return withDoctorHint(fmt.Errorf("thread %s was not removed: %w", rec.ThreadID, err))
+			}
 			// Clear both indexes whatever the record said: a host may have
 			// moved the thread to history since it was resolved.
 			dir := l.BundleDir(rec.BundleHash)
@@ -263,7 +310,7 @@ func (a *app) threadRmCmd() *cobra.Command {
 				}
 			}
 			if _, err := a.collect(); err != nil {
-				return fmt.Errorf("removed thread %s, but garbage collection failed: %w", rec.ThreadID, err)
+				return withDoctorHint(fmt.Errorf("removed thread %s, but garbage collection failed: %w", rec.ThreadID, err))
 			}
 			fmt.Fprintf(a.out(), "removed thread %s\n", rec.ThreadID)
 			return nil
@@ -285,7 +332,11 @@ func sortRecords(recs []threads.Record) {
 // (threads.ResolveRef).
 func resolveThread(l storage.Layout, id string) (threads.Record, error) {
 	rec, err := threads.ResolveRef(l, id)
-	if errors.Is(err, threads.ErrNotFound) {
+	switch {
+	case errors.Is(err, threads.ErrNotFound) && errors.Is(err, threads.ErrDamaged):
+		// Not in what could be read; a damaged file may name it.
+		return rec, withDoctorHint(err)
+	case errors.Is(err, threads.ErrNotFound):
 		return rec, fmt.Errorf("thread not found: %s", id)
 	}
 	return rec, err

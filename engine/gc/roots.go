@@ -18,8 +18,9 @@ var ErrRefused = errors.New("garbage collection refused to sweep; nothing was de
 
 // Roots returns the head and start of every thread, in bundle order. A
 // thread's hashes appear once per index row that names them. Every hash in
-// a damaged file a repair has kept aside (threads.KeptAside) is a root too,
-// since whatever the file named may still be wanted.
+// a damaged file a repair has kept aside (threads.KeptAside) that no thread
+// names already follows them: whatever such a file named may still be
+// wanted.
 //
 // A threads.json or history line that cannot be read completely is an
 // error matching ErrRefused and threads.ErrDamaged: read as empty it would
@@ -29,7 +30,7 @@ func Roots(l storage.Layout) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read bundles directory: %w", err)
 	}
-	var roots []string
+	var roots, aside []string
 	var damaged []error
 	for _, h := range bundles {
 		dir := l.BundleDir(h)
@@ -55,20 +56,31 @@ func Roots(l storage.Layout) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		aside, err := threads.KeptAside(dir)
+		keptFiles, err := threads.KeptAside(dir)
 		if err != nil {
 			return nil, fmt.Errorf("failed to list damaged files kept aside in %s: %w", dir, err)
 		}
-		for _, p := range aside {
+		for _, p := range keptFiles {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return nil, fmt.Errorf("failed to read damaged file kept aside %s: %w", p, err)
 			}
-			roots = append(roots, HashLikeTokens(b)...)
+			aside = append(aside, HashLikeTokens(b)...)
 		}
 	}
 	if len(damaged) > 0 {
 		return nil, fmt.Errorf("%w:\n%w", ErrRefused, errors.Join(damaged...))
+	}
+	// What a repair recovered is named twice; count it once.
+	seen := make(map[string]bool, len(roots)+len(aside))
+	for _, r := range roots {
+		seen[r] = true
+	}
+	for _, r := range aside {
+		if !seen[r] {
+			seen[r] = true
+			roots = append(roots, r)
+		}
 	}
 	return roots, nil
 }

@@ -101,7 +101,7 @@ func Resolve(l storage.Layout, id string) (Record, error) {
 		}
 	}
 	if len(damaged) > 0 {
-		return Record{}, fmt.Errorf("%w: %s (unless a damaged file names it: %w)", ErrNotFound, id, joinDamage(damaged))
+		return Record{}, fmt.Errorf("%w: %s; a damaged file may name it:\n%w", ErrNotFound, id, joinDamage(damaged))
 	}
 	return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
