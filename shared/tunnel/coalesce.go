@@ -1,8 +1,11 @@
 package tunnel
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // coalescingConn merges the small writes HTTP/2 makes (a HEADERS frame
@@ -13,15 +16,38 @@ import (
 // one makes one system call for many frames — the same idea as group
 // commit. A write blocks only while the buffer holds maxPending bytes, so a
 // slow peer still pushes back.
+//
+// A peer that stops reading altogether must not hold the connection, and
+// everyone writing to it, forever: a send that takes longer than
+// writeTimeout aborts the carrier (see watch), and Close waits at most
+// closeFlush for what is queued.
 type coalescingConn struct {
 	net.Conn
+	// abort closes the carrier at once, without a handshake, so that a
+	// send blocked on a peer that does not read returns.
+	abort        func()
+	writeTimeout time.Duration
+
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending []byte
 	spare   []byte
 	sending bool
 	err     error
-	closed  bool
+	// cause is why this side gave up on the peer (a stalled send, a flush
+	// that did not finish); the failed send then reports it.
+	cause  error
+	closed bool
+
+	// The watchdog: sends counts the sends begun, watched is the one
+	// in progress when the timer was last set, armed says it is set. A send
+	// still in progress at two checks a writeTimeout apart has taken at
+	// least that long. Idle connections keep no timer running, and a busy
+	// one resets it once per writeTimeout, not per send.
+	watchdog *time.Timer
+	sends    uint64
+	watched  uint64
+	armed    bool
 }
 
 const maxPending = 1 << 20
@@ -32,9 +58,29 @@ const maxPending = 1 << 20
 // leave as several messages.
 const MaxMessage = 512 << 10
 
-func newCoalescingConn(c net.Conn) *coalescingConn {
-	cc := &coalescingConn{Conn: c}
+// DefaultWriteTimeout bounds one WebSocket message the tunnel sends (at most
+// MaxMessage): a peer that takes none of it for this long is cut off. The
+// gateway's heartbeats notice such a connector sooner; this is the bound
+// that holds even when nothing else looks.
+const DefaultWriteTimeout = 30 * time.Second
+
+// closeFlush bounds how long Close waits for queued frames (a GOAWAY, the
+// end of a response) to leave before it aborts the carrier.
+const closeFlush = 2 * time.Second
+
+// errStalled is the cause given when the peer takes no data: a send that
+// outlived writeTimeout, or a queue Close could not flush.
+var errStalled = errors.New("tunnel: the peer stopped taking data")
+
+// newCoalescingConn starts draining writes to c. abort must close c's
+// carrier at once; writeTimeout 0 turns the watchdog off.
+func newCoalescingConn(c net.Conn, abort func(), writeTimeout time.Duration) *coalescingConn {
+	cc := &coalescingConn{Conn: c, abort: abort, writeTimeout: writeTimeout}
 	cc.cond = sync.NewCond(&cc.mu)
+	if writeTimeout > 0 {
+		cc.watchdog = time.AfterFunc(time.Hour, cc.watch)
+		cc.watchdog.Stop()
+	}
 	go cc.drain()
 	return cc
 }
@@ -70,6 +116,11 @@ func (c *coalescingConn) drain() {
 		out := c.pending
 		c.pending = c.spare[:0]
 		c.sending = true
+		c.sends++
+		if c.watchdog != nil && !c.armed {
+			c.armed, c.watched = true, c.sends
+			c.watchdog.Reset(c.writeTimeout)
+		}
 		c.mu.Unlock()
 		var err error
 		for rest := out; len(rest) > 0 && err == nil; {
@@ -81,6 +132,9 @@ func (c *coalescingConn) drain() {
 		c.sending = false
 		c.spare = out[:0]
 		if err != nil && c.err == nil {
+			if c.cause != nil {
+				err = c.cause
+			}
 			c.err = err
 		}
 		c.cond.Broadcast()
@@ -90,13 +144,66 @@ func (c *coalescingConn) drain() {
 	}
 }
 
-// Close sends what is queued, then closes the connection.
+// watch is the watchdog's check (see the fields): it aborts the carrier
+// under a send that has not finished since the last check.
+func (c *coalescingConn) watch() {
+	c.mu.Lock()
+	stalled := c.sending && c.sends == c.watched && !c.closed
+	if c.sending && !stalled && !c.closed {
+		c.watched = c.sends
+		c.watchdog.Reset(c.writeTimeout)
+	} else {
+		c.armed = false
+	}
+	c.mu.Unlock()
+	if stalled {
+		c.giveUp(fmt.Errorf("%w: one message took over %s", errStalled, c.writeTimeout))
+	}
+}
+
+// giveUp aborts the carrier, so that the send in progress fails with
+// cause. It records only the cause: a Close waiting on the queue goes on
+// waiting until the abort has ended the send, since its close handshake
+// would otherwise wait for the very send that is stuck. A timer that fires
+// as the send finishes, or after Close, does nothing.
+func (c *coalescingConn) giveUp(cause error) {
+	c.mu.Lock()
+	if c.closed || c.err != nil || !c.sending && len(c.pending) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.cause == nil {
+		c.cause = cause
+	}
+	c.mu.Unlock()
+	c.abort()
+}
+
+// Err is why this side gave up on the peer: nil unless a send stalled or a
+// close found the queue stuck.
+func (c *coalescingConn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+// Close sends what is queued, waiting at most closeFlush, then closes the
+// connection.
 func (c *coalescingConn) Close() error {
 	c.mu.Lock()
-	for (len(c.pending) > 0 || c.sending) && c.err == nil {
-		c.cond.Wait()
+	if (len(c.pending) > 0 || c.sending) && c.err == nil {
+		t := time.AfterFunc(closeFlush, func() {
+			c.giveUp(fmt.Errorf("%w: queued frames not sent within %s of closing", errStalled, closeFlush))
+		})
+		for (len(c.pending) > 0 || c.sending) && c.err == nil {
+			c.cond.Wait()
+		}
+		t.Stop()
 	}
 	c.closed = true
+	if c.watchdog != nil {
+		c.watchdog.Stop()
+	}
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	return c.Conn.Close()

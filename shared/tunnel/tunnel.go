@@ -134,7 +134,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	// drain it: no new requests, the ones in flight finish.
 	connCtx, dropConn := context.WithCancel(context.Background())
 	defer dropConn()
-	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer))
+	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer), func() { ws.CloseNow() }, DefaultWriteTimeout)
 	// Dropping the connection (after a drain, or on missed pings) has to
 	// end the server's blocked read: close the WebSocket under it.
 	stopOnEnd := context.AfterFunc(connCtx, func() { ws.CloseNow() })
@@ -263,28 +263,38 @@ func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 // Client is the gateway's HTTP/2 client over one connector's WebSocket. It
 // is an http.RoundTripper.
 type Client struct {
-	ws   *websocket.Conn
-	cc   *http2.ClientConn
-	done chan struct{}
-	stop context.CancelFunc
+	ws      *websocket.Conn
+	cc      *http2.ClientConn
+	conn    *coalescingConn
+	watched *watchedConn
+	done    chan struct{}
+	stop    context.CancelFunc
 }
 
 // NewClient starts an HTTP/2 client connection over ws. The connection
-// lives until Close or until the WebSocket drops (Done is closed then).
+// lives until Close or until the WebSocket drops (Done is closed then). A
+// message the connector takes none of for DefaultWriteTimeout, or a flood
+// of PING or SETTINGS frames from it, drops the connection too (Err says
+// which).
 func NewClient(ws *websocket.Conn) (*Client, error) {
+	return newClient(ws, DefaultWriteTimeout)
+}
+
+func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	conn := newCoalescingConn(newWSConn(ws, 0))
+	conn := newCoalescingConn(newWSConn(ws, 0), func() { ws.CloseNow() }, writeTimeout)
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
 	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true,
 		MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize,
 		MaxReadFrameSize: 256 << 10}
-	cc, err := t.NewClientConn(&watchedConn{Conn: conn, onClose: stop})
+	watched := &watchedConn{Conn: conn, onClose: stop}
+	cc, err := t.NewClientConn(watched)
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	c := &Client{ws: ws, cc: cc, done: make(chan struct{}), stop: stop}
+	c := &Client{ws: ws, cc: cc, conn: conn, watched: watched, done: make(chan struct{}), stop: stop}
 	go func() {
 		<-ctx.Done()
 		close(c.done)
@@ -293,14 +303,23 @@ func NewClient(ws *websocket.Conn) (*Client, error) {
 }
 
 // watchedConn reports when the HTTP/2 client closes its connection (after a
-// read error: the WebSocket dropped).
+// read error: the WebSocket dropped), and follows the frames it reads so
+// that a connector flooding PING or SETTINGS frames is cut off.
 type watchedConn struct {
 	net.Conn
 	onClose func()
+	frames  frameInspector
+	flood   atomic.Pointer[error]
 }
 
 func (w *watchedConn) Read(p []byte) (int, error) {
 	n, err := w.Conn.Read(p)
+	if n > 0 {
+		if ferr := w.frames.inspect(p[:n]); ferr != nil {
+			w.flood.Store(&ferr)
+			n, err = 0, ferr
+		}
+	}
 	if err != nil {
 		w.onClose()
 	}
@@ -324,11 +343,41 @@ func (c *Client) Ping(ctx context.Context) error { return c.cc.Ping(ctx) }
 // Done is closed when the connection is gone.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// Close ends the connection, telling the connector why.
+// closeWait bounds Close: the requests in flight fail and Done is closed
+// at once, and the rest (flushing, the close handshake) goes on in the
+// background after closeWait, itself bounded by closeFlush and the
+// WebSocket library's handshake timeouts. A connector that stopped reading
+// thus holds no caller.
+const closeWait = time.Second
+
+// Close ends the connection, telling the connector why. It returns within
+// closeWait.
 func (c *Client) Close(reason string) error {
-	c.cc.Close()
 	c.stop()
-	return c.ws.Close(websocket.StatusGoingAway, reason)
+	closed := make(chan error, 1)
+	go func() {
+		c.cc.Close()
+		closed <- c.ws.Close(websocket.StatusGoingAway, reason)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case err := <-closed:
+		return err
+	case <-t.C:
+		return nil
+	}
+}
+
+// Err is why the gateway's side dropped the connection by itself: the
+// connector flooded it with PING or SETTINGS frames, or stopped taking
+// data. It is nil otherwise (the connector left, or Close was called on a
+// connector that kept up).
+func (c *Client) Err() error {
+	if err := c.watched.flood.Load(); err != nil {
+		return *err
+	}
+	return c.conn.Err()
 }
 
 // ActiveStreams is how many requests are in flight.

@@ -97,7 +97,7 @@ func TestWSConnRefusesDeadlines(t *testing.T) {
 func TestCoalescedRunsStayUnderTheMessageCap(t *testing.T) {
 	server, client := wsPair(t)
 	server.SetReadLimit(MaxMessage)
-	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0))
+	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0), func() { client.CloseNow() }, DefaultWriteTimeout)
 	want := strings.Repeat("0123456789abcdef", 3*MaxMessage/16+5)
 	go func() {
 		b.Write([]byte(want))

@@ -1,0 +1,246 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/net/http2"
+)
+
+// fakeConnector accepts one connection as the gateway does, with the given
+// write timeout, and dials it as a connector that speaks raw HTTP/2 frames
+// (written with fr) and never reads anything.
+func fakeConnector(t *testing.T, writeTimeout time.Duration) (*Client, *http2.Framer) {
+	t.Helper()
+	clients := make(chan *Client, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := Accept(w, r)
+		if err != nil {
+			return
+		}
+		c, err := newClient(ws, writeTimeout)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		clients <- c
+	}))
+	t.Cleanup(gw.Close)
+	ws, _, err := websocket.Dial(context.Background(), gw.URL+ConnectPath, &websocket.DialOptions{Subprotocols: []string{Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil)
+	select {
+	case c := <-clients:
+		t.Cleanup(func() { ws.CloseNow(); c.Close("test over") })
+		return c, fr
+	case <-time.After(10 * time.Second):
+		ws.CloseNow()
+		t.Fatal("the fake connector was not accepted")
+	}
+	return nil, nil
+}
+
+// openWindows is the server preface of a connector that lets the gateway
+// send as much as it likes.
+func openWindows(t *testing.T, fr *http2.Framer) {
+	t.Helper()
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zeros is an endless request body.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// postForever sends an endless POST over c; the channel gets its result.
+func postForever(c *Client) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://connector/api/cas", zeros{})
+		resp, err := c.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		res <- err
+	}()
+	return res
+}
+
+// waitStuck waits until the gateway's side of c holds a full queue behind
+// a send that does not finish: the connector has stopped taking data.
+func waitStuck(t *testing.T, c *Client) {
+	t.Helper()
+	within(t, "the gateway's queue to fill", 20*time.Second, func() bool {
+		c.conn.mu.Lock()
+		defer c.conn.mu.Unlock()
+		return len(c.conn.pending) >= maxPending && c.conn.sending
+	})
+}
+
+// within waits for cond, failing the test after d.
+func within(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func wait[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+func TestCloseReturnsWhenTheConnectorNeverReads(t *testing.T) {
+	c, fr := fakeConnector(t, 0) // no watchdog: only Close is tested
+	openWindows(t, fr)
+	posted := postForever(c)
+	waitStuck(t, c)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() { c.Close("replaced by a newer connection for laptop"); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close is held by a connector that does not read")
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if err := wait(t, "the request in flight to fail", posted); err == nil {
+		t.Fatal("the request in flight succeeded")
+	}
+	// What Close left to the background ends too: the queue could not be
+	// flushed, so the carrier was aborted.
+	within(t, "the close to give up on the queue", 20*time.Second, func() bool { return errors.Is(c.Err(), errStalled) })
+}
+
+func TestAConnectorThatStopsTakingDataIsDropped(t *testing.T) {
+	c, fr := fakeConnector(t, 100*time.Millisecond)
+	openWindows(t, fr)
+	posted := postForever(c)
+	wait(t, "the tunnel to be dropped", c.Done())
+	if err := wait(t, "the request in flight to fail", posted); err == nil {
+		t.Fatal("the request in flight succeeded")
+	}
+	within(t, "the stall to be reported", 20*time.Second, func() bool { return errors.Is(c.Err(), errStalled) })
+	req, _ := http.NewRequest(http.MethodGet, "http://connector/api/healthz", nil)
+	if _, err := c.RoundTrip(req); err == nil {
+		t.Fatal("a request over a dropped tunnel succeeded")
+	}
+}
+
+func TestControlFrameFloodsCloseTheTunnel(t *testing.T) {
+	for _, flood := range []struct {
+		name  string
+		write func(*http2.Framer) error
+	}{
+		{"PING", func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{1}) }},
+		{"SETTINGS", func(fr *http2.Framer) error { return fr.WriteSettings() }},
+	} {
+		t.Run(flood.name, func(t *testing.T) {
+			c, fr := fakeConnector(t, DefaultWriteTimeout)
+			if err := fr.WriteSettings(); err != nil {
+				t.Fatal(err)
+			}
+			// Far more than the bucket holds, and stop once cut off.
+		send:
+			for range 20 * controlBurst {
+				select {
+				case <-c.Done():
+					break send
+				default:
+				}
+				if flood.write(fr) != nil {
+					break
+				}
+			}
+			wait(t, "the tunnel to be closed", c.Done())
+			if err := c.Err(); !errors.Is(err, errControlFlood) {
+				t.Fatalf("Err() = %v", err)
+			}
+		})
+	}
+}
+
+// TestFrameInspectorFollowsFramesAcrossReads feeds the inspector a stream
+// of frames in pieces of every size, with payloads that look like PING
+// headers: it counts exactly the PING and SETTINGS frames that ask for an
+// answer.
+func TestFrameInspectorFollowsFramesAcrossReads(t *testing.T) {
+	var stream bytes.Buffer
+	fr := http2.NewFramer(&stream, nil)
+	fakePing := []byte{0, 0, 8, byte(http2.FramePing), 0, 0, 0, 0, 0}
+	fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 20})
+	fr.WriteSettingsAck()
+	fr.WriteData(1, false, bytes.Repeat(fakePing, 2000)) // 18,000 bytes
+	fr.WritePing(true, [8]byte{})
+	fr.WriteWindowUpdate(0, 10)
+	fr.WriteRawFrame(0x42, 0, 0, bytes.Repeat(fakePing, 3)) // an unknown type
+	for range controlBurst - 2 {
+		fr.WritePing(false, [8]byte{})
+	}
+	counted := controlBurst - 1 // the SETTINGS and the PINGs
+	whole := stream.Bytes()
+
+	frozen := time.Unix(1700000000, 0)
+	for _, piece := range []int{len(whole), 1, 2, 8, 9, 10, 17, 4096, 0} {
+		f := frameInspector{now: func() time.Time { return frozen }}
+		for rest := whole; len(rest) > 0; {
+			n := piece
+			if n == 0 {
+				n = 1 + rand.IntN(40)
+			}
+			n = min(n, len(rest))
+			if err := f.inspect(rest[:n]); err != nil {
+				t.Fatalf("pieces of %d: %v", piece, err)
+			}
+			rest = rest[n:]
+		}
+		if used := controlBurst - int(f.tokens); used != counted || f.skip != 0 || f.nhdr != 0 {
+			t.Fatalf("pieces of %d: %d frames counted (want %d), skip %d, nhdr %d", piece, used, counted, f.skip, f.nhdr)
+		}
+		// One more goes, the next is over the limit, and time refills.
+		var more bytes.Buffer
+		http2.NewFramer(&more, nil).WritePing(false, [8]byte{})
+		if err := f.inspect(more.Bytes()); err != nil {
+			t.Fatalf("the last token: %v", err)
+		}
+		if err := f.inspect(more.Bytes()); !errors.Is(err, errControlFlood) {
+			t.Fatalf("over the limit: %v", err)
+		}
+		frozen = frozen.Add(time.Second)
+		f.skip = 0 // the stream ends with the frame refused
+		if err := f.inspect(more.Bytes()); err != nil {
+			t.Fatalf("after a second: %v", err)
+		}
+	}
+}
