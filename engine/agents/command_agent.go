@@ -20,6 +20,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/procgroup"
 	"github.com/uncaged/workflow/engine/roleschema"
 )
 
@@ -153,6 +154,7 @@ type invocation struct {
 	env     []string
 	stdin   []byte // nil: no input
 	timeout time.Duration
+	owner   procgroup.Owner // the thread and role, for the group's record
 }
 
 // presetDefaults are the environment variables a preset reads its
@@ -233,7 +235,8 @@ func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error
 	if err != nil {
 		return invocation{}, err
 	}
-	inv := invocation{label: fmt.Sprintf("%s agent %s", s.Kind, prog), timeout: time.Duration(s.TimeoutMs) * time.Millisecond}
+	inv := invocation{label: fmt.Sprintf("%s agent %s", s.Kind, prog), timeout: time.Duration(s.TimeoutMs) * time.Millisecond,
+		owner: procgroup.Owner{Thread: call.Thread.ThreadID, Role: call.Role}}
 
 	model := s.Model
 	if isPreset {
@@ -444,7 +447,8 @@ func argvTooLong(argv []string) string {
 // runCommand runs inv in its own process group, streaming its output into
 // the thread's log line by line, and returns its stdout. Cancelling ctx
 // (the thread was killed) or the timeout stops the whole group: SIGTERM,
-// then SIGKILL after killGrace.
+// then SIGKILL after killGrace. The group also dies with the engine host
+// (package procgroup).
 func runCommand(ctx context.Context, inv invocation, logf func(tag, content string)) (commandOutput, error) {
 	var logMu sync.Mutex
 	log := func(tag, content string) {
@@ -468,15 +472,15 @@ func runCommand(ctx context.Context, inv invocation, logf func(tag, content stri
 	if inv.stdin != nil {
 		cmd.Stdin = bytes.NewReader(inv.stdin)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	group := procgroup.New(cmd, inv.owner)
 	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		return group.Signal(syscall.SIGTERM)
 	}
 	// After SIGTERM (or after the program exits with a grandchild still
 	// holding its output), wait this long before SIGKILL and closing pipes.
 	cmd.WaitDelay = killGrace
 
-	if err := cmd.Start(); err != nil {
+	if err := group.Start(); err != nil {
 		if errors.Is(err, syscall.E2BIG) {
 			err = fmt.Errorf("%w: %s", err, argvTooLong(inv.argv))
 		}
@@ -485,10 +489,9 @@ func runCommand(ctx context.Context, inv invocation, logf func(tag, content stri
 	pid := cmd.Process.Pid
 	log("agent", fmt.Sprintf("%s started (pid %d)", inv.label, pid))
 	started := time.Now()
-	waitErr := cmd.Wait()
 	// Whatever the program left behind in its group (a daemonized helper,
 	// a grandchild that ignored SIGTERM) goes with it: the role is over.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	waitErr := group.Wait(true)
 	stdout.flush()
 	stderr.flush()
 	elapsed := time.Since(started).Round(time.Millisecond)

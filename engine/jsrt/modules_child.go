@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/uncaged/workflow/engine/procgroup"
 )
 
 // spawnError is Node's error for a child that could not start:
@@ -73,17 +75,16 @@ func (e *jsEnv) spawnOptions(call goja.FunctionCall) spawnOptions {
 }
 
 // command builds the child's exec.Cmd; with a context, cancelling it
-// stops the child (see spawnSync).
-func (o spawnOptions) command(ctx context.Context) *exec.Cmd {
+// stops the child (see spawnSync). The child leads its own process group,
+// so the run can kill it and everything it started in one signal, and it
+// dies with the engine host like an agent's program (package procgroup).
+func (o spawnOptions) command(ctx context.Context) (*exec.Cmd, *procgroup.Group) {
 	cmd := exec.CommandContext(ctx, o.file, o.args...)
 	cmd.Dir = o.cwd
 	if o.env != nil {
 		cmd.Env = o.env
 	}
-	// Its own process group, so the run can kill the child and everything
-	// it started in one signal.
-	setProcessGroup(cmd)
-	return cmd
+	return cmd, procgroup.New(cmd, procgroup.Owner{})
 }
 
 // childProcessHost backs child_process.js.
@@ -144,8 +145,8 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 
 	// Not tied to a context: the run's kill reaches the whole process group
 	// through procTable.killAll, which exec.CommandContext would not.
-	cmd := o.command(context.Background())
-	p := &proc{cmd: cmd}
+	cmd, group := o.command(context.Background())
+	p := &proc{cmd: cmd, group: group}
 	var childEnds []*os.File
 	closeChildEnds := func() {
 		for _, f := range childEnds {
@@ -188,7 +189,7 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 		}
 	}
 
-	if err := cmd.Start(); err != nil {
+	if err := group.Start(); err != nil {
 		closeChildEnds()
 		for _, out := range outputs {
 			_ = out.r.Close()
@@ -213,7 +214,7 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 	}
 	e.procs.add(id, p)
 	if l.killed.Load() {
-		killGroup(cmd.Process.Pid) // the run died while this child started
+		_ = group.Signal(syscall.SIGKILL) // the run died while this child started
 	}
 
 	// The loop stays alive until the exit and every output's end are
@@ -256,7 +257,9 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 	l.workers.Add(1)
 	go func() {
 		defer l.workers.Done()
-		err := cmd.Wait()
+		// Like a Node child, it may leave processes running in its group
+		// when it exits; the run's end does not reach them either.
+		err := group.Wait(false)
 		e.procs.exited(id)
 		if p.stdin != nil {
 			p.stdin.abort()
@@ -324,11 +327,11 @@ func (e *jsEnv) spawnSync(call goja.FunctionCall) goja.Value {
 		t := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 		defer t.Stop()
 	}
-	cmd := o.command(ctx)
+	cmd, group := o.command(ctx)
 	runCtx := e.loop.ctx
 	cmd.Cancel = func() error {
 		if runCtx.Err() != nil {
-			killGroup(cmd.Process.Pid)
+			_ = group.Signal(syscall.SIGKILL)
 			return nil
 		}
 		return cmd.Process.Signal(killSig)
@@ -339,7 +342,10 @@ func (e *jsEnv) spawnSync(call goja.FunctionCall) goja.Value {
 	if input != nil {
 		cmd.Stdin = bytes.NewReader(input)
 	}
-	err := cmd.Run()
+	err := group.Start()
+	if err == nil {
+		err = group.Wait(false)
+	}
 	res := e.obj("pid", 0, "stdout", e.vm.NewArrayBuffer(stdout.Bytes()), "stderr", e.vm.NewArrayBuffer(stderr.Bytes()))
 	if cmd.Process != nil {
 		_ = res.Set("pid", cmd.Process.Pid)

@@ -4,6 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
+
+	"github.com/uncaged/workflow/engine/procgroup"
 )
 
 // procTable tracks a run's child processes so that killing the run kills
@@ -15,6 +18,7 @@ type procTable struct {
 
 type proc struct {
 	cmd     *exec.Cmd
+	group   *procgroup.Group
 	running bool       // until Wait returns; guarded by procTable.mu
 	stdin   *stdinPipe // nil unless stdin is piped
 	readers []*os.File // our ends of stdout/stderr pipes
@@ -56,8 +60,8 @@ func (t *procTable) killAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.procs {
-		if p.running && p.cmd.Process != nil {
-			killGroup(p.cmd.Process.Pid)
+		if p.running {
+			_ = p.group.Signal(syscall.SIGKILL)
 		}
 		if p.stdin != nil {
 			p.stdin.abort()

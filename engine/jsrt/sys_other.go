@@ -4,18 +4,8 @@ package jsrt
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 )
-
-// Without process groups a killed run kills its direct children only.
-func setProcessGroup(*exec.Cmd) {}
-
-func killGroup(pid int) {
-	if p, err := os.FindProcess(pid); err == nil {
-		_ = p.Kill()
-	}
-}
 
 func signalName(s syscall.Signal) string { return s.String() }
 

@@ -3,20 +3,10 @@
 package jsrt
 
 import (
-	"os/exec"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
-
-// killGroup sends SIGKILL to the process group led by pid.
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-}
 
 func signalName(s syscall.Signal) string { return unix.SignalName(s) }
 
