@@ -100,9 +100,9 @@ func defaultName() string {
 }
 
 func (a *app) connectCmd() *cobra.Command {
-	var name, gateway, tokenFile, listen string
+	var name, gateway, tokenFile, listen, memoryBudget string
 	cmd := &cobra.Command{
-		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR]",
+		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR] [--memory-budget SIZE]",
 		Short: "Connect to workflow gateway via WebSocket",
 		Long: "Serves this machine's workflows and threads to the gateway over one outgoing\n" +
 			"WebSocket, reconnecting forever. The token comes from --token-file, " + EnvToken + ",\n" +
@@ -117,6 +117,9 @@ func (a *app) connectCmd() *cobra.Command {
 			}
 			token, err := a.connectorToken(tokenFile)
 			if err != nil {
+				return err
+			}
+			if err := setupMemory(memoryBudget, logging.New(a.env.Stderr, slog.LevelInfo)); err != nil {
 				return err
 			}
 			ctx, logger, handler, stop, err := a.startAPI()
@@ -149,6 +152,7 @@ func (a *app) connectCmd() *cobra.Command {
 	cmd.Flags().StringVar(&gateway, "gateway", "", "the gateway URL (env "+EnvGateway+")")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token")
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
+	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd
 }
 
@@ -225,12 +229,15 @@ func localOnly(h http.Handler) http.Handler {
 }
 
 func (a *app) serveCmd() *cobra.Command {
-	var listen string
+	var listen, memoryBudget string
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR]",
+		Use:   "serve [--listen ADDR] [--memory-budget SIZE]",
 		Short: "Serve the REST API locally (no gateway)",
 		Args:  exactArgs(0, 0, "", "serve takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := setupMemory(memoryBudget, logging.New(a.env.Stderr, slog.LevelInfo)); err != nil {
+				return err
+			}
 			ctx, _, handler, stop, err := a.startAPI()
 			if err != nil {
 				return err
@@ -246,5 +253,6 @@ func (a *app) serveCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7860", "address to serve the API on")
+	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd
 }

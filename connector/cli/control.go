@@ -209,8 +209,9 @@ func (a *app) threadForkCmd() *cobra.Command {
 func (a *app) engineCmd() *cobra.Command {
 	var maxThreads int
 	var idle time.Duration
+	var memoryBudget string
 	serve := &cobra.Command{
-		Use:   "serve [--max-threads N] [--idle-exit DURATION]",
+		Use:   "serve [--max-threads N] [--idle-exit DURATION] [--memory-budget SIZE]",
 		Short: "Run the engine host for this storage root in the foreground",
 		Long: "Commands that act on threads start a host in the background when none runs;\n" +
 			"run one yourself (e.g. under systemd) to keep it up and see its log.",
@@ -224,6 +225,9 @@ func (a *app) engineCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			logger := logging.New(a.env.Stderr, slog.LevelInfo)
+			if err := setupMemory(memoryBudget, logger); err != nil {
+				return err
+			}
 			h, err := host.Open(host.Options{
 				Layout: l, Load: a.workflowLoader(l), Getenv: os.Getenv,
 				MaxThreads: maxThreads, IdleExit: idle, Logger: logger,
@@ -236,6 +240,7 @@ func (a *app) engineCmd() *cobra.Command {
 	}
 	serve.Flags().IntVar(&maxThreads, "max-threads", host.DefaultMaxThreads, "threads that run at once; more wait their turn")
 	serve.Flags().DurationVar(&idle, "idle-exit", 0, "exit after this long with nothing to run (0: never)")
+	addMemoryBudgetFlag(serve, &memoryBudget)
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show whether an engine host runs for this storage root",
