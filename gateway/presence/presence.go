@@ -1,12 +1,18 @@
 // Package presence tracks which connectors are online. Each connected
 // connector is pinged over its tunnel every heartbeat interval; one that
-// misses two pings in a row is closed and shown offline. Offline connectors
+// misses two pings in a row is shown offline and closed. Offline connectors
 // stay listed, with their last heartbeat, so a person sees that a machine
 // went away rather than that it never existed.
+//
+// Closing a connection never holds the registry or its caller: a connector
+// that stopped reading may take a while to let go, so connections are
+// closed in the background — after the name is shown offline, or after a
+// replacement has taken it.
 package presence
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"sync"
@@ -27,11 +33,26 @@ type Conn interface {
 	Close(reason string) error
 }
 
+// Credentials a connection was made with (Info.Credential).
+const (
+	// CredentialToken is a connector token bound to the connection's name.
+	CredentialToken = "token"
+	// CredentialSecret is the gateway's shared secret, good for any name.
+	CredentialSecret = "secret"
+)
+
+// ErrTokenBound refuses the shared secret a name whose connector
+// authenticates with a token bound to that name.
+var ErrTokenBound = errors.New("held by a token-bound connector")
+
 // Info describes a connection when it is made.
 type Info struct {
 	Version  string
 	Address  string
 	Protocol string // "h2" or "legacy-json"
+	// Credential is how the connection authenticated: CredentialToken or
+	// CredentialSecret.
+	Credential string
 }
 
 // Endpoint is one connector as the endpoints list shows it.
@@ -44,6 +65,9 @@ type Endpoint struct {
 	Version       string `json:"version"`
 	Address       string `json:"address"`
 	Protocol      string `json:"protocol"`
+	// Credential is CredentialToken or CredentialSecret; other replicas
+	// read it too, to refuse the shared secret a name a token holds there.
+	Credential string `json:"credential"`
 }
 
 // Registry holds the connectors.
@@ -71,23 +95,55 @@ func New(interval time.Duration) *Registry {
 	return &Registry{interval: interval, now: time.Now, entries: map[string]*entry{}}
 }
 
-// Attach makes c the connection for name. An older connection under the
-// same name is closed with a reason saying it was replaced (the caller has
-// checked the newcomer may use the name).
-func (r *Registry) Attach(name string, c Conn, info Info) {
+// Attach makes c the connection for name, unless the name is held by a
+// connection made with a token bound to it (online, or the offline entry
+// the list still shows) and c came with the shared secret: then it returns
+// ErrTokenBound and leaves c to the caller. An older connection under the
+// name is closed in the background with a reason saying it was replaced,
+// so one that no longer drains never holds up its replacement; replaced
+// describes it (nil when none was online). The caller has checked the
+// newcomer may use the name.
+func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err error) {
 	ctx, stop := context.WithCancel(context.Background())
 	now := r.now()
 	e := &entry{conn: c, info: info, connectedAt: now, lastHeartbeat: now, online: true, stop: stop}
 	r.mu.Lock()
 	old := r.entries[name]
+	if old != nil && takesFromToken(old.info, info) {
+		r.mu.Unlock()
+		stop()
+		return nil, ErrTokenBound
+	}
 	r.entries[name] = e
-	r.mu.Unlock()
 	if old != nil && old.online {
+		old.online = false
+		prev := old.info
+		replaced = &prev
+	}
+	r.mu.Unlock()
+	if old != nil {
 		old.stop()
-		old.conn.Close("replaced by a newer connection for " + name)
+		if replaced != nil {
+			go old.conn.Close("replaced by a newer connection for " + name)
+		}
 	}
 	r.changed(name, Online)
 	go r.watch(ctx, name, e)
+	return replaced, nil
+}
+
+// takesFromToken says whether a connection made with newer would take a
+// name from one made with a token bound to it: only a token may.
+func takesFromToken(held, newer Info) bool {
+	return held.Credential == CredentialToken && newer.Credential != CredentialToken
+}
+
+// HeldByToken says whether Attach would refuse the shared secret name.
+func (r *Registry) HeldByToken(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	return ok && takesFromToken(e.info, Info{Credential: CredentialSecret})
 }
 
 // watch pings e until it goes away.
@@ -115,8 +171,10 @@ func (r *Registry) watch(ctx context.Context, name string, e *entry) {
 			continue
 		}
 		if misses++; misses >= 2 {
-			e.conn.Close("missed two heartbeats")
+			// Offline first: a connection that missed its heartbeats may
+			// also be slow to close.
 			r.offline(name, e)
+			go e.conn.Close("missed two heartbeats")
 			return
 		}
 	}
@@ -165,6 +223,7 @@ func (r *Registry) List() []Endpoint {
 			Name: name, URL: "tunnel://" + name, Status: status,
 			LastHeartbeat: e.lastHeartbeat.UnixMilli(), ConnectedAt: e.connectedAt.UnixMilli(),
 			Version: e.info.Version, Address: e.info.Address, Protocol: e.info.Protocol,
+			Credential: e.info.Credential,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -184,7 +243,8 @@ func (r *Registry) Online() int {
 	return n
 }
 
-// CloseAll closes every connection (gateway shutdown).
+// CloseAll closes every connection (gateway shutdown), all at once, and
+// returns when each Close has.
 func (r *Registry) CloseAll(reason string) {
 	r.mu.Lock()
 	entries := make([]*entry, 0, len(r.entries))
@@ -192,8 +252,10 @@ func (r *Registry) CloseAll(reason string) {
 		entries = append(entries, e)
 	}
 	r.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, e := range entries {
 		e.stop()
-		e.conn.Close(reason)
+		wg.Go(func() { e.conn.Close(reason) })
 	}
+	wg.Wait()
 }

@@ -60,6 +60,7 @@ func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 	}
 	c.failing.Store(true)
 	waitFor(t, func() bool { _, online, _ := r.Get("laptop"); return !online })
+	waitFor(t, func() bool { return c.reason.Load() != nil })
 	if got := c.reason.Load(); got != "missed two heartbeats" {
 		t.Fatalf("close reason %v", got)
 	}
@@ -79,6 +80,7 @@ func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	old, newer := newFake(), newFake()
 	r.Attach("laptop", old, Info{})
 	r.Attach("laptop", newer, Info{})
+	waitFor(t, func() bool { return old.reason.Load() != nil })
 	if got := old.reason.Load(); got != "replaced by a newer connection for laptop" {
 		t.Fatalf("old closed with %v", got)
 	}
@@ -92,5 +94,122 @@ func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	waitFor(t, func() bool { return r.Online() == 0 })
 	if _, _, known := r.Get("ghost"); known {
 		t.Fatal("unknown name known")
+	}
+}
+
+// stuckConn is a connection whose Close does not return until released, as
+// a tunnel to a connector that stopped reading could be; its pings fail
+// once it is told to.
+type stuckConn struct {
+	*fakeConn
+	release chan struct{}
+	closing chan struct{}
+	once    sync.Once
+}
+
+func newStuck() *stuckConn {
+	return &stuckConn{fakeConn: newFake(), release: make(chan struct{}), closing: make(chan struct{})}
+}
+
+func (s *stuckConn) Close(reason string) error {
+	s.once.Do(func() { close(s.closing) })
+	<-s.release
+	return s.fakeConn.Close(reason)
+}
+
+// returnsIn runs f and fails the test if it has not returned within a
+// generous deadline.
+func returnsIn(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("%s is held by a connection that does not close", what)
+	}
+}
+
+func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
+	r := New(20 * time.Millisecond)
+	old := newStuck()
+	t.Cleanup(func() { close(old.release) })
+	r.Attach("laptop", old, Info{})
+	newer := newFake()
+	returnsIn(t, "a replacement", func() { r.Attach("laptop", newer, Info{}) })
+	if c, online, _ := r.Get("laptop"); !online || c != newer {
+		t.Fatal("the replacement does not hold the name")
+	}
+	waitFor(t, func() bool {
+		select {
+		case <-old.closing:
+			return true
+		default:
+			return false
+		}
+	})
+
+	// Missing heartbeats shows the name offline even while the close hangs.
+	stuck := newStuck()
+	t.Cleanup(func() { close(stuck.release) })
+	r.Attach("ci-box", stuck, Info{})
+	stuck.failing.Store(true)
+	waitFor(t, func() bool { _, online, _ := r.Get("ci-box"); return !online })
+	// And the next connection for the name takes it at once.
+	returnsIn(t, "a reconnection", func() { r.Attach("ci-box", newFake(), Info{}) })
+	if _, online, _ := r.Get("ci-box"); !online {
+		t.Fatal("the reconnection is not online")
+	}
+}
+
+func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
+	r := New(time.Hour)
+	token := Info{Credential: CredentialToken, Address: "10.0.0.2"}
+	secret := Info{Credential: CredentialSecret, Address: "10.0.0.9"}
+	alpha := newFake()
+	if replaced, err := r.Attach("alpha", alpha, token); replaced != nil || err != nil {
+		t.Fatalf("first attach: %v, %v", replaced, err)
+	}
+	intruder := newFake()
+	if _, err := r.Attach("alpha", intruder, secret); !errors.Is(err, ErrTokenBound) {
+		t.Fatalf("the secret took a token's name: %v", err)
+	}
+	if c, online, _ := r.Get("alpha"); c != alpha || !online || alpha.reason.Load() != nil || !r.HeldByToken("alpha") {
+		t.Fatal("the token-bound connection lost its name")
+	}
+	if eps := r.List(); eps[0].Credential != CredentialToken {
+		t.Fatalf("listed %+v", eps)
+	}
+	// Offline, the name is still the token's.
+	alpha.Close("gone")
+	waitFor(t, func() bool { return r.Online() == 0 })
+	if _, err := r.Attach("alpha", intruder, secret); !errors.Is(err, ErrTokenBound) {
+		t.Fatalf("the secret took an offline token's name: %v", err)
+	}
+	// The token itself comes back.
+	again := newFake()
+	if _, err := r.Attach("alpha", again, token); err != nil {
+		t.Fatal(err)
+	}
+
+	// A token replaces a shared-secret holder; secret replaces secret.
+	shared := newFake()
+	r.Attach("beta", shared, secret)
+	if r.HeldByToken("beta") {
+		t.Fatal("a secret holder counts as a token")
+	}
+	shared2 := newFake()
+	if replaced, err := r.Attach("beta", shared2, secret); err != nil || replaced == nil || replaced.Address != "10.0.0.9" {
+		t.Fatalf("secret over secret: %+v, %v", replaced, err)
+	}
+	bound := newFake()
+	if replaced, err := r.Attach("beta", bound, token); err != nil || replaced == nil || replaced.Credential != CredentialSecret {
+		t.Fatalf("token over secret: %+v, %v", replaced, err)
+	}
+	waitFor(t, func() bool { return shared2.reason.Load() == "replaced by a newer connection for beta" })
+	if _, err := r.Attach("beta", newFake(), secret); !errors.Is(err, ErrTokenBound) {
+		t.Fatalf("the secret took the name back: %v", err)
 	}
 }

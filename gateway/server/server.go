@@ -340,15 +340,20 @@ func (g *Gateway) connect(c echo.Context) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return echo.NewHTTPError(http.StatusUpgradeRequired, "expected WebSocket upgrade")
 	}
-	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP()}
+	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p)}
+	if p.Shared && g.heldByToken(name) {
+		g.opts.Logger.Warn("connector refused", "connector", name, "reason", presence.ErrTokenBound.Error(), "address", c.RealIP(), "shared_secret", true)
+		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
+	}
 	var conn presence.Conn
+	var client *tunnel.Client
 	if tunnel.Offers(r) {
 		ws, err := tunnel.Accept(c.Response(), r)
 		if err != nil {
 			return nil // Accept has answered the client
 		}
 		ws.SetReadLimit(g.opts.WSReadLimit)
-		client, err := tunnel.NewClient(ws)
+		client, err = tunnel.NewClient(ws)
 		if err != nil {
 			return nil
 		}
@@ -368,10 +373,25 @@ func (g *Gateway) connect(c echo.Context) error {
 		info.Protocol = metrics.ProtocolLegacy
 	}
 	t := newTracked(conn, info.Protocol, g.opts.MaxConcurrent)
-	g.presence.Attach(name, t, info)
+	replaced, err := g.presence.Attach(name, t, info)
+	if err != nil {
+		// A token-bound connector took the name since the check above.
+		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
+		go conn.Close("name " + presence.ErrTokenBound.Error())
+		return nil
+	}
+	if replaced != nil {
+		g.opts.Logger.Info("connector replaced", "connector", name, "address", c.RealIP(), "credential", info.Credential,
+			"replaced_address", replaced.Address, "replaced_credential", replaced.Credential)
+	}
 	g.metrics.Connected(info.Protocol)
 	go func() {
 		<-t.Done()
+		if client != nil {
+			if err := client.Err(); err != nil {
+				g.opts.Logger.Warn("connector dropped", "connector", name, "reason", err.Error())
+			}
+		}
 		reason := t.disconnectReason()
 		if reason == metrics.DisconnectRemote && g.shuttingDown.Load() {
 			reason = metrics.DisconnectShutdown

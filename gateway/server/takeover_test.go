@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/tunnel"
+)
+
+// logged returns a fixture option that logs to buf.
+func logged(buf *syncbuf.Buffer) func(*Options) {
+	return func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(buf, nil)) }
+}
+
+func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
+	var logs syncbuf.Buffer
+	f := newFixture(t, time.Hour, logged(&logs))
+	stopAlpha := f.connector("alpha", echoAPI("alpha"))
+
+	// Neither kind of connector takes alpha with the secret: 409, JSON.
+	_, err := tunnel.Dial(context.Background(), f.srv.URL, "alpha", "shared-secret", nil)
+	var rej *tunnel.RejectedError
+	if !errors.As(err, &rej) || rej.Status != 409 || !strings.Contains(rej.Message, `"error":"connector name \"alpha\" is held by a token-bound connector`) {
+		t.Fatalf("h2 with the secret: %v", err)
+	}
+	_, resp, err := f.dialLegacy("alpha", "shared-secret")
+	if err == nil || resp == nil || resp.StatusCode != 409 {
+		t.Fatalf("legacy with the secret: %v %v", resp, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	var answer map[string]string
+	if json.Unmarshal(body, &answer) != nil || !strings.Contains(answer["error"], "held by a token-bound connector") {
+		t.Fatalf("legacy refusal body %q", body)
+	}
+	// Another name's token is refused as before.
+	other, _ := f.auth.Issue(auth.RoleConnector, "beta", time.Hour)
+	if _, err := tunnel.Dial(context.Background(), f.srv.URL, "alpha", other, nil); !errors.As(err, &rej) || rej.Status != 403 {
+		t.Fatalf("another name's token: %v", err)
+	}
+	// Every dashboard request still reaches alpha.
+	for i := range 20 {
+		if resp, body := f.do("GET", "/api/clients/alpha/workflows", f.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"alpha"`) {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if _, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil); !strings.Contains(body, `"credential":"token"`) {
+		t.Fatalf("endpoints: %s", body)
+	}
+	// Offline, the name is still alpha's.
+	stopAlpha()
+	f.waitStatus("alpha", presence.Offline)
+	if _, err := tunnel.Dial(context.Background(), f.srv.URL, "alpha", "shared-secret", nil); !errors.As(err, &rej) || rej.Status != 409 {
+		t.Fatalf("the secret while alpha is offline: %v", err)
+	}
+	if n := strings.Count(logs.String(), `msg="connector refused" connector=alpha reason="held by a token-bound connector"`); n != 3 {
+		t.Fatalf("%d refusals logged:\n%s", n, logs.String())
+	}
+}
+
+func TestATokenReplacesTheSharedSecret(t *testing.T) {
+	var logs syncbuf.Buffer
+	f := newFixture(t, time.Hour, logged(&logs))
+	ws, _, err := f.dialLegacy("beta", "shared-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	f.waitStatus("beta", presence.Online)
+
+	f.connector("beta", echoAPI("beta"))
+	// The secret holder is told why it lost the name.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusGoingAway || !strings.Contains(err.Error(), "replaced by a newer connection for beta") {
+		t.Fatalf("the secret holder read %v", err)
+	}
+	if resp, body := f.do("GET", "/api/clients/beta/x", f.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"beta"`) {
+		t.Fatalf("after the replacement: %d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(logs.String(), `msg="connector replaced" connector=beta address=127.0.0.1 credential=token replaced_address=127.0.0.1 replaced_credential=secret`) {
+		t.Fatalf("replacement not logged:\n%s", logs.String())
+	}
+	// And the secret cannot take it back.
+	if _, resp, err := f.dialLegacy("beta", "shared-secret"); err == nil || resp == nil || resp.StatusCode != 409 {
+		t.Fatalf("the secret again: %v %v", resp, err)
+	}
+
+	// The secret replaces the secret, and a token its own name, as before.
+	for _, cred := range []string{"shared-secret", "shared-secret"} {
+		ws, _, err := f.dialLegacy("gamma", cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+	}
+	f.connector("delta", echoAPI("delta-1"))
+	f.connector("delta", echoAPI("delta-2"))
+	if resp, body := f.do("GET", "/api/clients/delta/x", f.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"delta-2"`) {
+		t.Fatalf("token over token: %d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{"connector=gamma address=127.0.0.1 credential=secret replaced_address=127.0.0.1 replaced_credential=secret", "connector=delta address=127.0.0.1 credential=token replaced_address=127.0.0.1 replaced_credential=token"} {
+		if !strings.Contains(logs.String(), `msg="connector replaced" `+want) {
+			t.Fatalf("replacement not logged: %s\n%s", want, logs.String())
+		}
+	}
+}
