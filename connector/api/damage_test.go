@@ -35,6 +35,7 @@ func TestThreadListNamesDamagedFiles(t *testing.T) {
 	if len(list.Damaged) != 1 || list.Damaged[0] != want {
 		t.Fatalf("damaged = %+v, want %+v", list.Damaged, want)
 	}
+	f.wantError(http.MethodGet, "/api/threads/06EZHZP3N4J2B8V6Q0T9W1X5Y4", "", http.StatusNotFound, "a damaged thread index on this machine may name it")
 	var raw map[string]json.RawMessage
 	f.want(http.MethodGet, "/api/threads", "", http.StatusOK, &raw)
 	for _, k := range []string{"threads", "total", "damaged"} {

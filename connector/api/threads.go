@@ -145,6 +145,9 @@ func (s *server) resolve(c echo.Context, id string) (threads.Record, error) {
 	switch {
 	case errors.Is(err, threads.ErrInvalidRef):
 		return rec, fail(http.StatusBadRequest, "%s", err.Error())
+	case errors.Is(err, threads.ErrNotFound) && errors.Is(err, threads.ErrDamaged):
+		s.log.Warn("thread not found, and a damaged thread index may name it", "thread", id, "err", err)
+		return rec, fail(http.StatusNotFound, "thread not found: %s; a damaged thread index on this machine may name it (uncaged-workflow doctor)", id)
 	case errors.Is(err, threads.ErrNotFound):
 		return rec, fail(http.StatusNotFound, "thread not found: %s", id)
 	case err != nil:

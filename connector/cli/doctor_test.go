@@ -63,6 +63,7 @@ func TestDamagedIndexesAreReportedNeverSwept(t *testing.T) {
 	c.fails(index+", line 6", "cas", "gc")
 	c.fails("thread "+fixtureLegacy+" was not removed", "thread", "rm", fixtureLegacy)
 	c.fails("a damaged file may name it", "thread", "show", fixtureActive)
+	c.fails(index+", line 6", "live", "--latest")
 	c.unchanged(before)
 }
 

@@ -59,8 +59,10 @@ func (a *app) liveCmd(use string) *cobra.Command {
 			}
 			var rec threads.Record
 			if o.latest {
-				if rec, err = threads.Latest(l); err != nil {
+				if rec, err = threads.Latest(l); errors.Is(err, threads.ErrNotFound) {
 					return errors.New("live: no threads found")
+				} else if err != nil {
+					return withDoctorHint(err)
 				}
 			} else if rec, err = resolveThread(l, args[0]); err != nil {
 				return err

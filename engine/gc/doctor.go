@@ -121,7 +121,7 @@ type DoctorOptions struct {
 	Repair bool
 	// TempGrace spares temporary files younger than this (0: DefaultTempGrace).
 	TempGrace time.Duration
-	// Progress, when set, is called from one goroutine at a modest rate
+	// Progress, when set, is called at a modest rate, never twice at once,
 	// with the step under way and how far it is (total 0: unknown).
 	Progress func(step string, done, total int)
 	// Now is the clock (nil: time.Now), for kept-aside names and ages.
