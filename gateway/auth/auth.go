@@ -196,22 +196,46 @@ func (a *Authority) verify(credential, role, name string) (Principal, time.Time,
 	return Principal{Role: c.Role, Name: c.Subject}, exp, nil
 }
 
+// Source is where a request's credential came from.
+type Source uint8
+
+// Sources of a credential. Only the cookie is sent by a browser on its
+// own, to any request for the gateway whichever page makes it, so only a
+// cookie's requests need their origin checked (cross-site request
+// forgery); a header or query token is one the sender had to know.
+const (
+	FromNone Source = iota
+	FromHeader
+	FromCookie
+	FromQuery
+)
+
 // Credential extracts what a request presents: a bearer token, then the
 // session cookie, then the original's ?key= (dashboard EventSource) or
 // ?secret= (original connectors) query parameter.
 func Credential(r *http.Request) string {
+	c, _ := CredentialFrom(r)
+	return c
+}
+
+// CredentialFrom is Credential and where it came from.
+func CredentialFrom(r *http.Request) (string, Source) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok)
+			return strings.TrimSpace(tok), FromHeader
 		}
 	}
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
-		return c.Value
+		return c.Value, FromCookie
 	}
-	if k := r.URL.Query().Get("key"); k != "" {
-		return k
+	q := r.URL.Query()
+	if k := q.Get("key"); k != "" {
+		return k, FromQuery
 	}
-	return r.URL.Query().Get("secret")
+	if s := q.Get("secret"); s != "" {
+		return s, FromQuery
+	}
+	return "", FromNone
 }
 
 // Status maps a Verify error to its HTTP status.

@@ -108,7 +108,10 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()
 	}
-	cl.Forward(c.Response(), r.WithContext(ctx), route)
+	cl.Forward(interim{c.Response()}, r.WithContext(ctx), route)
+	if !c.Response().Committed && bodyCutShort(r) {
+		return true, errBodyTimeout
+	}
 	return true, nil
 }
 

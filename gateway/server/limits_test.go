@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
 )
 
 func TestConnectRateLimitPerAddress(t *testing.T) {
-	f := newFixture(t, time.Hour, func(o *Options) { o.ConnectRate = 2; o.ConnectBurst = 3 })
+	f := newFixture(t, time.Hour, func(o *Options) {
+		o.ConnectRate, o.ConnectBurst = 2, 3
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
 	attempt := func(ip string) *http.Response {
 		req, _ := http.NewRequest("GET", f.srv.URL+"/ws/connect?name=laptop", nil)
-		req.Header.Set("X-Forwarded-For", ip) // believed: the peer is loopback, a proxy
+		req.Header.Set("X-Forwarded-For", ip) // believed: the peer is a trusted proxy
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

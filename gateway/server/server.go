@@ -10,11 +10,14 @@
 // The original clients' POST /api/gateway/register and DELETE
 // /api/gateway/register/:name are accepted too (register.go).
 //
-// Limits (Options): request body size, requests in flight per connector,
-// connection attempts per client address, WebSocket message size, request
-// timeout (not for streams). GET /metrics serves Prometheus metrics
-// (gateway/metrics), behind a bearer token when Options.MetricsToken is
-// set.
+// Limits (Options): request body size and the time to send it,
+// connections and connection attempts per client address, idle
+// keep-alive time, requests in flight per connector, WebSocket message
+// size, request timeout (not for streams). Forwarding headers are believed
+// only from Options.TrustedProxies (trust.go), and the session cookie only
+// from the dashboard's own origin (csrf.go). GET /metrics serves
+// Prometheus metrics (gateway/metrics), behind a bearer token when
+// Options.MetricsToken is set.
 package server
 
 import (
@@ -27,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -98,18 +102,31 @@ type Options struct {
 	// how many in a row (0: 20). One more is answered 429 with Retry-After.
 	ConnectRate  float64
 	ConnectBurst int
+	// BodyTimeout bounds the time to read a request body, counted from its
+	// headers, on every route (0: 60 s; negative: no bound). A body late
+	// is 408 and its connection closed (bodytimeout.go). Streams send no
+	// body and are not affected.
+	BodyTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request (0: 2 min; negative: no bound), for HTTPServer.
+	IdleTimeout time.Duration
+	// MaxConnsPerIP bounds the connections one client address holds open
+	// at once (0: 256; negative: no bound), for Listener. Trusted proxies
+	// are exempt: every client behind them shares their address.
+	MaxConnsPerIP int
 	// WSReadLimit bounds one WebSocket message from a connector, tunnel or
 	// legacy (0: 4 MiB); a larger one closes that connection.
 	WSReadLimit int64
 	// MetricsToken, when set, is the bearer token GET /metrics requires;
 	// empty leaves /metrics open, as is conventional for a scrape target.
 	MetricsToken string
-	// IPExtractor tells a request's client address (rate limit, logs,
-	// endpoints). nil: X-Forwarded-For is believed only from loopback,
-	// link-local and private peers — a reverse proxy in front — and the
-	// peer address is used otherwise.
-	IPExtractor echo.IPExtractor
-	Logger      *slog.Logger
+	// TrustedProxies are the reverse proxies in front of the gateway: only
+	// from these peers are X-Forwarded-For, X-Real-IP and
+	// X-Forwarded-Proto believed (client address for the rate limits and
+	// logs, the cookie's Secure flag), and they are exempt from
+	// MaxConnsPerIP. Empty: the peer address is the client's.
+	TrustedProxies []netip.Prefix
+	Logger         *slog.Logger
 	// Dashboard serves "/" (nil: a plain page saying the dashboard is not
 	// built into this binary).
 	Dashboard http.Handler
@@ -127,7 +144,10 @@ type Gateway struct {
 	metrics       *metrics.Gateway
 	connectLimit  *rateLimiter
 	registrations registrations
-	shuttingDown  atomic.Bool
+	// crossOrigin refuses cookie-authenticated and login requests from
+	// other origins (csrf.go).
+	crossOrigin  *http.CrossOriginProtection
+	shuttingDown atomic.Bool
 	// started is when New ran, for RestartGrace; now is the clock (a
 	// test's own).
 	started time.Time
@@ -157,16 +177,22 @@ func New(opts Options) *Gateway {
 	if opts.ConnectBurst <= 0 {
 		opts.ConnectBurst = DefaultConnectBurst
 	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxConnsPerIP == 0 {
+		opts.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
 	if opts.WSReadLimit <= 0 {
 		opts.WSReadLimit = DefaultWSReadLimit
-	}
-	if opts.IPExtractor == nil {
-		opts.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now}
+	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now, crossOrigin: http.NewCrossOriginProtection()}
 	g.metrics = metrics.New(g.presence.Online)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	g.proxy = &httputil.ReverseProxy{
@@ -186,7 +212,7 @@ func New(opts Options) *Gateway {
 }
 
 // Handler is the gateway's HTTP handler.
-func (g *Gateway) Handler() http.Handler { return g.echo }
+func (g *Gateway) Handler() http.Handler { return http.HandlerFunc(g.serveHTTP) }
 
 // Presence exposes the connector registry (status commands, tests).
 func (g *Gateway) Presence() *presence.Registry { return g.presence }
@@ -204,7 +230,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = jsonErrorHandler
-	e.IPExtractor = g.opts.IPExtractor
+	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	e.Use(middleware.Recover(), g.requestLog())
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
@@ -238,6 +264,9 @@ func jsonErrorHandler(err error, c echo.Context) {
 		code = he.Code
 		msg = fmt.Sprint(he.Message)
 	}
+	if bodyCutShort(c.Request()) {
+		code, msg = http.StatusRequestTimeout, bodyTimeoutMessage
+	}
 	c.JSON(code, map[string]string{"error": msg})
 }
 
@@ -267,7 +296,14 @@ func authReason(err error) string {
 
 func (g *Gateway) requireDashboard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := g.verify(auth.Credential(c.Request()), auth.RoleDashboard, ""); err != nil {
+		r := c.Request()
+		credential, from := auth.CredentialFrom(r)
+		if from == auth.FromCookie {
+			if err := g.sameOrigin(r); err != nil {
+				return err
+			}
+		}
+		if err := g.verify(credential, auth.RoleDashboard, ""); err != nil {
 			return err
 		}
 		return next(c)
@@ -294,6 +330,9 @@ func (g *Gateway) serveMetrics(c echo.Context) error {
 // login checks a dashboard token and sets it as an HttpOnly cookie, so the
 // browser's EventSource (which cannot send headers) is authenticated.
 func (g *Gateway) login(c echo.Context) error {
+	if err := g.sameOrigin(c.Request()); err != nil {
+		return err
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
@@ -303,11 +342,16 @@ func (g *Gateway) login(c echo.Context) error {
 	if err := g.verify(body.Token, auth.RoleDashboard, ""); err != nil {
 		return err
 	}
-	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: body.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Request().TLS != nil || c.Request().Header.Get("X-Forwarded-Proto") == "https"})
+	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: body.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: trustedProxies(g.opts.TrustedProxies).isHTTPS(c.Request())})
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
 
+// logout clears the cookie; like login, only for the dashboard's own
+// pages, so no other site can log a user out.
 func (g *Gateway) logout(c echo.Context) error {
+	if err := g.sameOrigin(c.Request()); err != nil {
+		return err
+	}
 	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
@@ -430,6 +474,7 @@ func (g *Gateway) forward(c echo.Context) error {
 	if r.ContentLength > g.opts.MaxBody {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large")
 	}
+	timed, _ := r.Body.(*deadlineBody)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody), m: g.metrics}
 	}
@@ -439,8 +484,30 @@ func (g *Gateway) forward(c echo.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()
 	}
-	g.proxy.ServeHTTP(c.Response(), r.WithContext(ctx))
+	g.proxy.ServeHTTP(interim{c.Response()}, r.WithContext(ctx))
+	if !c.Response().Committed && timed.cutShort(r.Context()) {
+		return errBodyTimeout
+	}
 	return nil
+}
+
+// interim is the response writer the proxies write to: it passes a 1xx
+// informational answer of the connector (the 100 Continue a client's
+// Expect: 100-continue asks for, 103 Early Hints) straight to the client.
+// Through echo's Response it would count as the response's status and
+// commit it, and the connector's real status (404, 201, ...) after it
+// would be lost for a 200. One pointer wide: passing it as an
+// http.ResponseWriter allocates nothing.
+type interim struct{ *echo.Response }
+
+// WriteHeader implements http.ResponseWriter.
+func (w interim) WriteHeader(code int) {
+	// 101 is final: the connection changes protocol after it.
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.Response.Writer.WriteHeader(code)
+		return
+	}
+	w.Response.WriteHeader(code)
 }
 
 // unknownConnector answers a request for a connector nobody has seen:

@@ -52,10 +52,11 @@ func authority(keyFile string) (*auth.Authority, error) {
 
 func serveCmd() *cobra.Command {
 	var listen, keyFile, natsURL, advertise, replicaID string
-	var heartbeat, requestTimeout time.Duration
+	var heartbeat, requestTimeout, bodyTimeout, idleTimeout time.Duration
 	var maxBody, wsReadLimit int64
-	var maxConcurrent, connectBurst int
+	var maxConcurrent, connectBurst, maxConnsPerIP int
 	var connectRate float64
+	var trustedProxy []string
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--key-file FILE]",
 		Short: "Run the gateway",
@@ -73,6 +74,13 @@ func serveCmd() *cobra.Command {
 						*env = v
 					}
 				}
+			}
+			if err := flagsFromEnv(cmd, envFlags...); err != nil {
+				return err
+			}
+			trusted, err := server.ParseTrustedProxies(trustedProxy)
+			if err != nil {
+				return fmt.Errorf("--trusted-proxy: %w", err)
 			}
 			if wsReadLimit > 0 && wsReadLimit < tunnel.MaxMessage {
 				return fmt.Errorf("--ws-read-limit must be at least %d bytes: tunnels send WebSocket messages up to that size", tunnel.MaxMessage)
@@ -97,11 +105,12 @@ func serveCmd() *cobra.Command {
 				Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
 				MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 				ConnectRate: connectRate, ConnectBurst: connectBurst,
+				BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
 				MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
 				Dashboard:    web.Handler(),
 				Cluster:      cl,
 			})
-			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			srv := g.HTTPServer()
 			if cl != nil {
 				// The other replicas forward over HTTP/2 without TLS.
 				srv.Protocols = new(http.Protocols)
@@ -117,8 +126,8 @@ func serveCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version)
+			go func() { errc <- srv.Serve(g.Listener(ln)) }()
+			logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version, "trusted_proxies", trustedProxy)
 			select {
 			case err := <-errc:
 				return err
@@ -143,10 +152,35 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().IntVar(&maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "proxied requests in flight per connector (negative: no limit)")
 	cmd.Flags().Float64Var(&connectRate, "connect-rate", server.DefaultConnectRate, "connection attempts per minute per IP (negative: no limit)")
 	cmd.Flags().IntVar(&connectBurst, "connect-burst", server.DefaultConnectBurst, "burst of connection attempts per IP")
+	cmd.Flags().DurationVar(&bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a request body may take to arrive, on every route; streams send none (env UNCAGED_GATEWAY_BODY_TIMEOUT)")
+	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request (env UNCAGED_GATEWAY_IDLE_TIMEOUT)")
+	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit; env UNCAGED_GATEWAY_MAX_CONNS_PER_IP)")
+	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (env UNCAGED_GATEWAY_TRUSTED_PROXY, comma-separated; default: none, the peer address is the client's)")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster (env UNCAGED_GATEWAY_NATS)")
 	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address; env UNCAGED_GATEWAY_CLUSTER_ADVERTISE)")
 	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port; env UNCAGED_GATEWAY_REPLICA_ID)")
 	return cmd
+}
+
+// envFlags are the serve flags that also read UNCAGED_GATEWAY_<FLAG>
+// when not given on the command line.
+var envFlags = []string{"body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy"}
+
+// flagsFromEnv sets each named flag not given on the command line from
+// its variable UNCAGED_GATEWAY_<NAME> (upper case, '-' as '_'), parsed as
+// the flag would parse it.
+func flagsFromEnv(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		env := "UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		v := os.Getenv(env)
+		if v == "" || cmd.Flags().Changed(name) {
+			continue
+		}
+		if err := cmd.Flags().Set(name, v); err != nil {
+			return fmt.Errorf("%s=%q: %w", env, v, err)
+		}
+	}
+	return nil
 }
 
 // maxClusterInterval bounds how often a replica repeats its presence.
