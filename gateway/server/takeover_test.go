@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/cluster/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/shared/syncbuf"
 	"github.com/uncaged/workflow/shared/tunnel"
@@ -113,5 +114,25 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 		if !strings.Contains(logs.String(), `msg="connector replaced" `+want) {
 			t.Fatalf("replacement not logged: %s\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica: in cluster
+// mode the replica the secret dials refuses a name a token-bound connector
+// holds on another replica, as the endpoints list shows it.
+func TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica(t *testing.T) {
+	ns := natstest.Start(t)
+	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
+	r1.connector("alpha", echoAPI("alpha"))
+	r2.waitHeld("alpha", "r1")
+	if e := r2.clusterEndpoints()["alpha"]; e.Credential != presence.CredentialToken {
+		t.Fatalf("r2 lists alpha as %+v", e)
+	}
+	var rej *tunnel.RejectedError
+	if _, err := tunnel.Dial(context.Background(), r2.srv.URL, "alpha", "shared-secret", nil); !errors.As(err, &rej) || rej.Status != 409 {
+		t.Fatalf("the secret on r2: %v", err)
+	}
+	if resp, body := r2.do("GET", "/api/clients/alpha/x", r2.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"alpha"`) {
+		t.Fatalf("alpha via r2: %d %s", resp.StatusCode, body)
 	}
 }
