@@ -27,12 +27,14 @@ import (
 // becomes "1"). An empty document is nil.
 //
 // Errors are returned for other tags, collections used as keys, duplicate
-// keys, recursive aliases and excessive alias expansion.
+// keys, recursive aliases and excessive alias expansion (more than 4M
+// values, or more than MaxAliasExpansion bytes added: see
+// CheckAliasExpansion).
 func FromYAML(n *yaml.Node) (any, error) {
 	if n == nil {
 		return nil, errors.New("canonyaml: nil YAML node")
 	}
-	c := yamlConverter{active: map[*yaml.Node]bool{}}
+	c := yamlConverter{root: n, active: map[*yaml.Node]bool{}}
 	return c.value(n, 0)
 }
 
@@ -41,8 +43,13 @@ func FromYAML(n *yaml.Node) (any, error) {
 const maxYAMLValues = 1 << 22
 
 type yamlConverter struct {
+	root   *yaml.Node
 	active map[*yaml.Node]bool // aliased nodes being converted
 	count  int
+	// measured is set once the tree's alias expansion has been checked:
+	// on meeting the first alias, so that trees without aliases (every
+	// node this module writes) pay nothing.
+	measured bool
 }
 
 func yamlErrorf(n *yaml.Node, format string, args ...any) error {
@@ -73,6 +80,12 @@ func (c *yamlConverter) value(n *yaml.Node, depth int) (any, error) {
 	case yaml.AliasNode:
 		if n.Alias == nil {
 			return nil, yamlErrorf(n, "alias *%s without target", n.Value)
+		}
+		if !c.measured {
+			c.measured = true
+			if err := CheckAliasExpansion(c.root); err != nil {
+				return nil, err
+			}
 		}
 		if c.active[n.Alias] {
 			return nil, yamlErrorf(n, "recursive alias *%s", n.Value)

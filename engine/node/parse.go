@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 
@@ -228,10 +229,14 @@ func parseStatePayload(p *yaml.Node) (StatePayload, error) {
 func notNode(why string) error { return fmt.Errorf("%w: %s", ErrNotNode, why) }
 
 // envelopeFields parses text as a single YAML mapping and indexes its
-// top-level keys.
+// top-level keys. Blobs come from anywhere (another implementation, `cas
+// put`, the API), so an alias bomb is refused before anything expands it.
 func envelopeFields(text []byte) (map[string]*yaml.Node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
+	doc, err := canonyaml.ParseYAML(text)
+	if errors.Is(err, canonyaml.ErrAliasExpansion) {
+		return nil, fmt.Errorf("%w: %w", ErrNotNode, err)
+	}
+	if err != nil {
 		return nil, notNode("invalid YAML: " + err.Error())
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {

@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/canonyaml"
 )
@@ -84,11 +82,11 @@ func Parse(b []byte) (*Registry, error) {
 	if strings.TrimSpace(string(b)) == "" {
 		return New(), nil
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	doc, err := canonyaml.ParseYAML(b)
+	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
-	v, err := canonyaml.FromYAML(&doc)
+	v, err := canonyaml.FromYAML(doc)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/uncaged/workflow/engine/canonyaml"
 )
 
@@ -235,14 +233,14 @@ func (d *Descriptor) UnmarshalJSON(data []byte) error {
 // JSON document holding a descriptor) and validates it, as the original's
 // connect API does when it serves a workflow's descriptor.
 func ParseDescriptorYAML(data []byte) (Descriptor, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
+	n, err := canonyaml.ParseYAML(data)
+	if err != nil {
 		return Descriptor{}, fmt.Errorf("descriptor YAML: %w", err)
 	}
 	if n.Kind == 0 { // an empty document holds no value at all
 		return ValidateDescriptor(nil)
 	}
-	v, err := canonyaml.FromYAML(&n)
+	v, err := canonyaml.FromYAML(n)
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("descriptor YAML: %w", err)
 	}

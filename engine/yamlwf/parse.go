@@ -129,8 +129,13 @@ func Parse(data []byte) (*Definition, error) {
 		return nil, errAt(&extra, "", "a workflow file holds one YAML document; found another after ---")
 	}
 	// A first pass over the whole document rejects what no part of it may
-	// hold (duplicate keys, custom tags, recursive or exploding aliases)
-	// before the structural walk follows aliases freely.
+	// hold (aliases that expand it too far, duplicate keys, custom tags,
+	// recursive aliases) before the structural walk follows aliases freely
+	// and every role's schema is converted and compiled. The expansion is
+	// measured without expanding anything, before the conversion would.
+	if err := canonyaml.CheckAliasExpansion(&doc); err != nil {
+		return nil, &Error{Msg: err.Error()}
+	}
 	if _, err := canonyaml.FromYAML(&doc); err != nil {
 		return nil, &Error{Msg: strings.TrimPrefix(err.Error(), "canonyaml: ")}
 	}

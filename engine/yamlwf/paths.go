@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
 )
 
 // ResolvePaths returns the workflow with every agent's relative command
@@ -21,8 +23,8 @@ func ResolvePaths(data []byte, baseDir string) ([]byte, error) {
 	if !filepath.IsAbs(baseDir) {
 		return nil, errors.New("yamlwf: ResolvePaths needs an absolute base directory")
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := canonyaml.ParseYAML(data)
+	if err != nil {
 		return nil, err
 	}
 	if len(doc.Content) == 0 {
@@ -71,7 +73,7 @@ func ResolvePaths(data []byte, baseDir string) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uncaged/workflow/engine/testkit"
+)
+
+// yamlBomb is the workflow from the report: 32 KB of YAML whose schema
+// default nests 8-way aliases over eight 4,000-character strings, about a
+// gigabyte once expanded. Before aliases were bounded by size, `workflow
+// add` grew past 3 GB of memory on it.
+func yamlBomb() string {
+	return `version: 1
+description: An alias bomb in a schema default.
+agents:
+  w: {type: exec, command: /bin/true}
+roles:
+  writer:
+    description: Writes.
+    prompt: Write.
+    agent: w
+    output:
+      type: object
+      properties:
+        x:
+          type: object
+          default:
+` + testkit.AliasBomb("            ", 6) + `graph:
+  __start__: writer
+  writer: __end__
+`
+}
+
+// `workflow add` refuses the bomb with an error naming the limit, in
+// bounded memory, and registers nothing.
+func TestYAMLBombRefusedByWorkflowAdd(t *testing.T) {
+	root := t.TempDir()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bomb.yaml")
+	if err := os.WriteFile(file, []byte(yamlBomb()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline only keeps a regression from hanging the suite, and
+	// the address-space cap from taking the machine's memory with it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "uncaged-workflow"), "workflow", "add", "bomb", file)
+	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	limit := &unix.Rlimit{Cur: 2 << 30, Max: 2 << 30}
+	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_AS, limit, nil); err != nil {
+		t.Logf("no address-space cap on the child: %v", err)
+	}
+	err := cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("workflow add still ran after %s on a 32 KB file", 2*time.Minute)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "aliases") || !strings.Contains(errb.String(), "16 MiB") {
+		t.Fatalf("workflow add bomb: exit %d\nstdout: %s\nstderr: %.500s", code, out.String(), errb.String())
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 256<<10 {
+		t.Errorf("refusing the bomb took %d MB of memory", ru.Maxrss>>10)
+	}
+	if r := run(t, root, "workflow", "list"); r.code != 0 || !strings.Contains(r.stdout, "no workflows registered") {
+		t.Fatalf("after the refused add, workflow list = %+v", r)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, "bundles")); len(entries) != 0 {
+		t.Fatalf("the refused add stored %d bundle files", len(entries))
+	}
+}
