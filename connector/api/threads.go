@@ -51,8 +51,10 @@ type ThreadList struct {
 // read; `uncaged-workflow doctor --repair` rebuilds it from the CAS.
 type DamagedFile struct {
 	// Path is relative to the storage root, e.g. bundles/<hash>/threads.json.
-	Path   string `json:"path"`
-	Line   int    `json:"line"`
+	Path string `json:"path"`
+	// Line is the 1-based line the damage starts on.
+	Line int `json:"line"`
+	// Reason says what is wrong there.
 	Reason string `json:"reason"`
 }
 

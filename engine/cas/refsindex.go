@@ -84,7 +84,9 @@ func (s *Store) RefsIndex() (map[string][]string, error) {
 
 // RefsIndexFlaw is a line of the refs index that cannot be used.
 type RefsIndexFlaw struct {
-	Line   int    `json:"line"`
+	// Line is 1-based.
+	Line int `json:"line"`
+	// Reason says why the line cannot be used.
 	Reason string `json:"reason"`
 }
 

@@ -49,19 +49,24 @@ const (
 
 // Finding is one thing a check of a storage root found.
 type Finding struct {
+	// Kind says what part of the root it is about.
 	Kind FindingKind `json:"kind"`
 	// Problem is false for a note: worth knowing, nothing to fix.
 	Problem bool `json:"problem"`
 	// Repairable says whether a repair can fix it.
-	Repairable bool   `json:"repairable"`
-	Path       string `json:"path,omitempty"`
-	Line       int    `json:"line,omitempty"`
-	Thread     string `json:"thread,omitempty"`
-	Hash       string `json:"hash,omitempty"`
-	Message    string `json:"message"`
+	Repairable bool `json:"repairable"`
+	// Path is the file concerned, Line its 1-based line where one is known.
+	Path string `json:"path,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Thread and Hash name the thread and node concerned, where one is.
+	Thread string `json:"thread,omitempty"`
+	Hash   string `json:"hash,omitempty"`
+	// Message says what is wrong, for a person.
+	Message string `json:"message"`
 }
 
-// Checked counts what a check looked at.
+// Checked counts what a check looked at. Threads counts the index entries
+// and history lines that could be read.
 type Checked struct {
 	Bundles      int `json:"bundles"`
 	IndexFiles   int `json:"indexFiles"`
@@ -72,9 +77,12 @@ type Checked struct {
 
 // Repaired is one repair that was made.
 type Repaired struct {
-	Kind    FindingKind `json:"kind"`
-	Path    string      `json:"path"`
-	Message string      `json:"message"`
+	// Kind is the kind of finding it repaired.
+	Kind FindingKind `json:"kind"`
+	// Path is the file rebuilt, removed or put back.
+	Path string `json:"path"`
+	// Message says what was done, for a person.
+	Message string `json:"message"`
 	// File is the detail of a rebuilt index or history file.
 	File *threads.Repair `json:"file,omitempty"`
 }
@@ -82,9 +90,12 @@ type Repaired struct {
 // Report is what Doctor found and did. After a repair, Findings are those
 // of a second check: what is left.
 type Report struct {
-	Root     string     `json:"root"`
-	Checked  Checked    `json:"checked"`
-	Findings []Finding  `json:"findings"`
+	// Root is the storage root checked.
+	Root    string  `json:"root"`
+	Checked Checked `json:"checked"`
+	// Findings are problems and notes, never nil.
+	Findings []Finding `json:"findings"`
+	// Repaired lists what a repair did, never nil.
 	Repaired []Repaired `json:"repaired"`
 }
 

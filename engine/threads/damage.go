@@ -30,6 +30,7 @@ type DamageError struct {
 	Reason string `json:"reason"`
 }
 
+// Error names the file, the line and what is wrong.
 func (e *DamageError) Error() string {
 	return fmt.Sprintf("damaged file %s, line %d: %s", e.Path, e.Line, e.Reason)
 }

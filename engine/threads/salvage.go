@@ -48,7 +48,7 @@ type salvaged struct {
 var (
 	headField  = regexp.MustCompile(`(?:^|[^A-Za-z])head"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
 	startField = regexp.MustCompile(`(?:^|[^A-Za-z])start"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
-	idField    = regexp.MustCompile(`(?:^|[^A-Za-z])threadId"?\s*:\s*"?([0-9A-Za-z_-]{1,64})"`)
+	idField    = regexp.MustCompile(`(?:^|[^A-Za-z])threadId"?\s*:\s*"?([0-9A-Za-z_-]{1,64})(?:[^0-9A-Za-z_-]|$)`)
 	indexKey   = regexp.MustCompile(`"?([0-9A-Za-z_-]{1,64})"?\s*:\s*\{`)
 )
 
