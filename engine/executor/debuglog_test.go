@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,4 +149,83 @@ func TestDebugLogUnwritableIsIgnored(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "file", "T.info.jsonl")); !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("stat = %v", err)
 	}
+}
+
+// waitingOn reports whether some process waits for a lock on the file with
+// inode ino (Linux lists blocked requests in /proc/locks with "->").
+func waitingOn(ino uint64) bool {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "->") && strings.Contains(line, ":"+strconv.FormatUint(ino, 10)+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// Two writers of one log (a thread run twice at once, another process)
+// never interleave a record with another's cut: while one write is under
+// way, the other waits for it, and a record cut back off takes no one
+// else's with it.
+func TestDebugLogSecondWriterWaitsForAWriteAndItsCut(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skip("no /proc/locks to see a waiting writer")
+	}
+	first, path, room, _ := newFullDiskLog(t)
+	first.Write("A", "first")
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Sys().(*syscall.Stat_t).Ino
+	second := NewDebugLog(path, time.Now)
+	secondDone := make(chan struct{})
+	*room = 12
+	open := first.open
+	first.open = func(p string) (logFile, error) {
+		f, err := open(p)
+		if err != nil {
+			return nil, err
+		}
+		return interleaved{logFile: f, during: func() {
+			go func() {
+				second.Write("B", "the other writer's")
+				close(secondDone)
+			}()
+			deadline := time.Now().Add(30 * time.Second)
+			for !waitingOn(ino) {
+				select {
+				case <-secondDone:
+					t.Error("the second writer wrote while a record was half written")
+					return
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Error("the second writer never came to wait")
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}}, nil
+	}
+	first.Write("C", "cut short by a full disk")
+	<-secondDone
+	if got := wholeLines(t, path); strings.Join(got, ",") != "first,the other writer's" {
+		t.Fatalf("records = %q", got)
+	}
+}
+
+// interleaved runs during in the middle of the first write through it.
+type interleaved struct {
+	logFile
+	during func()
+}
+
+func (f interleaved) Write(b []byte) (int, error) {
+	n, err := f.logFile.Write(b)
+	f.during()
+	return n, err
 }
