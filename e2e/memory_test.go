@@ -104,4 +104,8 @@ func TestMemoryRunawayFailsAloneUnderACappedHost(t *testing.T) {
 	if pid := hostPID(root); pid != host.cmd.Process.Pid {
 		t.Fatalf("threads ran in host %d, not the capped one (%d)", pid, host.cmd.Process.Pid)
 	}
+	// The host set Go's memory limit from the cap it runs under.
+	if out := host.out.String(); !strings.Contains(out, `"threadBudget":"48MiB (--memory-budget)"`) || !strings.Contains(out, "(from RLIMIT_AS)") {
+		t.Fatalf("the host's log does not show the budget and the limit it derived")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,34 +67,51 @@ func vmSize() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// cgroupMax is the smallest memory.max on the process's cgroup v2 path
-// (0: none, or not cgroup v2).
+// cgroupMax is the smallest memory limit on the process's cgroup path and
+// its parents: memory.max under cgroup v2, memory.limit_in_bytes under v1
+// (0: none).
 func cgroupMax() int64 {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
-	var path string
+	least := int64(0)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "0::"); ok {
-			path = p
+		// hierarchy-ID:controller-list:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
 		}
-	}
-	if path == "" {
-		return 0
-	}
-	least := int64(0)
-	for dir := filepath.Join("/sys/fs/cgroup", path); strings.HasPrefix(dir, "/sys/fs/cgroup"); dir = filepath.Dir(dir) {
-		if b, err := os.ReadFile(filepath.Join(dir, "memory.max")); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (least == 0 || n < least) {
-				least = n
-			}
+		var mount, file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			mount, file = "/sys/fs/cgroup", "memory.max"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			mount, file = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+		default:
+			continue
 		}
-		if dir == "/sys/fs/cgroup" {
-			break
+		if n := smallestLimit(mount, parts[2], file); n > 0 && (least == 0 || n < least) {
+			least = n
 		}
 	}
 	return least
+}
+
+// smallestLimit reads file in mount/path and each parent up to mount. v1
+// writes "no limit" as a number near 2^63, v2 as "max".
+func smallestLimit(mount, path, file string) int64 {
+	least := int64(0)
+	for dir := filepath.Join(mount, path); ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n < 1<<62 && (least == 0 || n < least) {
+				least = n
+			}
+		}
+		if dir == mount || !strings.HasPrefix(dir, mount) {
+			return least
+		}
+	}
 }
