@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"golang.org/x/net/http2"
 )
 
 // cpuMicros is the user+system CPU this process has used, in µs. Wall time
@@ -83,4 +86,22 @@ func benchSmallGET(b *testing.B, depth int) {
 	})
 	b.StopTimer()
 	b.ReportMetric((cpuMicros()-before)/float64(b.N), "cpu-µs/op")
+}
+
+// BenchmarkFrameInspector is what following a connector's frames adds to
+// one read on the gateway: a small answer's HEADERS and DATA frames, as
+// one read returns them.
+func BenchmarkFrameInspector(b *testing.B) {
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: make([]byte, 120), EndHeaders: true})
+	fr.WriteData(1, true, []byte(`{"ok":true}`+"\n"))
+	chunk := buf.Bytes()
+	var f frameInspector
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		if err := f.inspect(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
