@@ -110,5 +110,10 @@ func checkSocketDir(l storage.Layout, sock string, create bool) error {
 	return nil
 }
 
+// AgentsDir holds a record of each process group the host's agents run
+// in (package procgroup), so that the next host kills what a dead one
+// left running.
+func AgentsDir(l storage.Layout) string { return filepath.Join(l.Root, "engine.agents") }
+
 // LogFile is where a background host writes its own log.
 func LogFile(l storage.Layout) string { return filepath.Join(l.Root, "logs", "engine.log") }

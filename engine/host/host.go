@@ -17,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/procgroup"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -56,6 +57,7 @@ type Host struct {
 	opts      Options
 	exec      *executor.Executor
 	lock      *os.File
+	procs     *procgroup.Tracker // records the agents' process groups
 	startedAt time.Time
 
 	baseCtx context.Context
@@ -66,6 +68,11 @@ type Host struct {
 	mu       sync.Mutex
 	running  map[string]*handle
 	lastBusy time.Time
+	// admitting holds the threads a resume is starting, or a kill is
+	// ending without running them, until they are registered or ended:
+	// two requests must never both find a thread idle and both run it.
+	// Each channel is closed when its decision is done.
+	admitting map[string]chan struct{}
 }
 
 // handle is one running thread.
@@ -79,7 +86,9 @@ type handle struct {
 // Open takes the root's host lock. It fails with ErrHostRunning when
 // another live process holds it; a lock left by a dead process is free,
 // because the kernel drops flocks with their process — no pid file to go
-// stale or be reused.
+// stale or be reused. Before it returns, whatever agents a dead host left
+// running are killed (AgentsDir), so nothing this host runs can overlap
+// them.
 func Open(opts Options) (*Host, error) {
 	if opts.MaxThreads <= 0 {
 		opts.MaxThreads = DefaultMaxThreads
@@ -99,12 +108,19 @@ func Open(opts Options) (*Host, error) {
 	}
 	f.Truncate(0)
 	fmt.Fprintf(f, "%d\n", os.Getpid())
+	procs, err := procgroup.Open(AgentsDir(opts.Layout), opts.Logger)
+	if err != nil {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+		return nil, err
+	}
+	procs.KillLeftovers()
 	ctx, stop := context.WithCancelCause(context.Background())
 	now := time.Now()
 	return &Host{
-		opts: opts, exec: executor.New(opts.Layout), lock: f, startedAt: now,
+		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, startedAt: now,
 		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
-		running: map[string]*handle{}, lastBusy: now,
+		running: map[string]*handle{}, admitting: map[string]chan struct{}{}, lastBusy: now,
 	}, nil
 }
 
@@ -172,6 +188,10 @@ func (h *Host) idleFor() time.Duration {
 func (h *Host) Close() {
 	h.stop(executor.ErrShutdown)
 	h.wg.Wait()
+	if h.procs != nil {
+		h.procs.Close()
+		h.procs = nil
+	}
 	if h.lock != nil {
 		unix.Flock(int(h.lock.Fd()), unix.LOCK_UN)
 		h.lock.Close()
@@ -320,15 +340,49 @@ func (h *Host) get(id string) (*handle, bool) {
 // killed) and Kill waits for its __end__ to be written; an interrupted thread
 // is closed the same way without running anything.
 func (h *Host) Kill(id string) error {
-	if hd, ok := h.get(id); ok {
-		hd.cancel(executor.ErrKilled)
-		select {
-		case <-hd.done:
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("thread %s did not stop within 10s", id)
-		}
-		return nil
+	hd, busy, release := h.claim(id)
+	for busy != nil { // a resume is starting it: kill what it starts
+		<-busy
+		hd, busy, release = h.claim(id)
 	}
+	if hd == nil {
+		defer release()
+		return h.killIdle(id)
+	}
+	hd.cancel(executor.ErrKilled)
+	select {
+	case <-hd.done:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("thread %s did not stop within 10s", id)
+	}
+	return nil
+}
+
+// claim returns the handle of id when it runs; else, when another request
+// is deciding about it, a channel closed once that is done; else it claims
+// the decision for the caller, who must call release once the thread is
+// registered (start) or ended.
+func (h *Host) claim(id string) (hd *handle, busy chan struct{}, release func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if hd, ok := h.running[id]; ok {
+		return hd, nil, nil
+	}
+	if ch, ok := h.admitting[id]; ok {
+		return nil, ch, nil
+	}
+	ch := make(chan struct{})
+	h.admitting[id] = ch
+	return nil, nil, func() {
+		h.mu.Lock()
+		delete(h.admitting, id)
+		h.mu.Unlock()
+		close(ch)
+	}
+}
+
+// killIdle ends a thread no host runs; the caller has claimed it.
+func (h *Host) killIdle(id string) error {
 	_, wf, t, err := h.resumable(id)
 	if err != nil {
 		return err
@@ -351,9 +405,14 @@ func (h *Host) Pause(id string) error {
 // Resume lets a paused thread go on, or restarts an interrupted one (whose
 // host died) from its last completed step.
 func (h *Host) Resume(id string) error {
-	if hd, ok := h.get(id); ok {
+	hd, busy, release := h.claim(id)
+	switch {
+	case hd != nil:
 		return hd.gate.Resume()
+	case busy != nil:
+		return fmt.Errorf("thread %s is already being resumed or killed", id)
 	}
+	defer release()
 	_, wf, t, err := h.resumable(id)
 	if err != nil {
 		return err

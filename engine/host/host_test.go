@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,11 +25,15 @@ import (
 type goFlow struct {
 	roles   []string
 	release chan struct{}
+	starts  *atomic.Int32 // counts runs started, when set
 }
 
 func (f goFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
 
 func (f goFlow) Start(ctx context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
+	if f.starts != nil {
+		f.starts.Add(1)
+	}
 	return &goRun{f: f, h: h, i: len(tc.Steps), prompt: tc.Start.Content}, nil
 }
 
@@ -74,6 +79,7 @@ type fixture struct {
 	t      *testing.T
 	l      storage.Layout
 	flows  map[string]goFlow // by bundle hash
+	onLoad func()            // called as the host loads a workflow, when set
 	host   *Host
 	client *Client
 	cancel context.CancelFunc
@@ -99,6 +105,9 @@ func newFixture(t *testing.T, maxThreads int, flows map[string]goFlow) *fixture 
 
 func (f *fixture) startHost(maxThreads int) {
 	h, err := Open(Options{Layout: f.l, MaxThreads: maxThreads, Load: func(hash string) (workflow.Workflow, error) {
+		if f.onLoad != nil {
+			f.onLoad()
+		}
 		flow, ok := f.flows[hash]
 		if !ok {
 			return nil, fmt.Errorf("no bundle %s", hash)
@@ -287,6 +296,46 @@ func TestHostDeathLeavesThreadResumable(t *testing.T) {
 	done := f.finished(id)
 	if got := f.chainRoles(done.Head); got != "a,wait,b,__end__" {
 		t.Fatalf("resumed chain = %s (a step repeated or lost)", got)
+	}
+}
+
+// A resume that arrives while another is starting the same interrupted
+// thread does not start it again: a second run would run its roles twice
+// at once.
+func TestASecondResumeWhileTheFirstStartsRunsNothing(t *testing.T) {
+	release := make(chan struct{})
+	var starts atomic.Int32
+	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release, starts: &starts}})
+	id, _ := f.client.Run(RunRequest{Workflow: "linear"})
+	f.waitFor("first step", func() bool {
+		r, _ := threads.Resolve(f.l, id)
+		return r.Head != r.Start
+	})
+	f.stopHost()
+	f.startHost(0)
+	starts.Store(0)
+	// The second request comes at the worst moment: the first has found
+	// the thread idle and is loading its workflow.
+	var second error
+	var nested atomic.Bool
+	f.onLoad = func() {
+		if !nested.Swap(true) {
+			second = f.host.Resume(id)
+		}
+	}
+	if err := f.host.Resume(id); err != nil {
+		t.Fatal(err)
+	}
+	if second == nil || !strings.Contains(second.Error(), "already being resumed") {
+		t.Fatalf("the second resume: %v", second)
+	}
+	close(release)
+	if got := f.chainRoles(f.finished(id).Head); got != "a,wait,b,__end__" {
+		t.Fatalf("resumed chain = %s", got)
+	}
+	f.stopHost() // waits for every run it started
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("two resumes started %d runs, want 1", n)
 	}
 }
 
