@@ -37,8 +37,10 @@
 // what the operating system allows the process (cgroup memory.max,
 // RLIMIT_AS), so the collector works harder before the process dies, and
 // makes that the host's overall cap: when a collection finds the live heap
-// above it, the runtime charged the most is stopped even within its
-// budget, as long as it holds a quarter of the heap.
+// above it, the runtime charged the most of those that executed lately
+// (a thread that only holds memory while it waits did not fill the heap)
+// is stopped even within its budget, as long as it holds a quarter of the
+// heap.
 //
 // # What it cannot do
 //

@@ -123,6 +123,9 @@ type Account struct {
 	// Under w.mu.
 	seenBusy  int64
 	share     int64 // executed since the last sample
+	// ran and ranBefore say whether it executed since the last collection
+	// and in the cycle before: only such a runtime can have grown.
+	ran, ranBefore bool
 	pending   float64
 	confirmed float64
 	fired     bool
@@ -290,6 +293,7 @@ func (w *Watchdog) charge(s sample) {
 		cur := a.busyUpTo(s.at)
 		a.share = 0
 		if cur > a.seenBusy {
+			a.ran = true
 			a.share = cur - a.seenBusy
 			a.seenBusy = cur
 			total += a.share
@@ -353,6 +357,7 @@ func (w *Watchdog) settle(live float64) {
 	w.otherPending = 0
 	for a := range w.accounts {
 		a.pending = 0
+		a.ranBefore, a.ran = a.ran, false
 	}
 	if w.released > 0 {
 		if w.releasedAge++; w.releasedAge >= releasedCycles {
@@ -377,6 +382,9 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 	var worst *Account
 	worstOver := 0.0
 	suspect := false
+	// biggest is the host limit's choice: of the runtimes that executed
+	// lately, and so may be what grew, the one charged the most. A thread
+	// that holds much but waits on an agent is not what filled the heap.
 	var biggest *Account
 	pendingTotal := w.otherPending
 	for a := range w.accounts {
@@ -384,7 +392,7 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		if a.fired {
 			continue
 		}
-		if biggest == nil || a.confirmed > biggest.confirmed {
+		if (a.ran || a.ranBefore) && (biggest == nil || a.confirmed > biggest.confirmed) {
 			biggest = a
 		}
 		if a.budget <= 0 {

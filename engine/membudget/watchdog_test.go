@@ -317,3 +317,37 @@ func TestTickerStopsWithTheLastAccount(t *testing.T) {
 	nilAcct.Leave()
 	nilAcct.Close()
 }
+
+// TestHostLimitSparesAThreadThatOnlyHolds: the host's limit stops what is
+// growing, not a thread that holds more but waits on an agent.
+func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	w.SetHostLimit(300 * mib)
+	var holder, grower stops
+	hd := w.Open(Off, holder.on)
+	g := w.Open(Off, grower.on)
+	tick(w, h)
+	for i := 0; i < 75; i++ { // the holder builds 150 MiB, then waits
+		execute(hd, Interval)
+		h.alloc(2*mib, 2*mib)
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	for i := 0; i < 400 && len(grower.errs) == 0; i++ {
+		execute(g, Interval)
+		h.alloc(1*mib, 1*mib)
+		if i%10 == 9 {
+			h.collect()
+		}
+		tick(w, h)
+	}
+	if len(grower.errs) != 1 || len(holder.errs) != 0 {
+		t.Fatalf("grower stopped %d times, holder %d (holder charged %d MiB, grower %d MiB)", len(grower.errs), len(holder.errs), hd.Held()/mib, g.Held()/mib)
+	}
+	if held := grower.errs[0].Held; held > 150*mib {
+		t.Fatalf("the grower was stopped only at %d MiB", held/mib)
+	}
+}
