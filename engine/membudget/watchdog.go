@@ -121,15 +121,15 @@ type Account struct {
 	busy      atomic.Int64 // nanoseconds executed, finished intervals only
 
 	// Under w.mu.
-	seenBusy  int64
-	share     int64 // executed since the last sample
+	seenBusy int64
+	share    int64 // executed since the last sample
 	// ran and ranBefore say whether it executed since the last collection
 	// and in the cycle before: only such a runtime can have grown.
 	ran, ranBefore bool
-	pending   float64
-	confirmed float64
-	fired     bool
-	closed    bool
+	pending        float64
+	confirmed      float64
+	fired          bool
+	closed         bool
 }
 
 // Open registers a runtime with budget bytes (Off: none; the host's limit
