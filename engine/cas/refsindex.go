@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -15,12 +16,20 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 )
 
-// The refs index is a cache beside the blobs: one line "HASH REF REF...\n"
-// per blob this store wrote. A blob's refs never change (its name is the
-// hash of its bytes), so an entry never goes stale; it lets garbage
-// collection find what a million blobs point to by reading one file instead
-// of opening every blob. Blobs without an entry (written by another
-// implementation, or whose refs are not all canonical hashes) are simply read.
+// The refs index is a cache beside the blobs: one line "HASH N REF...\n"
+// (N: how many refs follow) per blob this store wrote. A blob's refs never
+// change (its name is the hash of its bytes), so an entry never goes stale;
+// it lets garbage collection find what a million blobs point to by reading
+// one file instead of opening every blob. Blobs without an entry (written by
+// another implementation, or whose refs are not all canonical hashes) are
+// simply read.
+//
+// The count is what makes a torn append harmless. An append cut short (a
+// full disk, a crash) is completed by the next append's line; without the
+// count, "A R1 " + "B R3\n" would read as A pointing at R1, B and R3 — and
+// a collection trusting it would sweep A's real second ref. With it, no
+// such merge is a valid line. Lines written before the count existed
+// ("HASH REF...") are still read.
 const refsIndexName = "refs.idx"
 
 func (s *Store) refsIndexPath() string { return filepath.Join(s.dir, refsIndexName) }
@@ -30,16 +39,10 @@ func (s *Store) refsIndexPath() string { return filepath.Join(s.dir, refsIndexNa
 // Failures are ignored: the index is only a cache.
 func (s *Store) indexRefs(hash string, b []byte) {
 	refs := node.RefsOf(b)
-	line := make([]byte, 0, ids.HashLen*(1+len(refs))+len(refs)+1)
-	line = append(line, hash...)
-	for _, r := range refs {
-		if !ids.IsHash(r) {
-			return
-		}
-		line = append(line, ' ')
-		line = append(line, r...)
+	if !allCanonical(refs) {
+		return
 	}
-	line = append(line, '\n')
+	line := appendIndexLine(make([]byte, 0, (ids.HashLen+1)*(1+len(refs))+4), hash, refs)
 	lock, err := s.lockIndex(unix.LOCK_SH)
 	if err != nil {
 		return
@@ -126,38 +129,51 @@ func (s *Store) readRefsIndex(flawed func(line int, reason string)) (map[string]
 		}
 		line := b[:nl]
 		b = b[nl+1:]
-		if len(line) < ids.HashLen || (len(line)+1)%(ids.HashLen+1) != 0 {
-			flawed(lineNo, "not a hash followed by hashes")
+		hash, refs, reason := parseIndexLine(line)
+		if reason != "" {
+			flawed(lineNo, reason)
 			continue
 		}
-		n := (len(line) + 1) / (ids.HashLen + 1)
-		hash := string(line[:ids.HashLen])
-		if !ids.IsHash(hash) {
-			flawed(lineNo, "does not start with a hash")
-			continue
-		}
-		refs := make([]string, 0, n-1)
-		ok := true
-		for i := 1; i < n; i++ {
-			off := i * (ids.HashLen + 1)
-			if line[off-1] != ' ' {
-				ok = false
-				break
-			}
-			r := string(line[off : off+ids.HashLen])
-			if !ids.IsHash(r) {
-				ok = false
-				break
-			}
-			refs = append(refs, r)
-		}
-		if ok {
-			idx[hash] = refs
-		} else {
-			flawed(lineNo, "not a hash followed by hashes")
-		}
+		idx[hash] = refs
 	}
 	return idx, nil
+}
+
+// parseIndexLine reads "HASH N REF..." (or an old "HASH REF..."), or says
+// why it cannot.
+func parseIndexLine(line []byte) (hash string, refs []string, reason string) {
+	const width = ids.HashLen + 1 // " REF"
+	if len(line) < ids.HashLen || !ids.IsHash(string(line[:ids.HashLen])) {
+		return "", nil, "does not start with a hash"
+	}
+	hash = string(line[:ids.HashLen])
+	rest := line[ids.HashLen:]
+	count := -1
+	if len(rest) >= 2 && rest[0] == ' ' {
+		digits := 0
+		for digits < 6 && 1+digits < len(rest) && rest[1+digits] >= '0' && rest[1+digits] <= '9' {
+			digits++
+		}
+		if digits > 0 && (1+digits == len(rest) || rest[1+digits] == ' ') {
+			count = 0
+			for _, c := range rest[1 : 1+digits] {
+				count = count*10 + int(c-'0')
+			}
+			rest = rest[1+digits:]
+		}
+	}
+	if len(rest)%width != 0 || (count >= 0 && len(rest)/width != count) {
+		return "", nil, "its refs do not match its count (an append cut short?)"
+	}
+	refs = make([]string, 0, len(rest)/width)
+	for ; len(rest) > 0; rest = rest[width:] {
+		r := string(rest[1:width])
+		if rest[0] != ' ' || !ids.IsHash(r) {
+			return "", nil, "not a hash followed by hashes"
+		}
+		refs = append(refs, r)
+	}
+	return hash, refs, ""
 }
 
 // RebuildRefsIndex replaces the refs index with entries, which the caller
@@ -245,10 +261,18 @@ func (s *Store) RewriteRefsIndex(entries map[string][]string, deleted []string) 
 }
 
 func writeIndexLine(w *bufio.Writer, h string, refs []string) {
-	w.WriteString(h)
+	var buf [(ids.HashLen + 1) * 20]byte
+	w.Write(appendIndexLine(buf[:0], h, refs))
+}
+
+// appendIndexLine appends "HASH N REF...\n".
+func appendIndexLine(line []byte, h string, refs []string) []byte {
+	line = append(line, h...)
+	line = append(line, ' ')
+	line = strconv.AppendInt(line, int64(len(refs)), 10)
 	for _, r := range refs {
-		w.WriteByte(' ')
-		w.WriteString(r)
+		line = append(line, ' ')
+		line = append(line, r...)
 	}
-	w.WriteByte('\n')
+	return append(line, '\n')
 }
