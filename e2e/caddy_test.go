@@ -12,11 +12,13 @@ import (
 
 // TestThroughCaddy runs the same flows as TestThroughNginx with Caddy in
 // front of the gateway, configured with deploy/caddy/Caddyfile exactly as
-// docker-compose.yml uses it: WebSocket tunnels, live streams unbuffered.
+// docker-compose.yml uses it: WebSocket tunnels, live streams unbuffered,
+// each client's own address seen by the gateway, which trusts Caddy.
 func TestThroughCaddy(t *testing.T) {
-	g := startGateway(t)
+	g := startGateway(t, "--trusted-proxy", "127.0.0.1")
 	g.front = startCaddy(t, g.addr)
 	twoMachines(t, g)
+	clientAddressesThroughProxy(t, g)
 }
 
 // startCaddy runs Caddy on a free port in front of upstream with the

@@ -19,19 +19,20 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/syncbuf"
 )
 
 // proc is a background process of a test, stopped when the test ends.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *strings.Builder
+	logs *syncbuf.Buffer // read while the process writes
 }
 
 func startProc(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &strings.Builder{}
+	logs := &syncbuf.Buffer{}
 	// One writer for both streams: exec then writes from one goroutine.
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -82,6 +83,8 @@ type gatewayEnv struct {
 	dash   string
 	gw     *proc
 	client *http.Client
+	// serveArgs are extra flags of `uncaged-gateway serve`.
+	serveArgs []string
 }
 
 func gwCLI(t *testing.T, key string, args ...string) string {
@@ -95,8 +98,8 @@ func gwCLI(t *testing.T, key string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func startGateway(t *testing.T) *gatewayEnv {
-	g := &gatewayEnv{t: t, addr: freePort(t), client: &http.Client{Timeout: 60 * time.Second}}
+func startGateway(t *testing.T, serveArgs ...string) *gatewayEnv {
+	g := &gatewayEnv{t: t, addr: freePort(t), client: &http.Client{Timeout: 60 * time.Second}, serveArgs: serveArgs}
 	g.front = g.addr
 	g.key = gwCLI(t, "", "key", "generate")
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
@@ -108,7 +111,7 @@ func (g *gatewayEnv) restart() {
 	if g.gw != nil {
 		g.gw.stop(syscall.SIGTERM)
 	}
-	g.gw = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway", "serve", "--listen", g.addr, "--heartbeat", "1s")
+	g.gw = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway", append([]string{"serve", "--listen", g.addr, "--heartbeat", "1s"}, g.serveArgs...)...)
 	waitFor(g.t, "the gateway to listen", func() bool {
 		resp, err := http.Get("http://" + g.addr + "/healthz")
 		if err == nil {
@@ -178,11 +181,13 @@ func TestTwoMachinesThroughTheGateway(t *testing.T) {
 
 // TestThroughNginx runs the same flows with nginx in front of the gateway,
 // configured with deploy/nginx/proxy.conf: WebSocket upgrade for the
-// tunnels, no buffering for live streams.
+// tunnels, no buffering for live streams. The gateway trusts nginx's
+// forwarding headers (--trusted-proxy) and sees each client's own address.
 func TestThroughNginx(t *testing.T) {
-	g := startGateway(t)
+	g := startGateway(t, "--trusted-proxy", "127.0.0.1")
 	g.front = startNginx(t, g.addr)
 	twoMachines(t, g)
+	clientAddressesThroughProxy(t, g)
 }
 
 func twoMachines(t *testing.T, g *gatewayEnv) {

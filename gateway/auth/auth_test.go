@@ -94,6 +94,31 @@ func TestCredentialSources(t *testing.T) {
 	}
 }
 
+// Where a credential came from decides whether its request needs an
+// origin check: only the cookie does (the browser adds it by itself).
+func TestCredentialFromSaysWhere(t *testing.T) {
+	r := httptest.NewRequest("POST", "/x?key=q&secret=s", nil)
+	for _, c := range []struct {
+		set     func()
+		want    string
+		wantSrc Source
+	}{
+		{func() {}, "q", FromQuery},
+		{func() { r.Header.Set("Cookie", CookieName+"=c") }, "c", FromCookie},
+		// Another scheme in Authorization leaves the cookie in charge.
+		{func() { r.Header.Set("Authorization", "Basic dTpw") }, "c", FromCookie},
+		{func() { r.Header.Set("Authorization", "Bearer b") }, "b", FromHeader},
+	} {
+		c.set()
+		if got, src := CredentialFrom(r); got != c.want || src != c.wantSrc {
+			t.Errorf("got %q from %d, want %q from %d", got, src, c.want, c.wantSrc)
+		}
+	}
+	if got, src := CredentialFrom(httptest.NewRequest("GET", "/x", nil)); got != "" || src != FromNone {
+		t.Errorf("nothing: %q %d", got, src)
+	}
+}
+
 func TestLoadKey(t *testing.T) {
 	env := map[string]string{"UNCAGED_GATEWAY_KEY": GenerateKey()}
 	k, err := LoadKey("", func(s string) string { return env[s] })
