@@ -114,26 +114,30 @@ func TestRunawayThreadFailsWithTheBudgetOfWorkflowYAML(t *testing.T) {
 }
 
 // TestHostFlagOverridesWorkflowYAML: the host's --memory-budget wins over
-// workflow.yaml, here lifting a budget the thread would go over.
+// workflow.yaml for every thread.
 func TestHostFlagOverridesWorkflowYAML(t *testing.T) {
 	e := newExec(t)
 	setBudget(t, e, "8MiB")
 	mem := loadBundle(t, "memory.esm.js")
-	run := func(id string) Result {
+	budgetOf := func(id string) string {
 		th := begin(t, e, id)
-		th.Prompt = "hold 16 64"
+		th.Prompt = "hog"
 		res, err := e.Run(context.Background(), mem, th, Env{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res
+		_, after, ok := strings.Cut(res.Summary, "over its budget of ")
+		if res.ReturnCode != 1 || !ok {
+			t.Fatalf("%s ended %+v", id, res)
+		}
+		return strings.SplitN(after, ".", 2)[0]
 	}
-	if res := run("LIMITED"); res.ReturnCode != 1 || !strings.Contains(res.Summary, "over its budget of 8MiB") {
-		t.Fatalf("within workflow.yaml's 8MiB: %+v", res)
+	if got := budgetOf("CONFIGURED"); got != "8MiB" {
+		t.Fatalf("workflow.yaml says 8MiB, the thread had %s", got)
 	}
-	membudget.SetOverride(membudget.Off)
+	membudget.SetOverride(12 << 20)
 	defer membudget.ClearOverride()
-	if res := run("LIFTED"); res.ReturnCode != 0 || res.Summary != "held 16 MiB" {
-		t.Fatalf("with the host's budget off: %+v", res)
+	if got := budgetOf("OVERRIDDEN"); got != "12MiB" {
+		t.Fatalf("the host says 12MiB, the thread had %s", got)
 	}
 }

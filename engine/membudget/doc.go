@@ -27,11 +27,15 @@
 //   - A runtime is stopped only on its confirmed charge: on what a
 //     collection found live, never on allocation, since garbage is not
 //     held. When confirmed plus allocated-since exceeds a budget, the
-//     watchdog forces a collection to find out (at most every 100 ms, and
-//     less often when collections are slow). One runtime is stopped at a
-//     time, the one furthest over; another only after its memory is seen
-//     freed, so that a bystander charged a share of the runaway's growth
-//     is judged again without it.
+//     watchdog forces a collection to find out: at most every 100 ms for
+//     a runtime that churns garbage, every Interval while one is seen
+//     growing, and less often when collections are slow (they stay under
+//     a fifth of the time, up to a second apart). It also collects soon
+//     after a runtime that held much is closed, so that its memory going
+//     does not hide others' growth. One runtime is stopped at a time, the
+//     one furthest over; another only after its memory is seen freed, so
+//     that a bystander charged a share of the runaway's growth is judged
+//     again without it.
 //
 // A host command also calls SetupHost, which sets Go's memory limit from
 // what the operating system allows the process (cgroup memory.max,
@@ -45,7 +49,9 @@
 // # What it cannot do
 //
 // A single allocation bigger than what is left (one huge string or
-// ArrayBuffer) happens before any sample. Several runtimes executing at
+// ArrayBuffer) happens before any sample, and memory held only for a
+// moment (less than a collection or two) may pass unnoticed: the budget
+// bounds what a runtime keeps, not each peak. Several runtimes executing at
 // the same moment share what was allocated meanwhile, so a thread that
 // runs long computations beside a runaway is charged part of the
 // runaway's growth: the runaway still reaches its budget first unless the

@@ -16,10 +16,13 @@ const Interval = 10 * time.Millisecond
 
 const (
 	// forceGap is the least time between two collections the watchdog
-	// forces, and forceCostFactor keeps forced collections below a quarter
-	// of the watchdog's wall time when they are slow (a large heap).
+	// forces, and forceCostFactor keeps forced collections below a fifth
+	// of the watchdog's time when they are slow (a large heap), up to
+	// maxForceGap: their wall time also grows when the machine is busy,
+	// which must not leave a runaway unjudged for long.
 	forceGap        = 100 * time.Millisecond
 	forceCostFactor = 4
+	maxForceGap     = time.Second
 	// holdoff is how long the watchdog waits for a runtime it stopped to be
 	// closed before it will stop another: one at a time, so that a
 	// bystander charged a share of the runaway's growth is judged again
@@ -29,6 +32,11 @@ const (
 	// expected to be freed within; what is not freed by then belongs to the
 	// host.
 	releasedCycles = 2
+	// releaseCollectMin is how much closed runtimes must have been charged
+	// for the watchdog to collect soon after, so that what they held is
+	// known to be gone: otherwise its going hides as much growth of others
+	// in the same collection.
+	releaseCollectMin = 8 << 20
 	// hostShare is the least share of the live heap the runtime stopped for
 	// the host's limit must hold: stopping it must make a difference.
 	hostShare = 4 // one quarter
@@ -60,10 +68,19 @@ type Watchdog struct {
 	otherConfirmed float64 // live heap nobody's JavaScript is charged for
 	released       float64 // charges of closed runtimes not yet seen freed
 	releasedAge    int
-	firing         *Account // stopped, not yet closed
-	firedAt        int64
-	settleFirst    bool // a stopped runtime closed: count its memory freed before judging again
-	nextForce      int64
+	// releasedSince is the first sample after the last close (0: not
+	// taken yet); a collection that starts an Interval after it cannot
+	// find the closed runtimes' memory live.
+	releasedSince int64
+	firing        *Account // stopped, not yet closed
+	firedAt       int64
+	settleFirst   bool // a stopped runtime closed: count its memory freed before judging again
+	nextForce     int64
+	lastForced    int64 // when the last forced collection ended
+	// growing says the last collection found a runtime's charge up by an
+	// eighth of its budget or more: it is building, not churning, and the
+	// next collection to judge it may come sooner.
+	growing bool
 }
 
 // sample is one reading of the runtime's heap figures.
@@ -128,6 +145,7 @@ type Account struct {
 	ran, ranBefore bool
 	pending        float64
 	confirmed      float64
+	settled        float64 // confirmed after the previous collection
 	fired          bool
 	closed         bool
 }
@@ -195,7 +213,7 @@ func (a *Account) Close() {
 	a.closed = true
 	delete(w.accounts, a)
 	w.released += a.confirmed
-	w.releasedAge = 0
+	w.releasedAge, w.releasedSince = 0, 0
 	if a.fired {
 		w.settleFirst = true
 	}
@@ -240,15 +258,20 @@ func (w *Watchdog) tick() bool {
 		w.mu.Unlock()
 		return false
 	}
-	v := w.observe(s, true)
+	v := w.observe(s, 0)
 	w.mu.Unlock()
 	if v.force {
 		t0 := s.at
 		w.collect()
 		w.read(&s)
 		w.mu.Lock()
-		w.nextForce = s.at + max(int64(forceGap), forceCostFactor*(s.at-t0))
-		v = w.observe(s, false)
+		v = w.observe(s, t0)
+		gap := int64(forceGap)
+		if w.growing {
+			gap = int64(Interval)
+		}
+		w.nextForce = s.at + max(gap, min(forceCostFactor*(s.at-t0), int64(maxForceGap)))
+		w.lastForced = s.at
 		w.mu.Unlock()
 	}
 	if v.stop != nil {
@@ -259,8 +282,9 @@ func (w *Watchdog) tick() bool {
 
 // observe charges the allocations since the last sample to the runtimes
 // that executed meanwhile, settles the charges when a collection has
-// finished, and judges. Under w.mu.
-func (w *Watchdog) observe(s sample, mayForce bool) verdict {
+// finished, and judges. forced is when the collection the watchdog forced
+// just before s began (0: none, and observe may ask for one). Under w.mu.
+func (w *Watchdog) observe(s sample, forced int64) verdict {
 	if !w.started {
 		// First sample: what is live now is the host's.
 		w.started = true
@@ -271,12 +295,16 @@ func (w *Watchdog) observe(s sample, mayForce bool) verdict {
 		}
 		return verdict{}
 	}
+	if w.released > 0 && w.releasedSince == 0 {
+		w.releasedSince = s.at
+	}
 	w.charge(s)
 	if s.cycles != w.last.cycles {
-		w.settle(float64(s.live))
+		freed := forced > 0 && w.releasedSince > 0 && forced >= w.releasedSince+int64(Interval)
+		w.settle(float64(s.live), freed)
 	}
 	w.last = s
-	return w.judge(s, mayForce)
+	return w.judge(s, forced == 0)
 }
 
 // charge splits what was allocated since the last sample between the
@@ -316,10 +344,16 @@ func (w *Watchdog) charge(s sample) {
 // is split by what each allocated since the previous collection, at most
 // all of it: survivors are the survivors of those allocations. A decrease
 // first pays back the memory of closed runtimes, then lowers every charge
-// in proportion.
-func (w *Watchdog) settle(live float64) {
+// in proportion. freed says the collection began well after the last
+// runtime closed: what closed runtimes held is gone, and the rest of the
+// change is growth or release of the others.
+func (w *Watchdog) settle(live float64, freed bool) {
 	dL := live - w.lastLive
 	w.lastLive = live
+	if freed {
+		dL += w.released
+		w.released = 0
+	}
 	if dL >= 0 {
 		total := w.otherPending
 		for a := range w.accounts {
@@ -355,15 +389,23 @@ func (w *Watchdog) settle(live float64) {
 		}
 	}
 	w.otherPending = 0
+	w.growing = false
 	for a := range w.accounts {
 		a.pending = 0
 		a.ranBefore, a.ran = a.ran, false
+		if a.budget > 0 && a.confirmed-a.settled >= float64(a.budget)/8 {
+			w.growing = true
+		}
+		a.settled = a.confirmed
 	}
 	if w.released > 0 {
 		if w.releasedAge++; w.releasedAge >= releasedCycles {
 			w.otherConfirmed += w.released
 			w.released = 0
 		}
+	}
+	if w.released == 0 {
+		w.releasedSince = 0
 	}
 	w.settleFirst = false
 }
@@ -431,6 +473,11 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		return verdict{stop: worst, err: err}
 	}
 	if suspect && mayForce && s.at >= w.nextForce {
+		return verdict{force: true}
+	}
+	// Once per release, and not held back as long as collections for
+	// suspects are: the next judgement depends on it.
+	if mayForce && w.released >= releaseCollectMin && w.releasedSince > 0 && s.at >= w.releasedSince+int64(Interval) && s.at >= w.lastForced+int64(forceGap) {
 		return verdict{force: true}
 	}
 	return verdict{}

@@ -351,3 +351,34 @@ func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
 		t.Fatalf("the grower was stopped only at %d MiB", held/mib)
 	}
 }
+
+// TestGrowthWhileAnotherRuntimeIsFreedIsCharged: the collection that frees
+// a closed runtime's memory also finds what another grew meanwhile; the
+// one must not hide the other.
+func TestGrowthWhileAnotherRuntimeIsFreedIsCharged(t *testing.T) {
+	h := &fakeHeap{}
+	w := newTestWatchdog(h)
+	var first, second stops
+	a := w.Open(Off, first.on)
+	tick(w, h)
+	for i := 0; i < 32; i++ { // a runtime builds 64 MiB
+		execute(a, Interval)
+		h.alloc(2*mib, 2*mib)
+		tick(w, h)
+	}
+	h.collect()
+	tick(w, h)
+	b := w.Open(8*mib, second.on)
+	a.Close()
+	h.free(64 * mib)
+	for i := 0; i < 100 && len(second.errs) == 0; i++ { // another keeps 16 MiB
+		execute(b, Interval)
+		if i < 16 {
+			h.alloc(1*mib, 1*mib)
+		}
+		tick(w, h)
+	}
+	if len(second.errs) != 1 {
+		t.Fatalf("a runtime holding 16 MiB of an 8 MiB budget was not stopped (charged %d MiB)", b.Held()/mib)
+	}
+}
