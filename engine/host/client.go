@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/uncaged/workflow/engine/storage"
@@ -18,6 +19,10 @@ import (
 
 // ErrNoHost is returned by Dial when no host serves the root.
 var ErrNoHost = errors.New("no engine host is running for this storage root")
+
+// ErrRefused is returned when a host serves the root but not this user:
+// the socket is open to the user the host runs as only.
+var ErrRefused = errors.New("the engine host refused this connection")
 
 // Client talks to the host of one storage root.
 type Client struct {
@@ -38,6 +43,12 @@ func Dial(l storage.Layout) (*Client, error) {
 	}}}
 	if _, err := c.Status(); err != nil {
 		c.Close()
+		switch {
+		case errors.Is(err, ErrRefused):
+			return nil, err
+		case errors.Is(err, syscall.EACCES):
+			return nil, fmt.Errorf("%w: the socket %s is not open to uid %d (only the user the host runs as may use it)", ErrRefused, sock, os.Geteuid())
+		}
 		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
 	}
 	return c, nil
@@ -52,6 +63,8 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 func Ensure(l storage.Layout, spawn func() error) (*Client, error) {
 	if c, err := Dial(l); err == nil {
 		return c, nil
+	} else if errors.Is(err, ErrRefused) {
+		return nil, err // a host runs; waiting will not make it ours
 	}
 	if !Running(l) {
 		if err := spawn(); err != nil {
@@ -63,6 +76,9 @@ func Ensure(l storage.Layout, spawn func() error) (*Client, error) {
 		c, err := Dial(l)
 		if err == nil {
 			return c, nil
+		}
+		if errors.Is(err, ErrRefused) {
+			return nil, err
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("engine host did not start within 10s (see %s): %w", LogFile(l), err)
@@ -134,6 +150,9 @@ func (c *Client) do(method, path string, in, out any) error {
 	}
 	if resp.StatusCode >= 300 {
 		var e apiError
+		if resp.StatusCode == http.StatusForbidden && json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%w: %s", ErrRefused, e.Error)
+		}
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			return errors.New(e.Error)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -58,6 +57,7 @@ type Host struct {
 	exec      *executor.Executor
 	lock      *os.File
 	procs     *procgroup.Tracker // records the agents' process groups
+	owner     int                // the uid the host serves: its own
 	startedAt time.Time
 
 	baseCtx context.Context
@@ -118,7 +118,7 @@ func Open(opts Options) (*Host, error) {
 	ctx, stop := context.WithCancelCause(context.Background())
 	now := time.Now()
 	return &Host{
-		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, startedAt: now,
+		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, owner: os.Geteuid(), startedAt: now,
 		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
 		running: map[string]*handle{}, admitting: map[string]chan struct{}{}, lastBusy: now,
 	}, nil
@@ -129,20 +129,22 @@ func Running(l storage.Layout) bool { return atomicfile.Held(LockFile(l)) }
 
 // Serve answers the control API on the root's socket until ctx ends or the
 // host has been idle for IdleExit, then stops every thread (they stay
-// resumable) and releases the root.
+// resumable) and releases the root. Only the user the host runs as may
+// use the socket: its file is mode 0600 whatever the umask, and each
+// connection's peer is checked, since the socket starts threads with the
+// owner's credentials and keys.
 func (h *Host) Serve(ctx context.Context) error {
 	sock := SocketPath(h.opts.Layout)
 	if err := checkSocketDir(h.opts.Layout, sock, true); err != nil {
 		h.Close()
 		return err
 	}
-	os.Remove(sock) // we hold the lock, so any socket file is stale
-	ln, err := net.Listen("unix", sock)
+	ln, err := listenOwnerOnly(sock)
 	if err != nil {
 		h.Close()
-		return fmt.Errorf("listen on %s: %w", sock, err)
+		return err
 	}
-	srv := &http.Server{Handler: h.routes(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h.ownerOnly(h.routes()), ReadHeaderTimeout: 10 * time.Second, ConnContext: h.peerContext}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	h.opts.Logger.Info("engine host serving", "socket", sock, "pid", os.Getpid(), "maxThreads", h.opts.MaxThreads)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -491,5 +492,23 @@ func TestASocketInTheRootNeedsNoPrivateDirectory(t *testing.T) {
 		if err := checkSocketDir(l, SocketPath(l), false); err != nil {
 			t.Errorf("root %q: %v", r, err)
 		}
+	}
+}
+
+// The socket is its owner's alone even when the host runs under umask 000
+// (which would leave a plain bind's socket file open to everyone).
+func TestTheSocketIsOwnerOnlyWhateverTheUmask(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	f := newFixture(t, 1, map[string]goFlow{})
+	fi, err := os.Stat(SocketPath(f.l))
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(f.l.Root, ".sock*")); len(ents) != 0 {
+		t.Fatalf("the private directory it was made in is left: %v", ents)
+	}
+	if _, err := f.client.Status(); err != nil {
+		t.Fatalf("the owner is refused: %v", err)
 	}
 }

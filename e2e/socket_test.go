@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/uncaged/workflow/shared/syncbuf"
+)
+
+// nobody is the uid (and gid) another user's commands run as here.
+const nobody = 65534
+
+// TestEngineSocketIsOwnerOnly runs a host under umask 000 on a root that
+// others may enter (as a root made under that umask is): its socket is
+// still its owner's alone, and another user who gets to connect anyway is
+// refused by the host with a message saying why.
+func TestEngineSocketIsOwnerOnly(t *testing.T) {
+	// Outside t.TempDir, whose parents only this user may enter.
+	base, err := os.MkdirTemp("", "uncaged-e2e-socket-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	root := filepath.Join(base, "root")
+	for _, d := range []string{base, root} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(t, root, "linear", "linear.esm.js")
+
+	bin := filepath.Join(binDir, "uncaged-workflow")
+	host := exec.Command("/bin/sh", "-c", `umask 000; exec "$0" engine serve --idle-exit 60s`, bin)
+	host.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
+	var log syncbuf.Buffer
+	host.Stderr = &log
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		host.Process.Signal(syscall.SIGTERM)
+		host.Wait()
+	})
+	sock := filepath.Join(root, "engine.sock")
+	waitFor(t, "the engine host to listen", func() bool { return strings.Contains(log.String(), "engine host serving") })
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("engine.sock under umask 000: %v %v, want a socket with mode 0600", fi.Mode(), err)
+	}
+	if r := run(t, root, "thread", "ps"); r.code != 0 || r.stdout != "(no running threads)\n" {
+		t.Fatalf("the owner's thread ps: %+v", r)
+	}
+
+	t.Run("another user is refused", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("acting as another user (uid 65534) needs root")
+		}
+		// The binary, where the other user can run it.
+		other := filepath.Join(base, "uncaged-workflow")
+		if err := os.Link(bin, other); err != nil {
+			b, err := os.ReadFile(bin)
+			if err != nil || os.WriteFile(other, b, 0o755) != nil {
+				t.Fatalf("copy the binary: %v", err)
+			}
+		}
+		// The root's files, readable by others as under umask 000.
+		if err := os.Chmod(filepath.Join(root, "workflow.yaml"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runAsNobody := func() result {
+			t.Helper()
+			cmd := exec.Command(other, "run", "linear")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base, "WORKFLOW_STORAGE_ROOT=" + root}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return result{out.String(), errb.String(), code}
+		}
+
+		// The socket's mode keeps the other user out, and the command
+		// says so at once instead of starting a host of its own.
+		if r := runAsNobody(); r.code != 1 || !strings.Contains(r.stderr, "the engine host refused this connection: the socket "+sock+" is not open to uid 65534") {
+			t.Fatalf("run as uid 65534 through the 0600 socket: %+v", r)
+		}
+		// With the socket open to everyone, as it was, the host refuses.
+		if err := os.Chmod(sock, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if r := runAsNobody(); r.code != 1 || !strings.Contains(r.stderr, "serves only its owner (uid 0); this connection is from uid 65534") {
+			t.Fatalf("run as uid 65534 through an open socket: %+v", r)
+		}
+		waitFor(t, "the host to log the refusal", func() bool {
+			return strings.Contains(log.String(), "refused a connection on the engine socket") && strings.Contains(log.String(), `"peerUID":65534`)
+		})
+		if r := run(t, root, "thread", "list"); r.stdout != "(no threads found)\n" {
+			t.Fatalf("another user started a thread: %+v", r)
+		}
+	})
+}
