@@ -37,6 +37,8 @@
 package procgroup
 
 import (
+	"errors"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -113,13 +115,18 @@ func (g *Group) PID() int {
 	return g.cmd.Process.Pid
 }
 
-// Signal sends sig to the whole group. Once the leader has exited it does
-// nothing: the group id may then belong to someone else.
+// Signal sends sig to the whole group. Once the leader has exited it
+// sends nothing and returns os.ErrProcessDone (as os.Process.Signal does,
+// and as exec.Cmd's Cancel expects): the group id may then belong to
+// someone else.
 func (g *Group) Signal(sig syscall.Signal) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.exited || g.cmd.Process == nil {
-		return nil
+	if g.cmd.Process == nil {
+		return errors.New("procgroup: the group has not started")
+	}
+	if g.exited {
+		return os.ErrProcessDone
 	}
 	return syscall.Kill(-g.cmd.Process.Pid, sig)
 }

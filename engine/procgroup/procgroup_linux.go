@@ -199,6 +199,7 @@ func (t *Tracker) startWatchdog() {
 		Path:   "/proc/self/exe",
 		Args:   []string{WatchdogName},
 		Env:    append(os.Environ(), envWatchdogDir+"="+t.dir, envWatchdogSession+"="+t.session),
+		Dir:    "/", // not to hold the host's working directory busy
 		Stdin:  r,
 		Stderr: os.Stderr, // the host's log
 		// Its own session: a signal to the host's group or terminal does

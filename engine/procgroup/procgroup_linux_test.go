@@ -3,6 +3,7 @@ package procgroup
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/syncbuf"
 )
 
 // testWaitDelay bounds a Wait that a failing test would leave hanging.
@@ -95,9 +96,9 @@ func alive(pid int) bool { return !testkit.ProcessGone(pid) }
 
 // startFakeHost runs fakeHost in a child process and returns it with the
 // pids of its agent's leader and child.
-func startFakeHost(t *testing.T, dir string) (host *exec.Cmd, log *syncBuf, leader, child int) {
+func startFakeHost(t *testing.T, dir string) (host *exec.Cmd, log *syncbuf.Buffer, leader, child int) {
 	t.Helper()
-	log = &syncBuf{}
+	log = &syncbuf.Buffer{}
 	host = exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), envFakeHost+"="+dir)
 	host.Stderr = log
@@ -110,23 +111,6 @@ func startFakeHost(t *testing.T, dir string) (host *exec.Cmd, log *syncBuf, lead
 	child = readPID(t, filepath.Join(dir, "child"))
 	killOnCleanup(t, leader, child)
 	return host, log, leader, child
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // watchdogOf finds the watchdog the process host started.
@@ -376,7 +360,7 @@ func TestWaitKillsTheRestOfTheGroup(t *testing.T) {
 	}
 	killOnCleanup(t, child)
 	testkit.WaitUntil(t, "the leader's child to die", func() bool { return testkit.ProcessGone(child) })
-	if err := g.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("Signal after Wait: %v", err)
+	if err := g.Signal(syscall.SIGKILL); !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("Signal after Wait: %v, want os.ErrProcessDone", err)
 	}
 }
