@@ -87,8 +87,9 @@ func (p *loggedProc) requestLine(id string) map[string]any {
 	return nil
 }
 
-// loadGateway is a gateway for the load tests: no connection rate limit
-// (a hundred connectors dial from one address), the default heartbeat (a
+// loadGateway is a gateway for the load tests: no connection rate or
+// count limit per address (a hundred connectors and the clients' 256
+// connections dial from one address), the default heartbeat (a
 // busy test process under the race detector can miss 1 s pings, and that
 // would be a false alarm here), and its key at hand to issue tokens in
 // this process.
@@ -117,7 +118,7 @@ func startLoadGateway(t *testing.T) *loadGateway {
 
 func (g *loadGateway) start() {
 	g.proc = startLogged(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway",
-		"serve", "--listen", g.addr, "--connect-rate", "-1")
+		"serve", "--listen", g.addr, "--connect-rate", "-1", "--max-conns-per-ip", "-1")
 	waitFor(g.t, "the gateway to listen", func() bool {
 		resp, err := http.Get("http://" + g.addr + "/healthz")
 		if err == nil {

@@ -80,6 +80,9 @@ type config struct {
 	heartbeat      time.Duration
 	baseline       time.Duration
 	clusterCapable bool
+	// connCapped: the gateway limits connections per address
+	// (--max-conns-per-ip), a limit the load runs turn off.
+	connCapped bool
 	// balanced puts a single replica behind the balancers too, as the
 	// cluster always is, so the ratio is the cluster's own cost.
 	balanced bool
@@ -160,6 +163,7 @@ func main() {
 		connectors: *connectors, rate: *rate, duration: *duration, timeout: *timeout, conns: *conns, maxInFlight: *maxInFlight,
 		replicas: 1, restartSignal: sig, gatewayBin: *gatewayBin, gatewayLog: *gatewayLog, heartbeat: *heartbeat, baseline: *baseline,
 		clusterCapable: strings.Contains(string(help), "--nats") && strings.Contains(string(help), "--replica-id"),
+		connCapped:     strings.Contains(string(help), "--max-conns-per-ip"),
 		balanced:       *balanceSingle,
 	}
 	fmt.Printf("loadtest: %d CPUs (shared by the gateway and this process: connectors and clients); %d connectors × %g req/s × %s, request timeout %s\n\n",
@@ -382,6 +386,10 @@ func execute(c config) *report {
 		addr := freePort()
 		args := []string{c.gatewayBin, "serve", "--listen", addr, "--connect-rate", "-1", "--max-concurrent", "-1",
 			"--heartbeat", c.heartbeat.String()}
+		if c.connCapped {
+			// Every connector and client dials from this one address.
+			args = append(args, "--max-conns-per-ip", "-1")
+		}
 		if natsURL != "" {
 			args = append(args, "--nats", natsURL, "--replica-id", fmt.Sprintf("replica-%d", i), "--cluster-advertise", "http://"+addr)
 		}

@@ -90,7 +90,8 @@ func main() {
 	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
 
 	gwAddr, apiAddr := freePort(), freePort()
-	gw := startWrapped(*wrapGW, bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1")
+	// All idle connectors dial from one address.
+	gw := startWrapped(*wrapGW, bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1", "--max-conns-per-ip", "-1")
 	defer stop(gw)
 	waitHTTP("http://" + gwAddr + "/healthz")
 	root := filepath.Join(work, "root")
