@@ -260,7 +260,8 @@ func ReadHistory(bundleDir string) ([]HistoryEntry, error) {
 
 // RemoveHistory drops every line about id from every history file of the
 // bundle and returns how many it dropped. Lines it cannot parse are kept,
-// so their damage stays visible to every reader. A missing history directory removes nothing.
+// so their damage stays visible to every reader. A missing history
+// directory removes nothing.
 func RemoveHistory(bundleDir, id string) (int, error) {
 	files, err := historyFiles(bundleDir)
 	if err != nil || len(files) == 0 {
