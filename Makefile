@@ -64,22 +64,42 @@ bench-full:
 
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s by default)
 FUZZTIME ?= 30s
+# Go minimizes every input that finds new coverage for up to -fuzzminimizetime
+# (60s by default), fuzzing nothing new meanwhile: runs showed 0 execs/s for
+# most of their time. A second each keeps the fuzzers fuzzing; a failing
+# input is still saved, minimized as far as that second got (raise
+# FUZZMINIMIZETIME to shrink one further).
+FUZZMINIMIZETIME ?= 1s
+FUZZFLAGS = -run=^$$ -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME)
+# fuzz-one runs target $(1) of package $(2). Go 1.26's fuzzing coordinator
+# can report "context deadline exceeded" as -fuzztime runs out, more often
+# on a busy machine (go.dev/issue/75804, fixed in Go 1.27): a run that
+# ends so without writing a failing input found nothing and passes.
+define fuzz-one
+	@log=$$(mktemp); rc=$$(mktemp); \
+	{ $(GO) test $(FUZZFLAGS) -fuzz='^$(1)$$' $(2) 2>&1; echo $$? >$$rc; } | tee $$log; \
+	status=$$(cat $$rc); \
+	if [ "$$status" != 0 ] && grep -qx '    context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
+		echo "$(1): only Go's end-of-fuzztime race (go.dev/issue/75804), no failing input: passed"; status=0; \
+	fi; \
+	rm -f $$log $$rc; exit $$status
+endef
 fuzz:
-	$(GO) test -run=^$$ -fuzz=FuzzParseHash -fuzztime=$(FUZZTIME) ./engine/ids
-	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/node
-	$(GO) test -run=^$$ -fuzz=FuzzMarshalRoundTrip -fuzztime=$(FUZZTIME) ./engine/canonyaml
-	$(GO) test -run=^$$ -fuzz=FuzzIndexFastPathAgrees -fuzztime=$(FUZZTIME) ./engine/threads
-	$(GO) test -run=^$$ -fuzz=FuzzHistoryFastPathAgrees -fuzztime=$(FUZZTIME) ./engine/threads
-	$(GO) test -run=^$$ -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./engine/jsrt
-	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./gateway/auth
-	$(GO) test -run=^$$ -fuzz=FuzzLegacyFrame -fuzztime=$(FUZZTIME) ./gateway/legacy
-	$(GO) test -run=^$$ -fuzz=FuzzThreadRunBody -fuzztime=$(FUZZTIME) ./connector/api
-	$(GO) test -run=^$$ -fuzz=FuzzParseResponse -fuzztime=$(FUZZTIME) ./engine/agents/llm
-	$(GO) test -run=^$$ -fuzz=FuzzReadStream -fuzztime=$(FUZZTIME) ./engine/agents/llm
-	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/yamlwf
-	$(GO) test -run=^$$ -fuzz=FuzzFrom -fuzztime=$(FUZZTIME) ./shared/requestid
-	$(GO) test -run=^$$ -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./gateway/cluster
-	$(GO) test -run=^$$ -fuzz=FuzzVerifyHop -fuzztime=$(FUZZTIME) ./gateway/cluster
+	$(call fuzz-one,FuzzParseHash,./engine/ids)
+	$(call fuzz-one,FuzzParse,./engine/node)
+	$(call fuzz-one,FuzzMarshalRoundTrip,./engine/canonyaml)
+	$(call fuzz-one,FuzzIndexFastPathAgrees,./engine/threads)
+	$(call fuzz-one,FuzzHistoryFastPathAgrees,./engine/threads)
+	$(call fuzz-one,FuzzLoad,./engine/jsrt)
+	$(call fuzz-one,FuzzVerify,./gateway/auth)
+	$(call fuzz-one,FuzzLegacyFrame,./gateway/legacy)
+	$(call fuzz-one,FuzzThreadRunBody,./connector/api)
+	$(call fuzz-one,FuzzParseResponse,./engine/agents/llm)
+	$(call fuzz-one,FuzzReadStream,./engine/agents/llm)
+	$(call fuzz-one,FuzzParse,./engine/yamlwf)
+	$(call fuzz-one,FuzzFrom,./shared/requestid)
+	$(call fuzz-one,FuzzDecode,./gateway/cluster)
+	$(call fuzz-one,FuzzVerifyHop,./gateway/cluster)
 
 clean:
 	rm -rf $(BIN)

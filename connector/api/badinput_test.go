@@ -1,12 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/ids"
 )
 
 // Every route refuses bad input with its documented 4xx JSON error and
@@ -120,8 +127,46 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-// FuzzThreadRunBody: no body makes POST /api/threads fail with a 5xx, and
-// every answer is JSON: 201 {"threadId"} or 4xx {"error"}.
+// runRecorder is an Engine that starts nothing: Run hands out a fresh
+// thread id and remembers what it was asked to run.
+type runRecorder struct {
+	mu               sync.Mutex
+	runs             int
+	workflow, prompt string
+}
+
+func (r *runRecorder) Run(workflow, prompt string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs++
+	r.workflow, r.prompt = workflow, prompt
+	return ids.NewThreadID(time.Now()), nil
+}
+
+func (r *runRecorder) last() (runs int, workflow, prompt string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs, r.workflow, r.prompt
+}
+
+var errNotHere = errors.New("not part of this test")
+
+func (r *runRecorder) Kill(string) error                      { return errNotHere }
+func (r *runRecorder) Pause(string) error                     { return errNotHere }
+func (r *runRecorder) Resume(string) error                    { return errNotHere }
+func (r *runRecorder) Fork(string, string) (string, error)    { return "", errNotHere }
+func (r *runRecorder) Running() ([]host.RunningThread, error) { return nil, nil }
+
+// FuzzThreadRunBody: no body makes POST /api/threads fail with a 5xx, every
+// answer is JSON (201 {"threadId"} or 4xx {"error"}), and a body that is
+// accepted reaches the engine as exactly the workflow and prompt it holds,
+// and one that is refused reaches it not at all.
+//
+// The engine only records the run. Behind a real engine host every
+// accepted body ran a thread to its end (fsynced CAS writes, index
+// updates), the threads queued up behind the host's limit, and executions
+// per second fell towards none; what the host does with a run is the other
+// tests' business, this target is about reading the body.
 func FuzzThreadRunBody(f *testing.F) {
 	for _, seed := range []string{
 		`{"workflow":"linear","prompt":"hi"}`,
@@ -138,11 +183,12 @@ func FuzzThreadRunBody(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	fx := newFixture(f)
+	eng := &runRecorder{}
+	fx := newFixture(f, func(o *Options) { o.Engine = eng })
 	fx.register("linear", "linear.esm.js")
-	fx.startHost()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/api/threads", strings.NewReader(string(body)))
+		runsBefore, _, _ := eng.last()
+		req := httptest.NewRequest(http.MethodPost, "/api/threads", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		fx.e.ServeHTTP(rec, req)
@@ -153,9 +199,17 @@ func FuzzThreadRunBody(f *testing.F) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%d, not JSON: %q", rec.Code, rec.Body)
 		}
+		runs, workflow, prompt := eng.last()
 		switch {
 		case rec.Code == http.StatusCreated && out.ThreadID != "":
+			var sent map[string]any
+			if err := json.Unmarshal(body, &sent); err != nil || runs != runsBefore+1 || sent["workflow"] != workflow || sent["prompt"] != prompt {
+				t.Fatalf("body %q was run as workflow %q, prompt %q (%d runs)", body, workflow, prompt, runs-runsBefore)
+			}
 		case rec.Code >= 400 && rec.Code < 500 && out.Error != "":
+			if runs != runsBefore {
+				t.Fatalf("refused body %q (%d) was run", body, rec.Code)
+			}
 		default:
 			t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
 		}
