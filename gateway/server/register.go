@@ -85,7 +85,7 @@ func (g *Gateway) register(c echo.Context) error {
 	if body.Name == "" || body.URL == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "name and url required")
 	}
-	if err := g.verify(body.Secret, auth.RoleConnector, body.Name); err != nil {
+	if err := g.verifyConnector(body.Secret, body.Name); err != nil {
 		return err
 	}
 	if !connectorName.MatchString(body.Name) {
@@ -103,10 +103,27 @@ func (g *Gateway) register(c echo.Context) error {
 // Authorization: Bearer <connector credential for name>.
 func (g *Gateway) unregister(c echo.Context) error {
 	name := c.Param("name")
-	if err := g.verify(auth.Credential(c.Request()), auth.RoleConnector, name); err != nil {
+	if err := g.verifyConnector(auth.Credential(c.Request()), name); err != nil {
 		return err
 	}
 	g.registrations.remove(name)
 	g.shareRegistration(name, "", "", true)
 	return c.JSON(http.StatusOK, map[string]string{"unregistered": name})
+}
+
+// verifyConnector checks a registration's credential for name. The shared
+// secret may register any name but one a token-bound connector holds: a
+// registration carries the client token the gateway sends to the legacy
+// client holding the name, so a secret's registration would break it.
+func (g *Gateway) verifyConnector(credential, name string) error {
+	p, err := g.opts.Auth.Verify(credential, auth.RoleConnector, name)
+	if err != nil {
+		g.metrics.AuthFailure(authReason(err))
+		return echo.NewHTTPError(auth.Status(err), err.Error())
+	}
+	if p.Shared && g.heldByToken(name) {
+		g.opts.Logger.Warn("registration refused", "connector", name, "reason", "held by a token-bound connector")
+		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
+	}
+	return nil
 }

@@ -136,3 +136,34 @@ func TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica(t *testing.T) 
 		t.Fatalf("alpha via r2: %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestTheSharedSecretCannotRegisterATokenBoundName(t *testing.T) {
+	var logs syncbuf.Buffer
+	f := newFixture(t, time.Hour, logged(&logs))
+	f.connector("alpha", echoAPI("alpha"))
+	f.waitStatus("alpha", presence.Online)
+
+	// A registration names the client token sent with every request to
+	// alpha: the secret must not replace it, nor remove it.
+	resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(`{"name":"alpha","url":"ws://x","secret":"shared-secret","clientToken":"stolen"}`))
+	if resp.StatusCode != 409 || !strings.Contains(body, "held by a token-bound connector") {
+		t.Fatalf("register with the secret: %d %s", resp.StatusCode, body)
+	}
+	if tok := f.gw.registrations.clientToken("alpha"); tok != "" {
+		t.Fatalf("the secret's client token was recorded: %q", tok)
+	}
+	if resp, body := f.do("DELETE", "/api/gateway/register/alpha", "shared-secret", nil); resp.StatusCode != 409 {
+		t.Fatalf("unregister with the secret: %d %s", resp.StatusCode, body)
+	}
+	// alpha's own token registers, and the secret still registers free names.
+	tok, _ := f.auth.Issue(auth.RoleConnector, "alpha", time.Hour)
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(`{"name":"alpha","url":"ws://x","secret":"`+tok+`","clientToken":"own"}`)); resp.StatusCode != 201 {
+		t.Fatalf("register with alpha's token: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(`{"name":"free","url":"ws://x","secret":"shared-secret"}`)); resp.StatusCode != 201 {
+		t.Fatalf("register a free name with the secret: %d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(logs.String(), `msg="registration refused" connector=alpha`) {
+		t.Fatalf("refusal not logged:\n%s", logs.String())
+	}
+}
