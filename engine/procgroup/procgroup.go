@@ -44,6 +44,9 @@ import (
 	"syscall"
 )
 
+// WatchdogName is the watchdog's argv[0], so that ps shows what it is.
+const WatchdogName = "uncaged-workflow-agent-watchdog"
+
 // Owner says whose process a group is, for the record and the logs.
 type Owner struct {
 	Thread string // "" when the caller does not know (a bundle's child process)

@@ -23,9 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WatchdogName is the watchdog's argv[0], so that ps shows what it is.
-const WatchdogName = "uncaged-workflow-agent-watchdog"
-
 // The watchdog is this executable again; these variables make it one.
 const (
 	envWatchdogDir     = "UNCAGED_WORKFLOW_WATCHDOG_DIR"
