@@ -81,6 +81,7 @@ type handle struct {
 	cancel context.CancelCauseFunc
 	gate   *executor.PauseGate
 	done   chan struct{}
+	unbind func() // stops recording the thread's agents in this host's root
 }
 
 // Open takes the root's host lock. It fails with ErrHostRunning when
@@ -309,6 +310,7 @@ func (h *Host) register(t executor.Thread, parent string, cancel context.CancelC
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
 			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
 		cancel: cancel, gate: &executor.PauseGate{}, done: make(chan struct{}),
+		unbind: h.procs.Bind(t.ID),
 	}
 	h.mu.Lock()
 	h.running[t.ID] = hd
@@ -323,6 +325,7 @@ func (h *Host) unregister(id string, hd *handle) {
 	}
 	h.lastBusy = time.Now()
 	h.mu.Unlock()
+	hd.unbind()
 	close(hd.done)
 }
 

@@ -98,13 +98,13 @@ func New(cmd *exec.Cmd, owner Owner) *Group {
 	return &Group{cmd: cmd, owner: owner, reaped: make(chan struct{})}
 }
 
-// Start starts the program and records its group with the process's
+// Start starts the program and records its group with its thread's
 // tracker, if one is open. Every started group must be waited for.
 func (g *Group) Start() error {
 	if err := g.start(); err != nil {
 		return err
 	}
-	if t := current(); t != nil {
+	if t := trackerFor(g.owner); t != nil {
 		g.rec = t.record(g.cmd, g.owner)
 	}
 	return nil
@@ -160,32 +160,61 @@ func (g *Group) Wait(killRest bool) error {
 	return err
 }
 
-// The process's tracker: an engine host opens one for its storage root,
-// and every group started while it is open is recorded there. A process
-// hosts one root; when a test opens several hosts at once, groups are
-// recorded with the latest (a dead host's leftovers are killed all the
-// same: the watchdog and the next host look at the owner, not the root).
+// The open trackers, and the threads bound to each. An engine host opens
+// one tracker for its root and binds each thread it runs, so a group is
+// recorded with its thread's host even when a process runs several hosts
+// (tests do). A group whose thread is unknown (a bundle's child process)
+// goes to the tracker when only one is open, which is always so for the
+// binaries; else it is not recorded.
 var (
-	curMu  sync.Mutex
-	curTrk *Tracker
+	regMu   sync.Mutex
+	open    = map[*Tracker]bool{}
+	threads = map[string]*Tracker{}
 )
 
-func current() *Tracker {
-	curMu.Lock()
-	defer curMu.Unlock()
-	return curTrk
+func register(t *Tracker) {
+	regMu.Lock()
+	open[t] = true
+	regMu.Unlock()
 }
 
-func setCurrent(t *Tracker) {
-	curMu.Lock()
-	curTrk = t
-	curMu.Unlock()
-}
-
-func clearCurrent(t *Tracker) {
-	curMu.Lock()
-	if curTrk == t {
-		curTrk = nil
+func unregister(t *Tracker) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	delete(open, t)
+	for id, bt := range threads {
+		if bt == t {
+			delete(threads, id)
+		}
 	}
-	curMu.Unlock()
+}
+
+// Bind records the groups the agents of thread start with t until the
+// returned func is called.
+func (t *Tracker) Bind(thread string) (unbind func()) {
+	regMu.Lock()
+	threads[thread] = t
+	regMu.Unlock()
+	return func() {
+		regMu.Lock()
+		if threads[thread] == t {
+			delete(threads, thread)
+		}
+		regMu.Unlock()
+	}
+}
+
+// trackerFor is the tracker that records o's groups, or nil.
+func trackerFor(o Owner) *Tracker {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if t := threads[o.Thread]; o.Thread != "" && t != nil {
+		return t
+	}
+	if len(open) == 1 {
+		for t := range open {
+			return t
+		}
+	}
+	return nil
 }

@@ -92,8 +92,9 @@ type Tracker struct {
 	wdFailed bool     // starting it failed once; the records still stand
 }
 
-// Open opens dir (created, mode 0700) as the process's tracker: groups
-// started from now on are recorded there.
+// Open opens dir (created, mode 0700) as a tracker: the groups of the
+// threads bound to it (and, while it is the only one open, of unknown
+// threads) are recorded there.
 func Open(dir string, log *slog.Logger) (*Tracker, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent records: %w", err)
@@ -101,7 +102,7 @@ func Open(dir string, log *slog.Logger) (*Tracker, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	t := &Tracker{dir: dir, log: logger(log), session: hex.EncodeToString(b[:])}
-	setCurrent(t)
+	register(t)
 	return t, nil
 }
 
@@ -116,7 +117,7 @@ func (t *Tracker) KillLeftovers() []Leftover {
 // cleanly, so it exits without killing anything. Call it after every
 // group has been waited for.
 func (t *Tracker) Close() {
-	clearCurrent(t)
+	unregister(t)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true

@@ -364,3 +364,41 @@ func TestWaitKillsTheRestOfTheGroup(t *testing.T) {
 		t.Fatalf("Signal after Wait: %v, want os.ErrProcessDone", err)
 	}
 }
+
+// With several hosts in one process (tests run them), a group is recorded
+// in its own thread's host's root, and one of an unknown thread nowhere.
+func TestAGroupIsRecordedWithItsThreadsTracker(t *testing.T) {
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a, err := Open(dirA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dirB, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer a.Bind("thread-a")()
+	count := func(dir string) int {
+		ents, _ := os.ReadDir(dir)
+		return len(ents)
+	}
+	for _, owner := range []Owner{{Thread: "thread-a", Role: "r"}, {}} {
+		g := New(exec.Command("sleep", "600"), owner)
+		if err := g.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killOnCleanup(t, g.PID())
+		na, nb := count(dirA), count(dirB)
+		_ = g.Signal(syscall.SIGKILL)
+		_ = g.Wait(false)
+		want := 0
+		if owner.Thread != "" {
+			want = 1
+		}
+		if na != want || nb != 0 {
+			t.Errorf("owner %+v: %d records with its thread's tracker (want %d), %d with the other", owner, na, want, nb)
+		}
+	}
+}

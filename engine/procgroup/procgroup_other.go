@@ -22,20 +22,20 @@ func leaderExited(int) {}
 
 // Tracker records nothing here: without /proc a recorded pid cannot be
 // told from a reused one, so a leftover could not be killed safely.
-type Tracker struct{}
+type Tracker struct{ _ byte } // not zero-size: trackers are map keys
 
 // Open returns a tracker that records nothing.
 func Open(string, *slog.Logger) (*Tracker, error) {
 	t := &Tracker{}
-	setCurrent(t)
+	register(t)
 	return t, nil
 }
 
 // KillLeftovers finds nothing: nothing was recorded.
 func (*Tracker) KillLeftovers() []Leftover { return nil }
 
-// Close stops being the process's tracker.
-func (t *Tracker) Close() { clearCurrent(t) }
+// Close unregisters the tracker.
+func (t *Tracker) Close() { unregister(t) }
 
 type recorded struct{}
 
