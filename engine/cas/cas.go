@@ -13,9 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/ids"
@@ -82,10 +81,6 @@ func (s *Store) PutBytes(b []byte) (string, error) {
 	return h, nil
 }
 
-// touchNow sets only the modification time, to the kernel's clock (the one
-// that stamps new files), and leaves the access time alone.
-var touchNow = []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}
-
 // refresh marks the blob at p as just stored and reports whether it is
 // there. The stat after the touch is what makes that answer safe against a
 // concurrent DeleteUnlessNewer: a collection that moved the blob aside
@@ -93,8 +88,10 @@ var touchNow = []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}
 // again); one that moves it aside after the stat reads the new time and
 // puts it back.
 func (s *Store) refresh(p string) bool {
-	err := unix.UtimesNanoAt(unix.AT_FDCWD, p, touchNow, 0)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+	// A zero access time leaves it alone: only the modification time,
+	// which the grace period reads, moves.
+	err := os.Chtimes(p, time.Time{}, time.Now())
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return false
 	}
 	// Any other failure (a blob owned by someone else, a read-only store)

@@ -163,6 +163,20 @@ func (f *fixture) finished(id string) threads.Record {
 		rec = r
 		return err == nil && r.Source == threads.SourceHistory
 	})
+	// The history line is written before the host lets go of the thread;
+	// until it has, the host still answers for it as running.
+	f.waitFor("the host to let go of thread "+id, func() bool {
+		list, err := f.client.List()
+		if err != nil {
+			return false
+		}
+		for _, r := range list {
+			if r.ThreadID == id {
+				return false
+			}
+		}
+		return true
+	})
 	return rec
 }
 
