@@ -50,6 +50,13 @@ func runIn(t *testing.T, dir, root string, args ...string) result {
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
+	return runCommand(t, cmd)
+}
+
+// runCommand runs cmd to its end and returns what it printed and its exit
+// code; only a command that could not run at all fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,16 +79,7 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 			cmd := exec.Command(other, "run", "linear")
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base, "WORKFLOW_STORAGE_ROOT=" + root}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-			var out, errb bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			err := cmd.Run()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			return result{out.String(), errb.String(), code}
+			return runCommand(t, cmd)
 		}
 
 		// The socket's mode keeps the other user out, and the command

@@ -25,3 +25,28 @@ func AliasBomb(indent string, levels int) string {
 	}
 	return b.String()
 }
+
+// AliasBombWorkflow is a YAML workflow, valid but for AliasBomb (six
+// levels) in a role's schema default: the report's 32 KB that expand to
+// about a gigabyte, few enough values to pass yaml.v3's 4M-value cap.
+func AliasBombWorkflow() string {
+	return `version: 1
+description: An alias bomb in a schema default.
+agents:
+  w: {type: exec, command: /bin/true}
+roles:
+  writer:
+    description: Writes.
+    prompt: Write.
+    agent: w
+    output:
+      type: object
+      properties:
+        x:
+          type: object
+          default:
+` + AliasBomb("            ", 6) + `graph:
+  __start__: writer
+  writer: __end__
+`
+}

@@ -107,12 +107,23 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 	}
 	f.connector("delta", echoAPI("delta-1"))
 	f.connector("delta", echoAPI("delta-2"))
-	if resp, body := f.do("GET", "/api/clients/delta/x", f.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"delta-2"`) {
-		t.Fatalf("token over token: %d %s", resp.StatusCode, body)
+	// delta is online from the first connection already: wait for the
+	// second to take its requests.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, body := f.do("GET", "/api/clients/delta/x", f.dash, nil)
+		if resp.StatusCode == 200 && strings.Contains(body, `"machine":"delta-2"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("token over token: %d %s", resp.StatusCode, body)
+		}
 	}
 	for _, want := range []string{"connector=gamma address=127.0.0.1 credential=secret replaced_address=127.0.0.1 replaced_credential=secret", "connector=delta address=127.0.0.1 credential=token replaced_address=127.0.0.1 replaced_credential=token"} {
-		if !strings.Contains(logs.String(), `msg="connector replaced" `+want) {
-			t.Fatalf("replacement not logged: %s\n%s", want, logs.String())
+		// The line is written just after the new connection takes over.
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), `msg="connector replaced" `+want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("replacement not logged: %s\n%s", want, logs.String())
+			}
 		}
 	}
 }
