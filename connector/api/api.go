@@ -2,7 +2,7 @@
 // reads a machine's workflows, threads and content-addressed store through,
 // served locally or through the gateway tunnel.
 //
-// The routes and JSON shapes are the original's (spec/cli-network.md §4),
+// The routes and JSON shapes are the original's (docs/compatibility.md),
 // fixed where the original was wrong: a thread's startedAt is when it
 // really started (not its last activity) and updatedAt is reported beside
 // it; workflow summaries carry "hash"; REST and SSE share one thread-start

@@ -16,7 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/storage"
 )
 
-// The original's connect.test.ts (spec/cli-network.md §9.1), on a storage
+// The original's connect.test.ts, ported (docs/compatibility.md), on a storage
 // root that does not exist.
 func TestOriginalServeSuite(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "missing")

@@ -3,7 +3,7 @@
 // command (exec) or another registered workflow (workflow). JavaScript
 // bundles reach it through the runtime's adapters and YAML workflows through
 // a role's `agent:` field; both describe the agent with a Spec, so every kind
-// behaves the same in either kind of workflow (DESIGN.md §5.3).
+// behaves the same in either kind of workflow.
 package agents
 
 import (
@@ -201,7 +201,7 @@ func (s Spec) Validate() error {
 }
 
 // workflowAgent runs a registered workflow as a child thread with the
-// parent's prompt (spec/agents.md §10.2); the role's meta is the child's
+// parent's prompt; the role's meta is the child's
 // outcome and the step points at the child's __end__ state.
 type workflowAgent struct{ name string }
 

@@ -45,7 +45,7 @@ const (
 var killGrace = 2 * time.Second
 
 // Kinds of CommandError, the original spawnCli's error kinds
-// (spec/agents.md §5.3).
+// (timeout, spawn failure, non-zero exit).
 const (
 	ErrKindNonZeroExit = "non_zero_exit"
 	ErrKindTimeout     = "timeout"
@@ -158,7 +158,7 @@ type invocation struct {
 }
 
 // presetDefaults are the environment variables a preset reads its
-// defaults from (spec/agents.md §14).
+// defaults from (WORKFLOW_CURSOR_* and WORKFLOW_HERMES_*).
 type presetDefaults struct {
 	commandVar, modelVar, timeoutVar string
 	command                          string
@@ -319,7 +319,7 @@ const workspaceSchema = `{"type":"object","properties":{"workspace":{"type":"str
 var errNoWorkspace = errors.New("cursor-agent: failed to extract workspace path from context. Ensure the task prompt or previous steps include a project path.")
 
 // extractWorkspace derives a cursor agent's workspace from the thread (the
-// original's extractWorkspacePath, spec/agents.md §6.1): the task and each
+// original's extractWorkspacePath): the task and each
 // step's meta go into a content node, and the host's extract model reads
 // the path out of it. Only an absolute path is accepted — a relative one
 // would resolve against the engine's working directory.

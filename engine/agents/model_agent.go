@@ -20,7 +20,7 @@ const (
 )
 
 // Naming of the output tool when the role's schema has no title and
-// description (the react adapter's defaults, spec/agents.md §7.4).
+// description (the original react adapter's defaults).
 const (
 	OutputToolName        = "resolve"
 	OutputToolDescription = "Submit the final structured result."

@@ -11,7 +11,7 @@ import (
 // ThreadInput is the user message an agent gets for a thread: the parent
 // context of a child thread, the task, the latest step in full (by content
 // hash) and earlier steps by their meta, and how to read more
-// (buildThreadInput, spec/agents.md §5.2 and §17.1). The role's system
+// (the original's buildThreadInput). The role's system
 // prompt is not part of it.
 func ThreadInput(t workflow.ThreadContext) string {
 	var b strings.Builder

@@ -23,8 +23,7 @@ const (
 )
 
 // summarize returns the summary the thread ends with: the summarizer
-// model's when it is configured and succeeds, else the workflow's own
-// (spec/engine.md §10.5).
+// model's when it is configured and succeeds, else the workflow's own.
 func (r *run) summarize(ctx context.Context, workflowSummary string) string {
 	model, on, err := r.configured(SceneSummarizer)
 	if !on {

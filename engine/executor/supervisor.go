@@ -91,7 +91,7 @@ func (r *run) stepDone(out *workflow.Output) {
 
 // supervise runs the supervisor when it is configured and due, and
 // reports whether it decided to kill the thread. Its failures never stop
-// the thread: they are logged and the thread goes on (spec/engine.md §10.4).
+// the thread: they are logged and the thread goes on.
 func (r *run) supervise(ctx context.Context) bool {
 	cfg := r.over.cfg
 	if cfg == nil || cfg.SupervisorInterval <= 0 || r.over.written%cfg.SupervisorInterval != 0 {

@@ -13,7 +13,7 @@ import (
 )
 
 // threadToJS builds the ThreadContext a bundle's run receives
-// (spec/engine.md §8). thread.prompt is the start content too, for bundles
+// (docs/compatibility.md, "Bundles"). thread.prompt is the start content too, for bundles
 // written against the oldest signature; it is not enumerable, so the
 // object still serializes to the documented shape.
 func (e *jsEnv) threadToJS(t workflow.ThreadContext) *goja.Object {

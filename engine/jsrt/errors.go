@@ -10,8 +10,8 @@ import (
 	"github.com/dop251/goja"
 )
 
-// Load errors. Their texts are the original validator's (spec/engine.md
-// §3.2–§3.3), because authors search for them.
+// Load errors. Their texts are the original validator's (docs/compatibility.md,
+// "Bundles"), because authors search for them.
 var (
 	errSuffix         = errors.New(`workflow bundle file must use the ".esm.js" suffix`)
 	errDefaultExport  = errors.New(`workflow bundle must not use default export; use "export const run" instead`)

@@ -60,8 +60,8 @@ var _ workflow.Workflow = (*Bundle)(nil)
 //   - no default export, run is a function, descriptor is exported;
 //   - the descriptor passes workflow.ValidateDescriptor.
 //
-// Error texts for these follow the original engine (spec/engine.md
-// §3.2–§3.4).
+// Error texts for these follow the original engine (docs/compatibility.md,
+// "Bundles").
 func Load(source []byte, name string, opts Options) (*Bundle, error) {
 	if !strings.HasSuffix(name, ".esm.js") {
 		return nil, errSuffix

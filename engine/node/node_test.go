@@ -19,7 +19,8 @@ func hashOf(t *testing.T, n Node) (string, string) {
 	return string(b), ids.HashBytes(b)
 }
 
-// The vectors of spec/engine.md §4.3, computed with the original's yaml 2.8.4.
+// Nodes hashed by the original implementation (its yaml library, 2.8.4);
+// docs/compatibility.md, "Store".
 func TestContentVectors(t *testing.T) {
 	cases := []struct {
 		payload string

@@ -1,5 +1,5 @@
-// Package yamlwf runs workflows written as YAML instead of JavaScript
-// (DESIGN.md §5.2). A YAML workflow names its roles, the agent each role
+// Package yamlwf runs workflows written as YAML instead of JavaScript.
+// A YAML workflow names its roles, the agent each role
 // runs with and a routing graph; the executor drives it exactly like a
 // bundle, and its steps are stored exactly as createWorkflow in
 // @uncaged/workflow-runtime stores them, so a YAML workflow and an

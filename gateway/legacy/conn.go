@@ -1,5 +1,5 @@
 // Package legacy lets the gateway serve original TypeScript connectors
-// (`uncaged-workflow connect` of spec/cli-network.md §5). Such a client
+// (the original's `uncaged-workflow connect`). Such a client
 // dials /ws/connect without the tunnel subprotocol and speaks JSON text
 // frames: the gateway sends {"id","method","path","headers","body"} and
 // the client answers {"id","status","headers","body"} — whole text bodies,

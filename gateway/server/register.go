@@ -14,7 +14,7 @@ import (
 )
 
 // registration is what an original client told POST /api/gateway/register
-// (spec/cli-network.md §5.4, §6.3). Its clientToken is the token the
+// (docs/compatibility.md, "JSON-frame clients"). Its clientToken is the token the
 // client's local API requires as X-Client-Token; the gateway adds it to
 // every request it forwards to that client over the JSON-frame socket.
 type registration struct {

@@ -1,6 +1,6 @@
 // Package logging builds the structured logger both binaries use: JSON
 // lines for log collectors, readable key=value text when a person watches
-// the terminal (DESIGN.md §3).
+// the terminal.
 package logging
 
 import (

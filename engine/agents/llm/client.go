@@ -1,7 +1,7 @@
 // Package llm is an OpenAI-compatible chat-completions client and the ReAct
 // loop ("reactor") built on it: tool calls, a structured output tool whose
 // parameters are the role's JSON Schema, and validation of the result
-// (spec/agents.md §7, DESIGN.md §5.3).
+// (the original's llmAdapter and reactAdapter).
 package llm
 
 import (

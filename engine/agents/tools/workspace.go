@@ -1,5 +1,5 @@
 // Package tools holds the workspace tools a react agent offers its model
-// (spec/agents.md §6.4, §17.4): read_file, write_file, patch_file and
+// (the original's, same names and parameters): read_file, write_file, patch_file and
 // shell_exec. File tools are confined to one workspace directory: relative
 // paths resolve inside it, and any path — absolute, with "..", or through a
 // symlink — that would land outside is refused. Failures go back to the
