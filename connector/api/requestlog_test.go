@@ -102,7 +102,7 @@ func TestRequestLogHasTheFinalStatusOfErrors(t *testing.T) {
 		t.Fatalf("bad hash: %d %v", resp.StatusCode, line)
 	}
 	resp = getWithID(t, f.srv.URL+"/api/healthz", "probe-1")
-	if line = requestLine(t, logs, "probe-1"); line == nil || line["level"] != "DEBUG" {
-		t.Fatalf("probe: %v", line)
+	if line = requestLine(t, logs, "probe-1"); resp.StatusCode != 200 || line == nil || line["level"] != "DEBUG" {
+		t.Fatalf("probe: %d %v", resp.StatusCode, line)
 	}
 }

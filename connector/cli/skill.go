@@ -96,9 +96,7 @@ func skillDoc(topic string, root *cobra.Command) (string, error) {
 		return "", errors.New("skill document missing from this build: " + topic)
 	}
 	doc := string(b)
-	if strings.Contains(doc, commandsMarker) {
-		doc = strings.Replace(doc, commandsMarker, commandTables(root), 1)
-	}
+	doc = strings.Replace(doc, commandsMarker, commandTables(root), 1)
 	return strings.ReplaceAll(doc, modulesMarker, builtinModules()), nil
 }
 

@@ -316,6 +316,8 @@ const workspaceSchema = `{"type":"object","properties":{"workspace":{"type":"str
 
 // errNoWorkspace is the original's message when no usable path was found;
 // it tells the user where the path has to appear.
+//
+//lint:ignore ST1005 the text is the original's, word for word (tests compare it)
 var errNoWorkspace = errors.New("cursor-agent: failed to extract workspace path from context. Ensure the task prompt or previous steps include a project path.")
 
 // extractWorkspace derives a cursor agent's workspace from the thread (the

@@ -153,10 +153,3 @@ func systemPrompt(role, intro, tool string) string {
 	fmt.Fprintf(&b, "When you are done, call the %s tool with your result as JSON arguments matching its schema. You may instead reply with only that JSON object (no prose).", tool)
 	return b.String()
 }
-
-// stubAgent stands in for an agent kind that is not built yet.
-type stubAgent struct{ kind string }
-
-func (s stubAgent) Run(context.Context, Call) (Result, error) {
-	return Result{}, errors.New("agents: " + s.kind + " agents are not implemented yet")
-}

@@ -19,7 +19,6 @@ func mustJSON(t *testing.T, s string) any {
 }
 
 const okRoles = `{"a": {"description": "A", "schema": {"type": "object"}}}`
-const okGraph = `{"edges": []}`
 
 func TestValidateDescriptorErrors(t *testing.T) {
 	cases := []struct {

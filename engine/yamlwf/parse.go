@@ -531,9 +531,7 @@ func (p *parser) graph(n *yaml.Node, roles []Role) ([]Route, error) {
 func checkReachable(def *Definition, fields []field) error {
 	next := map[string][]string{}
 	for _, r := range def.Routes {
-		for _, to := range r.targets() {
-			next[r.From] = append(next[r.From], to)
-		}
+		next[r.From] = append(next[r.From], r.targets()...)
 	}
 	seen := map[string]bool{node.RoleStart: true}
 	queue := []string{node.RoleStart}

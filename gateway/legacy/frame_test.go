@@ -113,7 +113,7 @@ func FuzzLegacyFrame(f *testing.F) {
 		if fr.ID == "" || fr.Headers == nil {
 			t.Fatalf("accepted a frame without id or headers: %+v", fr)
 		}
-		again, err := json.Marshal(wireResponse{ID: fr.ID, Status: fr.Status, Headers: fr.Headers, Body: fr.Body})
+		again, err := json.Marshal(wireResponse(fr))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -131,6 +131,9 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 		t.Fatalf("via r1 after the move: %d %s", resp.StatusCode, body)
 	}
 	resp, body = r1.do("GET", "/metrics", "", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("r1 metrics: %d %s", resp.StatusCode, body)
+	}
 	for _, want := range []string{"uncaged_gateway_cluster_peers 1", `uncaged_gateway_cluster_forwarded_requests_total{result="ok"} 1`, "uncaged_gateway_cluster_nats_connected 1"} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("r1 metrics lack %q", want)

@@ -30,7 +30,7 @@ func TestFromKeepsSaneIDsAndReplacesOthers(t *testing.T) {
 			t.Errorf("From(%q) = %q, want a fresh 32-char id", in, got)
 		}
 	}
-	if New() == New() {
+	if a, b := New(), New(); a == b {
 		t.Fatal("two New ids are equal")
 	}
 }

@@ -61,7 +61,6 @@ type simConnector struct {
 	connects  int       // successful connections so far
 	upAt      time.Time // start of the current connection
 	downAt    time.Time // end of the last connection
-	refusals  int       // dials the gateway answered with an error status
 	served    atomic.Int64
 }
 
