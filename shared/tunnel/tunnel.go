@@ -142,16 +142,16 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	if opts.PingInterval > 0 {
 		go pingLoop(connCtx, ws, opts.PingInterval, dropConn)
 	}
-	srv := &http2.Server{MaxConcurrentStreams: opts.MaxConcurrentStreams, IdleTimeout: 0}
-	if srv.MaxConcurrentStreams == 0 {
-		srv.MaxConcurrentStreams = 250
+	maxStreams := opts.MaxConcurrentStreams
+	if maxStreams == 0 {
+		maxStreams = 250
 	}
-	srv.MaxEncoderHeaderTableSize, srv.MaxDecoderHeaderTableSize = headerTableSize, headerTableSize
-	srv.MaxUploadBufferPerConnection = 4 << 20
-	srv.MaxUploadBufferPerStream = 1 << 20
+	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	srv := &http2.Server{MaxConcurrentStreams: maxStreams, IdleTimeout: 0, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxUploadBufferPerConnection: 4 << 20, MaxUploadBufferPerStream: 1 << 20}
 	// A tunnel torn down mid-handshake is routine (a replaced connection);
 	// the caller reports what matters, so net/http's own log stays quiet.
 	base := &http.Server{ErrorLog: log.New(io.Discard, "", 0)}
+	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 	if err := http2.ConfigureServer(base, srv); err != nil {
 		return err
 	}
@@ -168,6 +168,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
+		//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 		srv.ServeConn(conn, &http2.ServeConnOpts{Context: connCtx, Handler: counted, BaseConfig: base})
 	}()
 	select {
@@ -264,7 +265,7 @@ func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 // is an http.RoundTripper.
 type Client struct {
 	ws      *websocket.Conn
-	cc      *http2.ClientConn
+	cc      *http2.ClientConn //lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 	conn    *coalescingConn
 	watched *watchedConn
 	done    chan struct{}
@@ -285,10 +286,10 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 	conn := newCoalescingConn(newWSConn(ws, 0), func() { ws.CloseNow() }, writeTimeout)
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
-	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true,
-		MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize,
-		MaxReadFrameSize: 256 << 10}
+	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10}
 	watched := &watchedConn{Conn: conn, onClose: stop}
+	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 	cc, err := t.NewClientConn(watched)
 	if err != nil {
 		stop()
