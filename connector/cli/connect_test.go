@@ -1,0 +1,24 @@
+package cli
+
+import (
+	"os"
+	"testing"
+)
+
+// connect takes the gateway credential out of its environment once read,
+// so the threads, agents and shell commands it starts do not inherit it.
+func TestConnectorTokenLeavesNoCredentialInTheEnvironment(t *testing.T) {
+	for _, env := range []string{EnvToken, EnvSharedSecret} {
+		t.Setenv(EnvToken, "")
+		t.Setenv(EnvSharedSecret, "")
+		t.Setenv(env, "credential-"+env)
+		a := &app{env: Env{Getenv: os.Getenv}}
+		tok, err := a.connectorToken("")
+		if err != nil || tok != "credential-"+env {
+			t.Fatalf("%s: token %q, %v", env, tok, err)
+		}
+		if v, ok := os.LookupEnv(env); ok {
+			t.Fatalf("%s is still in the environment: %q", env, v)
+		}
+	}
+}
