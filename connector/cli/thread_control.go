@@ -9,6 +9,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
 )
 
 func (a *app) threadRunCmd(use string) *cobra.Command {
@@ -21,27 +22,18 @@ func (a *app) threadRunCmd(use string) *cobra.Command {
 			if err := registry.ValidateName(args[0]); err != nil {
 				return err
 			}
-			l, err := a.layout()
-			if err != nil {
-				return err
-			}
-			reg, err := a.loadRegistry()
-			if err != nil {
-				return err
-			}
-			if _, ok := reg.Get(args[0]); !ok {
-				return fmt.Errorf("workflow not registered: %s", args[0])
-			}
-			c, err := a.engineClient(l)
-			if err != nil {
-				return err
-			}
-			id, err := c.Run(host.RunRequest{Workflow: args[0], Prompt: prompt})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.out(), id)
-			return nil
+			return a.callEngine(true, func(storage.Layout) (string, error) {
+				reg, err := a.loadRegistry()
+				if err != nil {
+					return "", err
+				}
+				if _, ok := reg.Get(args[0]); !ok {
+					return "", fmt.Errorf("workflow not registered: %s", args[0])
+				}
+				return args[0], nil
+			}, func(c *host.Client, name string) (string, error) {
+				return c.Run(host.RunRequest{Workflow: name, Prompt: prompt})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&prompt, "prompt", "", "the thread's prompt")
@@ -92,6 +84,45 @@ func (a *app) threadPsCmd() *cobra.Command {
 	return cmd
 }
 
+// callEngine is what the thread-control commands share: open the storage
+// root, let target check the arguments against it and name what to act
+// on (a thread, or the workflow to run), reach the root's engine host —
+// started on demand when start, else only one already running (pause: with
+// no host, no thread runs to be paused) — then call it and print the line
+// it answers.
+func (a *app) callEngine(start bool, target func(storage.Layout) (string, error), call func(c *host.Client, id string) (string, error)) error {
+	l, err := a.layout()
+	if err != nil {
+		return err
+	}
+	id, err := target(l)
+	if err != nil {
+		return err
+	}
+	var c *host.Client
+	if start {
+		c, err = a.engineClient(l)
+	} else if c, err = host.Dial(l); err != nil {
+		return fmt.Errorf("thread not running: %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	line, err := call(c, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.out(), line)
+	return nil
+}
+
+// threadID is the target of the commands that act on one thread: the
+// record an id (or a unique prefix of one) names.
+func threadID(l storage.Layout, arg string) (string, error) {
+	rec, err := resolveThread(l, arg)
+	return rec.ThreadID, err
+}
+
 // controlCmd builds kill, pause and resume: resolve the thread, ask the
 // host, print "<verb> sent for thread <id>".
 func (a *app) controlCmd(verb, short string, needsHost bool, act func(*host.Client, string) error) *cobra.Command {
@@ -100,28 +131,14 @@ func (a *app) controlCmd(verb, short string, needsHost bool, act func(*host.Clie
 		Short: short,
 		Args:  exactArgs(1, 1, verb+" requires <thread-id>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := a.layout()
-			if err != nil {
-				return err
-			}
-			rec, err := resolveThread(l, args[0])
-			if err != nil {
-				return err
-			}
-			var c *host.Client
-			if needsHost {
-				c, err = a.engineClient(l)
-			} else if c, err = host.Dial(l); err != nil {
-				return fmt.Errorf("thread not running: %s", rec.ThreadID)
-			}
-			if err != nil {
-				return err
-			}
-			if err := act(c, rec.ThreadID); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "%s sent for thread %s\n", verb, rec.ThreadID)
-			return nil
+			return a.callEngine(needsHost, func(l storage.Layout) (string, error) {
+				return threadID(l, args[0])
+			}, func(c *host.Client, id string) (string, error) {
+				if err := act(c, id); err != nil {
+					return "", err
+				}
+				return verb + " sent for thread " + id, nil
+			})
 		},
 	}
 }
@@ -144,24 +161,11 @@ func (a *app) threadForkCmd() *cobra.Command {
 			if cmd.Flags().Changed("from-role") && strings.TrimSpace(fromRole) == "" {
 				return errors.New("--from-role requires a role name")
 			}
-			l, err := a.layout()
-			if err != nil {
-				return err
-			}
-			rec, err := resolveThread(l, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := a.engineClient(l)
-			if err != nil {
-				return err
-			}
-			id, err := c.Fork(rec.ThreadID, host.ForkRequest{FromRole: fromRole})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.out(), id)
-			return nil
+			return a.callEngine(true, func(l storage.Layout) (string, error) {
+				return threadID(l, args[0])
+			}, func(c *host.Client, id string) (string, error) {
+				return c.Fork(id, host.ForkRequest{FromRole: fromRole})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&fromRole, "from-role", "", "keep the steps up to and including this role's first step (default: retry the last role)")
