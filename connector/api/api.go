@@ -331,14 +331,17 @@ func parsePage(c echo.Context) (pageParams, error) {
 	return p, nil
 }
 
-// window returns the items p selects.
-func window[T any](items []T, p pageParams) []T {
-	if p.offset >= len(items) {
+// Window returns the items that offset and limit select: those after the
+// first offset, at most limit of them (0: all). The REST API's ?offset and
+// ?limit and the CLI's --offset and --limit both page with it, so a list
+// reads the same through either.
+func Window[T any](items []T, offset, limit int) []T {
+	if offset >= len(items) {
 		return items[:0]
 	}
-	items = items[p.offset:]
-	if p.limit > 0 && p.limit < len(items) {
-		items = items[:p.limit]
+	items = items[offset:]
+	if limit > 0 && limit < len(items) {
+		items = items[:limit]
 	}
 	return items
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -581,4 +582,24 @@ func TestWorkflowRollback(t *testing.T) {
 	f.wantError(http.MethodPost, "/api/workflows/nope/rollback", "", http.StatusNotFound, "workflow not found: nope")
 	os.Remove(filepath.Join(f.l.Root, "bundles", first+".esm.js"))
 	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", "", http.StatusBadRequest, "bundle file not found for hash "+first)
+}
+
+// Window is the paging of both the REST API and the CLI: an offset past
+// the end gives nothing, a limit of 0 gives the rest.
+func TestWindow(t *testing.T) {
+	items := []int{1, 2, 3, 4, 5}
+	for _, tc := range []struct {
+		offset, limit int
+		want          []int
+	}{
+		{0, 0, []int{1, 2, 3, 4, 5}},
+		{1, 2, []int{2, 3}},
+		{3, 9, []int{4, 5}},
+		{5, 0, []int{}},
+		{9, 1, []int{}},
+	} {
+		if got := Window(items, tc.offset, tc.limit); !slices.Equal(got, tc.want) {
+			t.Errorf("Window(offset %d, limit %d) = %v, want %v", tc.offset, tc.limit, got, tc.want)
+		}
+	}
 }

@@ -42,7 +42,7 @@ func (s *server) listCAS(c echo.Context) error {
 		return s.internal(c, err)
 	}
 	sort.Strings(hashes)
-	out := CASList{Hashes: window(hashes, page), Total: len(hashes)}
+	out := CASList{Hashes: Window(hashes, page.offset, page.limit), Total: len(hashes)}
 	if out.Hashes == nil {
 		out.Hashes = []string{}
 	}

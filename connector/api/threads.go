@@ -320,7 +320,7 @@ func (s *server) listThreads(c echo.Context) error {
 		rows = kept
 	}
 	total := len(rows)
-	rows = window(rows, page)
+	rows = Window(rows, page.offset, page.limit)
 	names := reg.BundleNames()
 	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total, Damaged: s.damagedFiles(damaged)}
 	for _, r := range rows {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/gc"
 	"github.com/uncaged/workflow/engine/host"
@@ -113,7 +114,7 @@ func (a *app) casListCmd() *cobra.Command {
 				return err
 			}
 			sort.Strings(hashes)
-			hashes = page(hashes, lf)
+			hashes = api.Window(hashes, lf.offset, lf.limit)
 			if lf.json {
 				if hashes == nil {
 					hashes = []string{}

@@ -40,18 +40,6 @@ func (f *listFlags) check() error {
 	return nil
 }
 
-// page returns the window of items that --offset and --limit select.
-func page[T any](items []T, f listFlags) []T {
-	if f.offset >= len(items) {
-		return items[:0]
-	}
-	items = items[f.offset:]
-	if f.limit > 0 && f.limit < len(items) {
-		items = items[:f.limit]
-	}
-	return items
-}
-
 // jsonFlag registers --json on a show command.
 func jsonFlag(cmd *cobra.Command, dst *bool) {
 	cmd.Flags().BoolVar(dst, "json", false, "print JSON")

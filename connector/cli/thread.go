@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/gc"
 	"github.com/uncaged/workflow/engine/host"
@@ -74,7 +75,7 @@ func (a *app) threadListCmd() *cobra.Command {
 			} else if recs, damaged, err = threads.ListTolerant(l); err != nil {
 				return err
 			}
-			recs = page(recs, lf)
+			recs = api.Window(recs, lf.offset, lf.limit)
 			if lf.json {
 				running := runningThreads(l)
 				rows := make([]threadRow, 0, len(recs))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
@@ -60,7 +61,7 @@ func (a *app) threadPsCmd() *cobra.Command {
 					return err
 				}
 			}
-			list = page(list, lf)
+			list = api.Window(list, lf.offset, lf.limit)
 			if lf.json {
 				if list == nil {
 					list = []host.RunningThread{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/jsrt"
 	"github.com/uncaged/workflow/engine/registry"
@@ -186,7 +187,7 @@ func (a *app) workflowListCmd() *cobra.Command {
 				e, _ := r.Get(name)
 				rows = append(rows, workflowRow{Name: name, Hash: e.Hash, Timestamp: e.Timestamp, Versions: 1 + len(e.History)})
 			}
-			rows = page(rows, lf)
+			rows = api.Window(rows, lf.offset, lf.limit)
 			if lf.json {
 				return writeJSON(a.out(), rows)
 			}
