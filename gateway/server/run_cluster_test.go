@@ -1,21 +1,22 @@
-package main
+package server
 
 import (
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/uncaged/workflow/gateway/auth"
 )
 
-func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(keyFile, []byte(auth.GenerateKey()), 0o600); err != nil {
-		t.Fatal(err)
+func clusterConfig(natsURL, advertise, replicaID string, key []byte) Config {
+	return Config{
+		Options: Options{Heartbeat: time.Second, RequestTimeout: time.Second},
+		NATS:    natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: key,
 	}
+}
+
+func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
 	hostname, _ := os.Hostname()
 	for listen, want := range map[string]string{
 		"127.0.0.1:8080": "http://127.0.0.1:8080",
@@ -23,7 +24,7 @@ func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
 		"[::]:9001":      "http://" + net.JoinHostPort(hostname, "9001"),
 	} {
 		addr, _ := net.ResolveTCPAddr("tcp", listen)
-		cl, err := newCluster(addr, keyFile, "nats://127.0.0.1:4222", "", "", time.Second, time.Second, nil)
+		cl, err := newCluster(addr, clusterConfig("nats://127.0.0.1:4222", "", "", key), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", listen, err)
 		}
@@ -33,24 +34,26 @@ func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
 		}
 	}
 	addr, _ := net.ResolveTCPAddr("tcp", "0.0.0.0:8080")
-	cl, err := newCluster(addr, keyFile, "nats://127.0.0.1:4222", "http://gw-1.internal:8080", "gw-1", time.Second, time.Second, nil)
+	cl, err := newCluster(addr, clusterConfig("nats://127.0.0.1:4222", "http://gw-1.internal:8080", "gw-1", key), nil)
 	if err != nil || cl.Advertise() != "http://gw-1.internal:8080" || cl.ReplicaID() != "gw-1" {
 		t.Fatalf("explicit: %v %v", cl, err)
 	}
 }
 
 func TestClusterRefusesBadSettings(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "key")
-	os.WriteFile(keyFile, []byte(auth.GenerateKey()), 0o600)
+	key := []byte(strings.Repeat("k", 32))
 	addr, _ := net.ResolveTCPAddr("tcp", "127.0.0.1:8080")
-	for _, c := range []struct{ keyFile, advertise, want string }{
-		{keyFile, "gw-1:8080", "advertise"},
-		{keyFile, "https://gw-1:8080", "must be http"},
-		{keyFile, "http://gw-1", "port"},
-		{filepath.Join(t.TempDir(), "missing"), "", "key"},
+	for _, c := range []struct {
+		key             []byte
+		advertise, want string
+	}{
+		{key, "gw-1:8080", "advertise"},
+		{key, "https://gw-1:8080", "must be http"},
+		{key, "http://gw-1", "port"},
+		{nil, "", "key"},
 	} {
-		if _, err := newCluster(addr, c.keyFile, "nats://127.0.0.1:4222", c.advertise, "", time.Second, time.Second, nil); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("advertise %q, key %s: err %v, want %q", c.advertise, c.keyFile, err, c.want)
+		if _, err := newCluster(addr, clusterConfig("nats://127.0.0.1:4222", c.advertise, "", c.key), nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("advertise %q, key %d bytes: err %v, want %q", c.advertise, len(c.key), err, c.want)
 		}
 	}
 }

@@ -18,6 +18,9 @@
 // from the dashboard's own origin (csrf.go). GET /metrics serves
 // Prometheus metrics (gateway/metrics), behind a bearer token when
 // Options.MetricsToken is set.
+//
+// Run (run.go) is the serve command's body: listen, join the cluster,
+// serve, and on shutdown tell the connectors why before draining.
 package server
 
 import (

@@ -8,9 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/gateway/auth"
-	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/gctune"
@@ -89,58 +85,26 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := logging.New(os.Stderr, slog.LevelInfo)
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
-			var cl *cluster.Cluster
+			var clusterKey []byte
 			if natsURL != "" {
-				if cl, err = newCluster(ln.Addr(), keyFile, natsURL, advertise, replicaID, heartbeat, requestTimeout, logger); err != nil {
-					ln.Close()
+				if clusterKey, err = auth.LoadKey(keyFile, os.Getenv); err != nil {
 					return err
 				}
-			}
-			g := server.New(server.Options{
-				Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
-				MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
-				ConnectRate: connectRate, ConnectBurst: connectBurst,
-				BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
-				MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
-				Dashboard:    web.Handler(),
-				Cluster:      cl,
-			})
-			srv := g.HTTPServer()
-			if cl != nil {
-				// The other replicas forward over HTTP/2 without TLS.
-				srv.Protocols = new(http.Protocols)
-				srv.Protocols.SetHTTP1(true)
-				srv.Protocols.SetUnencryptedHTTP2(true)
-				if err := g.StartCluster(); err != nil {
-					ln.Close()
-					return err
-				}
-				defer cl.Close()
-				logger.Info("cluster mode", "replica", cl.ReplicaID(), "nats", redactURL(natsURL))
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(g.Listener(ln)) }()
-			logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version, "trusted_proxies", trustedProxy)
-			select {
-			case err := <-errc:
-				return err
-			case <-ctx.Done():
-			}
-			logger.Info("gateway shutting down")
-			if cl != nil {
-				cl.Close() // the others first hear this replica is leaving
-			}
-			g.Shutdown()
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
+			return server.Run(ctx, server.Config{
+				Options: server.Options{
+					Auth: a, Heartbeat: heartbeat, Logger: logging.New(os.Stderr, slog.LevelInfo), RequestTimeout: requestTimeout,
+					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
+					ConnectRate: connectRate, ConnectBurst: connectBurst,
+					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
+					MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
+					Dashboard:    web.Handler(),
+				},
+				Listen: listen, TrustedProxiesGiven: trustedProxy,
+				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: clusterKey,
+			})
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on (env UNCAGED_GATEWAY_LISTEN)")
@@ -181,47 +145,6 @@ func flagsFromEnv(cmd *cobra.Command, names ...string) error {
 		}
 	}
 	return nil
-}
-
-// maxClusterInterval bounds how often a replica repeats its presence.
-const maxClusterInterval = 5 * time.Second
-
-// newCluster builds this replica's cluster membership. The advertised
-// address and the replica id default to the listening address, with the
-// host name when it listens on every interface.
-func newCluster(addr net.Addr, keyFile, natsURL, advertise, replicaID string, heartbeat, requestTimeout time.Duration, logger *slog.Logger) (*cluster.Cluster, error) {
-	key, err := auth.LoadKey(keyFile, os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return nil, err
-	}
-	hostname, _ := os.Hostname()
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = hostname
-	}
-	if advertise == "" {
-		advertise = "http://" + net.JoinHostPort(host, port)
-	}
-	if replicaID == "" {
-		replicaID = net.JoinHostPort(hostname, port)
-	}
-	return cluster.New(cluster.Options{
-		NATS: natsURL, ReplicaID: replicaID, Advertise: advertise, Key: key,
-		// Presence is repeated every heartbeat, at most every 5 s, so a dead
-		// replica's connectors show offline within 15 s.
-		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
-	})
-}
-
-// redactURL hides a password in a NATS URL for the logs.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return s
 }
 
 func tokenCmd() *cobra.Command {

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/shared/version"
+)
+
+// Config is what Run serves: the gateway's Options and where to listen,
+// and, with NATS set, the cluster this replica joins.
+type Config struct {
+	// Options build the gateway; Run sets Options.Cluster itself.
+	Options Options
+	// Listen is the address to listen on, unless Listener is set.
+	Listen string
+	// Listener, when set, is served instead of listening on Listen, so a
+	// test can learn the address before Run starts. Run closes it.
+	Listener net.Listener
+	// TrustedProxiesGiven are the trusted proxies as the operator wrote
+	// them, for the start-up log line.
+	TrustedProxiesGiven []string
+	// NATS, when set, makes this gateway a replica of a cluster.
+	NATS string
+	// Advertise is where the other replicas reach this one (default: the
+	// listening address, with the host name when it listens on every
+	// interface); ReplicaID is its name (default: hostname:port).
+	Advertise string
+	ReplicaID string
+	// ClusterKey is the signing key, the same on every replica; it signs
+	// the messages between them.
+	ClusterKey []byte
+}
+
+// ShutdownTimeout bounds how long Run waits for HTTP requests in flight
+// once its context ends.
+const ShutdownTimeout = 10 * time.Second
+
+// maxClusterInterval bounds how often a replica repeats its presence.
+const maxClusterInterval = 5 * time.Second
+
+// Run serves the gateway until ctx ends, then stops it in the order that
+// loses the least: the other replicas hear this one is leaving (so they
+// stop forwarding here), the connectors are told "gateway shutting down"
+// (so they log why and reconnect), and the HTTP server drains. It returns
+// nil after a clean stop, else the error that stopped it.
+func Run(ctx context.Context, cfg Config) error {
+	logger := cfg.Options.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return err
+		}
+	}
+	var cl *cluster.Cluster
+	if cfg.NATS != "" {
+		var err error
+		if cl, err = newCluster(ln.Addr(), cfg, logger); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	opts := cfg.Options
+	opts.Cluster = cl
+	g := New(opts)
+	srv := g.HTTPServer()
+	if cl != nil {
+		// The other replicas forward over HTTP/2 without TLS.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		if err := g.StartCluster(); err != nil {
+			ln.Close()
+			return err
+		}
+		defer cl.Close()
+		logger.Info("cluster mode", "replica", cl.ReplicaID(), "nats", redactURL(cfg.NATS))
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(g.Listener(ln)) }()
+	logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version, "trusted_proxies", cfg.TrustedProxiesGiven)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("gateway shutting down")
+	if cl != nil {
+		cl.Close() // the others first hear this replica is leaving
+	}
+	g.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// newCluster builds this replica's cluster membership. The advertised
+// address and the replica id default to the listening address, with the
+// host name when it listens on every interface.
+func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluster, error) {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return nil, err
+	}
+	hostname, _ := os.Hostname()
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = hostname
+	}
+	advertise, replicaID := cfg.Advertise, cfg.ReplicaID
+	if advertise == "" {
+		advertise = "http://" + net.JoinHostPort(host, port)
+	}
+	if replicaID == "" {
+		replicaID = net.JoinHostPort(hostname, port)
+	}
+	// The durations as given, not New's defaults: cluster.New has its own.
+	heartbeat, requestTimeout := cfg.Options.Heartbeat, cfg.Options.RequestTimeout
+	return cluster.New(cluster.Options{
+		NATS: cfg.NATS, ReplicaID: replicaID, Advertise: advertise, Key: cfg.ClusterKey,
+		// Presence is repeated every heartbeat, at most every 5 s, so a dead
+		// replica's connectors show offline within 15 s.
+		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
+	})
+}
+
+// redactURL hides a password in a NATS URL for the logs.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/shared/logging"
+	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/tunnel"
+)
+
+// TestRunStopsInOrderWhenItsContextEnds starts the gateway as the serve
+// command does, with a tunnel connector and an original client online,
+// then cancels: Run returns nil, both connectors were closed, the original
+// client heard why, and the listener no longer accepts.
+func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
+	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncbuf.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0)}, Listener: ln})
+	}()
+	base := "http://" + ln.Addr().String()
+	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)
+	online := func(name string) bool {
+		req, _ := http.NewRequest("GET", base+"/api/gateway/endpoints", nil)
+		req.Header.Set("Authorization", "Bearer "+dash)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return strings.Contains(b.String(), `"`+name+`"`) && strings.Contains(b.String(), "online")
+	}
+
+	tok, _ := a.Issue(auth.RoleConnector, "tunnelled", time.Hour)
+	ws, err := tunnel.Dial(context.Background(), base, "tunnelled", tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	// The connector's own context never ends: only the gateway closes it.
+	go func() {
+		served <- tunnel.Serve(context.Background(), ws, http.NotFoundHandler(), tunnel.ServeOptions{})
+	}()
+	waitUntil(t, "the tunnel connector to be online", func() bool { return online("tunnelled") })
+
+	u := "ws://" + ln.Addr().String() + "/ws/connect?" + url.Values{"name": {"original"}, "secret": {"shared-secret"}}.Encode()
+	orig, _, err := websocket.Dial(context.Background(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.CloseNow()
+	waitUntil(t, "the original client to be online", func() bool { return online("original") })
+
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnel connector was not closed")
+	}
+	// The original client reads until the close frame, which carries the
+	// reason it logs.
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	for {
+		_, _, err := orig.Read(rctx)
+		if err == nil {
+			continue // a heartbeat
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Reason != shutdownReason {
+			t.Fatalf("original client closed with %v, want reason %q", err, shutdownReason)
+		}
+		break
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second); err == nil {
+		c.Close()
+		t.Fatal("the listener still accepts after Run returned")
+	}
+	for _, line := range []string{"gateway listening", "gateway shutting down"} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log lacks %q:\n%s", line, logs.String())
+		}
+	}
+}
