@@ -3,14 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/connector/link"
-	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -49,7 +47,7 @@ func (a *app) connectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := setupMemory(memoryBudget, logging.New(a.env.Stderr, slog.LevelInfo)); err != nil {
+			if err := setupMemory(memoryBudget, a.logger()); err != nil {
 				return err
 			}
 			ctx, logger, handler, stop, err := a.startAPI()

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/gctune"
-	"github.com/uncaged/workflow/shared/logging"
 )
 
 // backgroundIdleExit is how long a host started on demand by a command
@@ -64,7 +62,7 @@ func (a *app) engineCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			logger := logging.New(a.env.Stderr, slog.LevelInfo)
+			logger := a.logger()
 			if err := setupMemory(memoryBudget, logger); err != nil {
 				return err
 			}

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/envflag"
+	"github.com/uncaged/workflow/shared/logging"
 )
 
 // Env is the process environment a command runs in; tests pass buffers and
@@ -52,7 +55,19 @@ func Run(args []string, env Env) int {
 // write.
 type app struct {
 	env Env
+	// logFlags are the root's --log-level and --log-format; log is what
+	// they parse to, set before any command runs.
+	logFlags logging.Flags
+	log      logging.Options
 }
+
+// logger is the one way commands build their logger, so the root's flags
+// decide every command's level and format.
+func (a *app) logger() *slog.Logger { return a.log.New(a.env.Stderr) }
+
+// EnvPrefix starts the name of every variable that configures
+// uncaged-workflow itself (not the workflows it runs).
+const EnvPrefix = "UNCAGED_WORKFLOW_"
 
 func (a *app) layout() (storage.Layout, error) {
 	l, err := a.lookLayout()
@@ -88,8 +103,11 @@ func (a *app) stderrIsTerminal() bool {
 
 const groupAnnotation = "uncaged-workflow/section"
 
-func newRoot(env Env) *cobra.Command {
-	a := &app{env: env}
+func newRoot(env Env) *cobra.Command { return (&app{env: env}).root() }
+
+// root is the command tree over a.
+func (a *app) root() *cobra.Command {
+	env := a.env
 	root := &cobra.Command{
 		Use:           "uncaged-workflow",
 		Short:         "workflow engine CLI",
@@ -106,6 +124,16 @@ func newRoot(env Env) *cobra.Command {
 			fmt.Fprintf(env.Stderr, "%s\nerror: unknown command %s\n", rootUsage(cmd), args[0])
 			return exitError{1}
 		},
+	}
+	a.logFlags.Register(root.PersistentFlags(), EnvPrefix)
+	// Flags bound to variables take them here, once the command line is
+	// parsed and before any command runs.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := envflag.Apply(cmd.Flags(), env.Getenv); err != nil {
+			return err
+		}
+		a.log = a.logFlags.Options()
+		return nil
 	}
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)

@@ -21,7 +21,6 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/gctune"
-	"github.com/uncaged/workflow/shared/logging"
 )
 
 // runEngine makes sure threads of l can run while this command lives: it
@@ -66,9 +65,9 @@ func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http
 		return nil, nil, nil, nil, err
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	// Info: one line per API request (connector/api requestlog.go) besides
-	// the engine host's own events.
-	logger = logging.New(a.env.Stderr, slog.LevelInfo)
+	// At info, the default, one line per API request (connector/api
+	// requestlog.go) besides the engine host's own events.
+	logger = a.logger()
 	stopEngine, err := a.runEngine(ctx, l, logger)
 	if err != nil {
 		cancel()
@@ -137,7 +136,7 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "Serve the REST API locally (no gateway)",
 		Args:  exactArgs(0, 0, "", "serve takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := setupMemory(memoryBudget, logging.New(a.env.Stderr, slog.LevelInfo)); err != nil {
+			if err := setupMemory(memoryBudget, a.logger()); err != nil {
 				return err
 			}
 			ctx, _, handler, stop, err := a.startAPI()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
+	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/gctune"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/profiling"
@@ -27,15 +27,42 @@ import (
 )
 
 func main() {
-	root := &cobra.Command{Use: "uncaged-gateway", Short: "the uncaged-workflow gateway", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(serveCmd(), tokenCmd(), keyCmd(), statusCmd(), versionCmd())
 	stopProfile := profiling.Start()
+	root := newRoot()
 	err := root.Execute()
 	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// envPrefix starts the name of every variable that configures the gateway.
+const envPrefix = "UNCAGED_GATEWAY_"
+
+// logFlags are the root's --log-level and --log-format; logOptions is
+// what they parse to before any command runs. A command run without the
+// root (in tests) logs at info, as text on a terminal and JSON otherwise.
+var (
+	logFlags   logging.Flags
+	logOptions logging.Options
+)
+
+// newRoot is the command tree.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{Use: "uncaged-gateway", Short: "the uncaged-workflow gateway", SilenceUsage: true, SilenceErrors: true}
+	logFlags.Register(root.PersistentFlags(), envPrefix)
+	// Flags bound to variables take them here, once the command line is
+	// parsed and before any command runs.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := envflag.Apply(cmd.Flags(), os.Getenv); err != nil {
+			return err
+		}
+		logOptions = logFlags.Options()
+		return nil
+	}
+	root.AddCommand(serveCmd(), tokenCmd(), keyCmd(), statusCmd(), versionCmd())
+	return root
 }
 
 func authority(keyFile string) (*auth.Authority, error) {
@@ -95,7 +122,7 @@ func serveCmd() *cobra.Command {
 			defer stop()
 			return server.Run(ctx, server.Config{
 				Options: server.Options{
-					Auth: a, Heartbeat: heartbeat, Logger: logging.New(os.Stderr, slog.LevelInfo), RequestTimeout: requestTimeout,
+					Auth: a, Heartbeat: heartbeat, Logger: logOptions.New(os.Stderr), RequestTimeout: requestTimeout,
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,

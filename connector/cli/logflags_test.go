@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The root's --log-level and --log-format, or their variables, decide the
+// logger every command builds; the flag wins over the variable.
+func TestLogFlags(t *testing.T) {
+	logLine := func(env map[string]string, args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		a := &app{env: Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}}
+		root := a.root()
+		root.SetArgs(append(args, "version"))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		a.logger().Debug("hello", "k", "v")
+		return errb.String()
+	}
+	if got := logLine(nil); got != "" {
+		t.Fatalf("debug written by default: %q", got)
+	}
+	if got := logLine(nil, "--log-level", "debug", "--log-format", "text"); !strings.Contains(got, "level=DEBUG msg=hello k=v") {
+		t.Fatalf("got %q, want a debug text line", got)
+	}
+	got := logLine(map[string]string{"UNCAGED_WORKFLOW_LOG_LEVEL": "debug", "UNCAGED_WORKFLOW_LOG_FORMAT": "text"}, "--log-format", "json")
+	var line map[string]any
+	if err := json.Unmarshal([]byte(got), &line); err != nil || line["level"] != "DEBUG" {
+		t.Fatalf("got %q (%v), want a debug JSON line", got, err)
+	}
+
+	c := newCLI(t)
+	c.fails(`invalid argument "loud" for "--log-level"`, "--log-level", "loud", "version")
+	c.env["UNCAGED_WORKFLOW_LOG_FORMAT"] = "xml"
+	c.fails(`UNCAGED_WORKFLOW_LOG_FORMAT`, "version")
+}
