@@ -10,12 +10,14 @@ package envflag
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
 
 // Annotation is the flag annotation key holding a flag's variable names,
-// first name first.
+// first name first. Bind also appends "(env NAME, ...)" to the flag's help.
 const Annotation = "env"
 
 // Bind records that flag name may also be set from the variables envs (the
@@ -25,6 +27,9 @@ func Bind(fs *pflag.FlagSet, name string, envs ...string) {
 	if err := fs.SetAnnotation(name, Annotation, envs); err != nil {
 		panic(fmt.Sprintf("envflag: %v", err))
 	}
+	// The help names the variables, so they are written down once, here.
+	f := fs.Lookup(name)
+	f.Usage += " (env " + strings.Join(envs, ", ") + ")"
 }
 
 // Names returns the variables bound to f, or nil.
@@ -44,21 +49,59 @@ func Lookup(f *pflag.Flag, getenv func(string) string) (value, env string) {
 // Apply sets every flag in fs that has variables and was not given on the
 // command line from the first of its variables that is set, parsed as the
 // flag would parse it. Call it once the command line is parsed (in a
-// PersistentPreRunE, or at the start of RunE); fs should be the command's
-// Flags(), which then include the inherited persistent flags.
+// PreRunE, or at the start of RunE); fs should be the command's Flags(),
+// which then include the inherited persistent flags. A flag Apply set
+// counts as changed, so calling it again changes nothing.
 func Apply(fs *pflag.FlagSet, getenv func(string) string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
-		v, env := Lookup(f, getenv)
-		if env == "" {
-			return
-		}
-		if e := fs.Set(f.Name, v); e != nil {
-			err = fmt.Errorf("%s=%q: %w", env, v, e)
+		if err == nil {
+			err = apply(fs, f, getenv)
 		}
 	})
 	return err
+}
+
+// ApplyFlags is Apply for the named flags only.
+func ApplyFlags(fs *pflag.FlagSet, getenv func(string) string, names ...string) error {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			return fmt.Errorf("envflag: no flag --%s", name)
+		}
+		if err := apply(fs, f, getenv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func apply(fs *pflag.FlagSet, f *pflag.Flag, getenv func(string) string) error {
+	if f.Changed {
+		return nil
+	}
+	v, env := Lookup(f, getenv)
+	if env == "" {
+		return nil
+	}
+	if err := fs.Set(f.Name, v); err != nil {
+		return fmt.Errorf("%s=%q: %w", env, v, err)
+	}
+	return nil
+}
+
+// ReadSecret returns the contents of file, trimmed of surrounding
+// whitespace (the newline editors and `echo` add), or value when file is
+// empty. Secrets come in pairs of flags, --x and --x-file, because a file
+// (a Docker or Kubernetes secret) keeps the value out of the process list
+// and the environment.
+func ReadSecret(value, file string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }

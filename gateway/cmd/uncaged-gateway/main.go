@@ -54,8 +54,8 @@ func newRoot() *cobra.Command {
 	logFlags.Register(root.PersistentFlags(), envPrefix)
 	// Flags bound to variables take them here, once the command line is
 	// parsed and before any command runs.
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		if err := envflag.Apply(cmd.Flags(), os.Getenv); err != nil {
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := fromEnv(cmd, args); err != nil {
 			return err
 		}
 		logOptions = logFlags.Options()
@@ -65,41 +65,63 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-func authority(keyFile string) (*auth.Authority, error) {
-	key, err := auth.LoadKey(keyFile, os.Getenv)
+// fromEnv is the one place the gateway reads its configuration from the
+// environment: every flag bound with envflag.Bind and not given on the
+// command line takes its variable. The root runs it before any command;
+// the commands with bound flags also run it as their PreRunE, so that they
+// read their variables when run without the root, as their tests do.
+func fromEnv(cmd *cobra.Command, _ []string) error {
+	return envflag.Apply(cmd.Flags(), os.Getenv)
+}
+
+// keyFlags are the signing key's flags, on every command that needs it.
+type keyFlags struct{ key, file string }
+
+func (k *keyFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&k.file, "key-file", "", "file holding the token signing key; wins over --key")
+	cmd.Flags().StringVar(&k.key, "key", "", "the token signing key, base64 or raw (prefer --key-file or the variable: arguments show in the process list)")
+	envflag.Bind(cmd.Flags(), "key-file", envPrefix+"KEY_FILE")
+	envflag.Bind(cmd.Flags(), "key", envPrefix+"KEY")
+}
+
+// load reads the key. auth.LoadKey looks at UNCAGED_GATEWAY_KEY only when
+// there is no file; the --key flag, which fromEnv filled from that
+// variable, stands in for the environment.
+func (k *keyFlags) load() ([]byte, error) {
+	return auth.LoadKey(k.file, func(string) string { return k.key })
+}
+
+func authority(k *keyFlags, sharedSecret string) (*auth.Authority, error) {
+	key, err := k.load()
 	if err != nil {
 		return nil, err
 	}
-	return auth.New(key, os.Getenv("WORKFLOW_DASHBOARD_SECRET"))
+	return auth.New(key, sharedSecret)
 }
 
 func serveCmd() *cobra.Command {
-	var listen, keyFile, natsURL, advertise, replicaID string
+	var listen, natsURL, advertise, replicaID string
+	var key keyFlags
+	var sharedSecret, sharedSecretFile, metricsToken, metricsTokenFile string
 	var heartbeat, requestTimeout, bodyTimeout, idleTimeout time.Duration
 	var maxBody, wsReadLimit int64
 	var maxConcurrent, connectBurst, maxConnsPerIP int
 	var connectRate float64
 	var trustedProxy []string
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--key-file FILE]",
-		Short: "Run the gateway",
-		Args:  cobra.NoArgs,
+		Use:     "serve [--listen ADDR] [--key-file FILE]",
+		Short:   "Run the gateway",
+		Args:    cobra.NoArgs,
+		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.Start()
-			if !cmd.Flags().Changed("listen") {
-				if env := os.Getenv("UNCAGED_GATEWAY_LISTEN"); env != "" {
-					listen = env
-				}
+			secret, err := envflag.ReadSecret(sharedSecret, sharedSecretFile)
+			if err != nil {
+				return fmt.Errorf("--shared-secret-file: %w", err)
 			}
-			for flag, env := range map[string]*string{"nats": &natsURL, "cluster-advertise": &advertise, "replica-id": &replicaID} {
-				if !cmd.Flags().Changed(flag) {
-					if v := os.Getenv("UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))); v != "" {
-						*env = v
-					}
-				}
-			}
-			if err := flagsFromEnv(cmd, envFlags...); err != nil {
-				return err
+			metrics, err := envflag.ReadSecret(metricsToken, metricsTokenFile)
+			if err != nil {
+				return fmt.Errorf("--metrics-token-file: %w", err)
 			}
 			trusted, err := server.ParseTrustedProxies(trustedProxy)
 			if err != nil {
@@ -108,13 +130,13 @@ func serveCmd() *cobra.Command {
 			if wsReadLimit > 0 && wsReadLimit < tunnel.MaxMessage {
 				return fmt.Errorf("--ws-read-limit must be at least %d bytes: tunnels send WebSocket messages up to that size", tunnel.MaxMessage)
 			}
-			a, err := authority(keyFile)
+			a, err := authority(&key, secret)
 			if err != nil {
 				return err
 			}
 			var clusterKey []byte
 			if natsURL != "" {
-				if clusterKey, err = auth.LoadKey(keyFile, os.Getenv); err != nil {
+				if clusterKey, err = key.load(); err != nil {
 					return err
 				}
 			}
@@ -126,7 +148,7 @@ func serveCmd() *cobra.Command {
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
-					MetricsToken: os.Getenv("UNCAGED_GATEWAY_METRICS_TOKEN"),
+					MetricsToken: metrics,
 					Dashboard:    web.Handler(),
 				},
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
@@ -134,8 +156,12 @@ func serveCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on (env UNCAGED_GATEWAY_LISTEN)")
-	cmd.Flags().StringVar(&keyFile, "key-file", "", "file holding the token signing key (env UNCAGED_GATEWAY_KEY)")
+	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
+	key.register(cmd)
+	cmd.Flags().StringVar(&sharedSecretFile, "shared-secret-file", "", "file holding the shared secret; wins over --shared-secret")
+	cmd.Flags().StringVar(&sharedSecret, "shared-secret", "", "secret connectors and dashboard users may present instead of a token, as the original's were (default: none; prefer the file or the variable)")
+	cmd.Flags().StringVar(&metricsTokenFile, "metrics-token-file", "", "file holding the metrics token; wins over --metrics-token")
+	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics asks for (default: none, /metrics is open; prefer the file or the variable)")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "ping interval; a connector missing two pings is offline")
 	cmd.Flags().DurationVar(&requestTimeout, "request-timeout", server.DefaultRequestTimeout, "timeout of a proxied request that is not a stream")
 	cmd.Flags().Int64Var(&maxBody, "max-body", server.DefaultMaxBody, "largest proxied request body, in bytes")
@@ -143,50 +169,56 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().IntVar(&maxConcurrent, "max-concurrent", server.DefaultMaxConcurrent, "proxied requests in flight per connector (negative: no limit)")
 	cmd.Flags().Float64Var(&connectRate, "connect-rate", server.DefaultConnectRate, "connection attempts per minute per IP (negative: no limit)")
 	cmd.Flags().IntVar(&connectBurst, "connect-burst", server.DefaultConnectBurst, "burst of connection attempts per IP")
-	cmd.Flags().DurationVar(&bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a request body may take to arrive, on every route; streams send none (env UNCAGED_GATEWAY_BODY_TIMEOUT)")
-	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request (env UNCAGED_GATEWAY_IDLE_TIMEOUT)")
-	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit; env UNCAGED_GATEWAY_MAX_CONNS_PER_IP)")
-	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (env UNCAGED_GATEWAY_TRUSTED_PROXY, comma-separated; default: none, the peer address is the client's)")
-	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster (env UNCAGED_GATEWAY_NATS)")
-	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address; env UNCAGED_GATEWAY_CLUSTER_ADVERTISE)")
-	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port; env UNCAGED_GATEWAY_REPLICA_ID)")
+	cmd.Flags().DurationVar(&bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a request body may take to arrive, on every route; streams send none")
+	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
+	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit)")
+	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (the variable: comma-separated; default: none, the peer address is the client's)")
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
+	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address)")
+	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port)")
+	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
+	// when not given; the shared secret also its original name.
+	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy",
+		"nats", "cluster-advertise", "replica-id",
+		"shared-secret-file", "metrics-token", "metrics-token-file"} {
+		envflag.Bind(cmd.Flags(), name, envName(name))
+	}
+	envflag.Bind(cmd.Flags(), "shared-secret", envName("shared-secret"), "WORKFLOW_DASHBOARD_SECRET")
 	return cmd
 }
 
-// envFlags are the serve flags that also read UNCAGED_GATEWAY_<FLAG>
-// when not given on the command line.
+// envName is flag name's variable: UNCAGED_GATEWAY_<NAME>, upper case,
+// '-' as '_'. The prefix is spelled out rather than envPrefix because the
+// deploy tests read this source to learn which variables the gateway
+// reads.
+func envName(name string) string {
+	return "UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// envFlags are the hardening flags among serve's bound ones.
 var envFlags = []string{"body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy"}
 
-// flagsFromEnv sets each named flag not given on the command line from
-// its variable UNCAGED_GATEWAY_<NAME> (upper case, '-' as '_'), parsed as
-// the flag would parse it.
+// flagsFromEnv sets the named flags from their variables, as fromEnv does
+// for all of them.
 func flagsFromEnv(cmd *cobra.Command, names ...string) error {
-	for _, name := range names {
-		env := "UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-		v := os.Getenv(env)
-		if v == "" || cmd.Flags().Changed(name) {
-			continue
-		}
-		if err := cmd.Flags().Set(name, v); err != nil {
-			return fmt.Errorf("%s=%q: %w", env, v, err)
-		}
-	}
-	return nil
+	return envflag.ApplyFlags(cmd.Flags(), os.Getenv, names...)
 }
 
 func tokenCmd() *cobra.Command {
-	var connector, keyFile string
+	var connector string
+	var key keyFlags
 	var dashboard bool
 	var ttl time.Duration
 	create := &cobra.Command{
-		Use:   "create --connector NAME | --dashboard [--ttl DURATION]",
-		Short: "Issue a token signed with the gateway's key",
-		Args:  cobra.NoArgs,
+		Use:     "create --connector NAME | --dashboard [--ttl DURATION]",
+		Short:   "Issue a token signed with the gateway's key",
+		Args:    cobra.NoArgs,
+		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (connector == "") == !dashboard {
 				return errors.New("give exactly one of --connector NAME or --dashboard")
 			}
-			a, err := authority(keyFile)
+			a, err := authority(&key, "")
 			if err != nil {
 				return err
 			}
@@ -205,7 +237,7 @@ func tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&connector, "connector", "", "issue a connector token bound to this name")
 	create.Flags().BoolVar(&dashboard, "dashboard", false, "issue a dashboard token")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "validity (0: no expiry)")
-	create.Flags().StringVar(&keyFile, "key-file", "", "file holding the signing key (env UNCAGED_GATEWAY_KEY)")
+	key.register(create)
 	tok := &cobra.Command{Use: "token", Short: "Manage tokens"}
 	tok.AddCommand(create)
 	return tok

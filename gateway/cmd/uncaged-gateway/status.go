@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/uncaged/workflow/shared/envflag"
 )
 
 // gatewayStatus is what `status --json` prints.
@@ -59,16 +61,21 @@ func defaultStatusURL(getenv func(string) string) string {
 }
 
 func statusCmd() *cobra.Command {
-	var url string
+	var url, token, tokenFile string
 	var health, asJSON bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [--url URL] [--health] [--json]",
-		Short: "Show whether a gateway is up and ready, and its connectors (token from UNCAGED_DASHBOARD_TOKEN or WORKFLOW_DASHBOARD_SECRET)",
+		Short: "Show whether a gateway is up and ready, and its connectors (with a dashboard token)",
 		Long: "Exits 1 when the gateway does not answer, is not ready, or refuses the token.\n" +
 			"--health checks readiness only (no token needed): the container HEALTHCHECK.",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tok, err := envflag.ReadSecret(token, tokenFile)
+			if err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			base := strings.TrimSuffix(url, "/")
@@ -97,10 +104,6 @@ func statusCmd() *cobra.Command {
 				}
 				return nil
 			}
-			tok := os.Getenv("UNCAGED_DASHBOARD_TOKEN")
-			if tok == "" {
-				tok = os.Getenv("WORKFLOW_DASHBOARD_SECRET")
-			}
 			var listErr error
 			if tok != "" {
 				s.Endpoints, listErr = statusEndpoints(ctx, base, tok)
@@ -121,7 +124,12 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "url", defaultStatusURL(os.Getenv), "the gateway (env UNCAGED_GATEWAY_URL; default: from UNCAGED_GATEWAY_LISTEN)")
+	cmd.Flags().StringVar(&url, "url", defaultStatusURL(os.Getenv), "the gateway (default: from UNCAGED_GATEWAY_LISTEN, else http://127.0.0.1:8080)")
+	cmd.Flags().StringVar(&token, "token", "", "dashboard token (or the shared secret) to list the connectors with (default: none, health only; prefer the file or the variable)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the dashboard token; wins over --token")
+	envflag.Bind(cmd.Flags(), "url", "UNCAGED_GATEWAY_URL")
+	envflag.Bind(cmd.Flags(), "token", "UNCAGED_DASHBOARD_TOKEN", "WORKFLOW_DASHBOARD_SECRET")
+	envflag.Bind(cmd.Flags(), "token-file", "UNCAGED_DASHBOARD_TOKEN_FILE")
 	cmd.Flags().BoolVar(&health, "health", false, "only check that the gateway is ready; print nothing, exit 0 or 1")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up on a gateway that answers slower than this")
