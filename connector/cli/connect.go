@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/connector/link"
+	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -17,6 +18,7 @@ const (
 	EnvToken        = "UNCAGED_WORKFLOW_TOKEN"
 	EnvSharedSecret = "WORKFLOW_DASHBOARD_SECRET"
 	EnvGateway      = "UNCAGED_WORKFLOW_GATEWAY"
+	EnvTokenFile    = "UNCAGED_WORKFLOW_TOKEN_FILE"
 )
 
 func defaultName() string {
@@ -28,7 +30,7 @@ func defaultName() string {
 }
 
 func (a *app) connectCmd() *cobra.Command {
-	var name, gateway, tokenFile, listen, memoryBudget string
+	var name, gateway, token, tokenFile, listen, memoryBudget string
 	cmd := &cobra.Command{
 		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR] [--memory-budget SIZE]",
 		Short: "Connect to workflow gateway via WebSocket",
@@ -38,15 +40,20 @@ func (a *app) connectCmd() *cobra.Command {
 		Args: exactArgs(0, 0, "", "connect takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if gateway == "" {
-				gateway = a.env.Getenv(EnvGateway)
-			}
-			if gateway == "" {
 				return errors.New("connect requires --gateway URL (or " + EnvGateway + ")")
 			}
-			token, err := a.connectorToken(tokenFile)
+			// connectorToken reads the file, else the variables that
+			// envflag also copied into --token, and takes them out of the
+			// environment; a --token given on the command line beats the
+			// variables, not the file.
+			cred, err := a.connectorToken(tokenFile)
+			if tokenFile == "" && token != "" {
+				cred, err = token, nil
+			}
 			if err != nil {
 				return err
 			}
+			token = cred
 			if err := setupMemory(memoryBudget, a.logger()); err != nil {
 				return err
 			}
@@ -77,8 +84,12 @@ func (a *app) connectCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
-	cmd.Flags().StringVar(&gateway, "gateway", "", "the gateway URL (env "+EnvGateway+")")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token")
+	cmd.Flags().StringVar(&gateway, "gateway", "", "the gateway URL")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token; wins over --token")
+	cmd.Flags().StringVar(&token, "token", "", "this connector's token, or the shared secret (prefer --token-file or the variables: arguments show in the process list)")
+	envflag.Bind(cmd.Flags(), "gateway", EnvGateway)
+	envflag.Bind(cmd.Flags(), "token-file", EnvTokenFile)
+	envflag.Bind(cmd.Flags(), "token", EnvToken, EnvSharedSecret)
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
 	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd

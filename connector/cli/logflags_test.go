@@ -39,3 +39,17 @@ func TestLogFlags(t *testing.T) {
 	c.env["UNCAGED_WORKFLOW_LOG_FORMAT"] = "xml"
 	c.fails(`UNCAGED_WORKFLOW_LOG_FORMAT`, "version")
 }
+
+// service install's --gateway reads UNCAGED_WORKFLOW_GATEWAY when not
+// given; the flag wins.
+func TestGatewayFlagFromTheEnvironment(t *testing.T) {
+	s := newServiceCLI(t)
+	s.env[EnvGateway] = "https://from-env.example.com"
+	args := []string{"service", "install", "--name", "laptop", "--token-file", s.token, "--binary", s.binary, "--dry-run"}
+	if out := s.ok(args...); !strings.Contains(out, "--gateway https://from-env.example.com") {
+		t.Fatalf("unit without the variable's gateway:\n%s", out)
+	}
+	if out := s.ok(append(args, "--gateway", "https://flag.example.com")...); !strings.Contains(out, "--gateway https://flag.example.com") {
+		t.Fatalf("unit without the flag's gateway:\n%s", out)
+	}
+}

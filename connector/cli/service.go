@@ -14,6 +14,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -133,9 +134,6 @@ func (a *app) serviceCmd() *cobra.Command {
 			"It does not run systemctl; it prints the commands that enable the service.",
 		Args: exactArgs(0, 0, "", "service install takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if gateway == "" {
-				gateway = a.env.Getenv(EnvGateway)
-			}
 			u, err := a.serviceUnit(name, gateway, tokenFile, binary)
 			if err != nil {
 				return err
@@ -178,7 +176,8 @@ func (a *app) serviceCmd() *cobra.Command {
 		},
 	}
 	install.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
-	install.Flags().StringVar(&gateway, "gateway", "", "the gateway URL (env "+EnvGateway+")")
+	install.Flags().StringVar(&gateway, "gateway", "", "the gateway URL")
+	envflag.Bind(install.Flags(), "gateway", EnvGateway)
 	install.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token (required; keep it mode 600)")
 	install.Flags().StringVar(&binary, "binary", "", "the uncaged-workflow the unit runs (default: this one)")
 	install.Flags().BoolVar(&dryRun, "dry-run", false, "print the unit instead of writing it")
