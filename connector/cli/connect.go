@@ -84,6 +84,7 @@ func (a *app) connectCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
+	envflag.DocDefault(cmd.Flags(), "name", "the short host name")
 	cmd.Flags().StringVar(&gateway, "gateway", "", "the gateway URL")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token; wins over --token")
 	cmd.Flags().StringVar(&token, "token", "", "this connector's token, or the shared secret (prefer --token-file or the variables: arguments show in the process list)")

@@ -176,6 +176,7 @@ func (a *app) serviceCmd() *cobra.Command {
 		},
 	}
 	install.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
+	envflag.DocDefault(install.Flags(), "name", "the short host name")
 	install.Flags().StringVar(&gateway, "gateway", "", "the gateway URL")
 	envflag.Bind(install.Flags(), "gateway", EnvGateway)
 	install.Flags().StringVar(&tokenFile, "token-file", "", "file holding this connector's token (required; keep it mode 600)")

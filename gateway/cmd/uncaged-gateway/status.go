@@ -128,6 +128,7 @@ func statusCmd() *cobra.Command {
 	cmd.Flags().StringVar(&token, "token", "", "dashboard token (or the shared secret) to list the connectors with (default: none, health only; prefer the file or the variable)")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the dashboard token; wins over --token")
 	envflag.Bind(cmd.Flags(), "url", "UNCAGED_GATEWAY_URL")
+	envflag.DocDefault(cmd.Flags(), "url", "from `UNCAGED_GATEWAY_LISTEN`, else `http://127.0.0.1:8080`")
 	envflag.Bind(cmd.Flags(), "token", "UNCAGED_DASHBOARD_TOKEN", "WORKFLOW_DASHBOARD_SECRET")
 	envflag.Bind(cmd.Flags(), "token-file", "UNCAGED_DASHBOARD_TOKEN_FILE")
 	cmd.Flags().BoolVar(&health, "health", false, "only check that the gateway is ready; print nothing, exit 0 or 1")
