@@ -74,9 +74,9 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 		if err := os.Chmod(filepath.Join(root, "workflow.yaml"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		runAsNobody := func() result {
+		runAsNobody := func(args ...string) result {
 			t.Helper()
-			cmd := exec.Command(other, "run", "linear")
+			cmd := exec.Command(other, args...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base, "WORKFLOW_STORAGE_ROOT=" + root}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 			return runCommand(t, cmd)
@@ -84,15 +84,19 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 
 		// The socket's mode keeps the other user out, and the command
 		// says so at once instead of starting a host of its own.
-		if r := runAsNobody(); r.code != 1 || !strings.Contains(r.stderr, "the engine host refused this connection: the socket "+sock+" is not open to uid 65534") {
-			t.Fatalf("run as uid 65534 through the 0600 socket: %+v", r)
+		for _, args := range [][]string{{"run", "linear"}, {"engine", "status"}, {"thread", "ps"}} {
+			if r := runAsNobody(args...); r.code != 1 || !strings.Contains(r.stderr, "the engine host refused this connection: the socket "+sock+" is not open to uid 65534") {
+				t.Fatalf("%v as uid 65534 through the 0600 socket: %+v", args, r)
+			}
 		}
 		// With the socket open to everyone, as it was, the host refuses.
 		if err := os.Chmod(sock, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		if r := runAsNobody(); r.code != 1 || !strings.Contains(r.stderr, "serves only its owner (uid 0); this connection is from uid 65534") {
-			t.Fatalf("run as uid 65534 through an open socket: %+v", r)
+		for _, args := range [][]string{{"run", "linear"}, {"engine", "status"}, {"thread", "ps"}} {
+			if r := runAsNobody(args...); r.code != 1 || !strings.Contains(r.stderr, "serves only its owner (uid 0); this connection is from uid 65534") {
+				t.Fatalf("%v as uid 65534 through an open socket: %+v", args, r)
+			}
 		}
 		waitFor(t, "the host to log the refusal", func() bool {
 			return strings.Contains(log.String(), "refused a connection on the engine socket") && strings.Contains(log.String(), `"peerUID":65534`)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -89,6 +90,9 @@ func (a *app) engineCmd() *cobra.Command {
 				return err
 			}
 			c, err := host.Dial(l)
+			if errors.Is(err, host.ErrRefused) {
+				return err // a host runs, but not for this user
+			}
 			if err != nil {
 				fmt.Fprintln(a.out(), "no engine host running for "+l.Root)
 				return nil

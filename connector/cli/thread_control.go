@@ -60,6 +60,8 @@ func (a *app) threadPsCmd() *cobra.Command {
 				if list, err = c.List(); err != nil {
 					return err
 				}
+			} else if errors.Is(err, host.ErrRefused) {
+				return err // a host runs these threads, but not for this user
 			}
 			list = api.Window(list, lf.offset, lf.limit)
 			if lf.json {
