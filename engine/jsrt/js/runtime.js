@@ -1,6 +1,6 @@
 // @uncaged/workflow-runtime as the Go engine provides it to bundles.
 //
-// It follows the original package (spec/engine.md §11): a ModeratorTable
+// It follows the original package (docs/compatibility.md, "Bundles"): a ModeratorTable
 // picks the next role from the last step, an adapter produces the role's
 // meta, the meta is stored as a content node and yielded as a RoleOutput.
 // Host capabilities (the CAS, child workflows) come from the Go binding
@@ -271,7 +271,7 @@ function branchMatches(root, schema, v) {
 }
 
 // collectCasRefs walks a JSON Schema alongside a value and returns the
-// strings whose schema is marked "casRef": true (spec/agents.md §17.3),
+// strings whose schema is marked "casRef": true (Zod's .meta({casRef: true})),
 // each once, in the order met: through properties, additionalProperties,
 // items/prefixItems, allOf, and the first anyOf/oneOf branch the value
 // matches.
@@ -342,7 +342,7 @@ function roleName(info) {
 }
 
 // ---------------------------------------------------------------------------
-// Agent adapters, run by the engine in Go (DESIGN.md §5.3).
+// Agent adapters, run by the engine in Go (package engine/agents).
 
 // agentAdapter(spec) returns the AdapterFn of a Go agent: spec is
 // { type: "llm" | "react" | "cli" | "cursor" | "hermes" | "exec" |
@@ -402,7 +402,7 @@ export const execAdapter = kindAdapter("exec", "execAdapter");
 // => Promise<string> — to an AdapterFn: options come from
 // optionsFn(ctx, prompt, runtime) (or are undefined without one), the
 // agent's text is stored as a content node and runtime.extract turns it
-// into the role's meta (spec/agents.md §3.2).
+// into the role's meta, as the original's adapters do.
 export function createAgentAdapter(agent, optionsFn) {
   if (typeof agent !== "function") {
     throw new TypeError(`createAgentAdapter: agent must be a function (ctx, options) => Promise<string>, got ${describe(agent)}`);
