@@ -2,31 +2,15 @@ package host
 
 import (
 	"fmt"
-	"net"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerUID is the uid of the process that connected c (SO_PEERCRED: the
-// kernel's record from connect time, which the peer cannot forge).
-func peerUID(c net.Conn) (int, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1, fmt.Errorf("not a Unix socket connection: %T", c)
-	}
-	raw, err := uc.SyscallConn()
+// fdPeerUID reads SO_PEERCRED.
+func fdPeerUID(fd int) (int, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return -1, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, fmt.Errorf("SO_PEERCRED: %w", cerr)
+		return -1, fmt.Errorf("SO_PEERCRED: %w", err)
 	}
 	return int(cred.Uid), nil
 }
