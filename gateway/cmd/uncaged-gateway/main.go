@@ -195,15 +195,6 @@ func envName(name string) string {
 	return "UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// envFlags are the hardening flags among serve's bound ones.
-var envFlags = []string{"body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy"}
-
-// flagsFromEnv sets the named flags from their variables, as fromEnv does
-// for all of them.
-func flagsFromEnv(cmd *cobra.Command, names ...string) error {
-	return envflag.ApplyFlags(cmd.Flags(), os.Getenv, names...)
-}
-
 func tokenCmd() *cobra.Command {
 	var connector string
 	var key keyFlags

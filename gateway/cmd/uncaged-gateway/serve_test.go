@@ -1,11 +1,13 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/uncaged/workflow/gateway/server"
+	"github.com/uncaged/workflow/shared/envflag"
 )
 
 // A read limit below the tunnel's largest message would drop every busy
@@ -19,6 +21,9 @@ func TestServeRefusesAReadLimitBelowTheTunnelMessage(t *testing.T) {
 	}
 }
 
+// hardeningFlags are the client limits among serve's bound flags.
+var hardeningFlags = []string{"body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy"}
+
 // The hardening flags read UNCAGED_GATEWAY_<FLAG> when not given; the
 // command line wins, and a bad value names its variable.
 func TestServeFlagsFromTheEnvironment(t *testing.T) {
@@ -29,7 +34,7 @@ func TestServeFlagsFromTheEnvironment(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--body-timeout", "7s"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flagsFromEnv(cmd, envFlags...); err != nil {
+	if err := envflag.ApplyFlags(cmd.Flags(), os.Getenv, hardeningFlags...); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := cmd.Flags().GetDuration("body-timeout")
@@ -41,7 +46,7 @@ func TestServeFlagsFromTheEnvironment(t *testing.T) {
 	}
 
 	t.Setenv("UNCAGED_GATEWAY_IDLE_TIMEOUT", "soon")
-	if err := flagsFromEnv(serveCmd(), envFlags...); err == nil || !strings.Contains(err.Error(), "UNCAGED_GATEWAY_IDLE_TIMEOUT") {
+	if err := envflag.ApplyFlags(serveCmd().Flags(), os.Getenv, hardeningFlags...); err == nil || !strings.Contains(err.Error(), "UNCAGED_GATEWAY_IDLE_TIMEOUT") {
 		t.Fatalf("a bad value: %v", err)
 	}
 }
