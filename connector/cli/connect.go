@@ -42,14 +42,9 @@ func (a *app) connectCmd() *cobra.Command {
 			if gateway == "" {
 				return errors.New("connect requires --gateway URL (or " + EnvGateway + ")")
 			}
-			// connectorToken reads the file, else the variables that
-			// envflag also copied into --token, and takes them out of the
-			// environment; a --token given on the command line beats the
-			// variables, not the file.
-			cred, err := a.connectorToken(tokenFile)
-			if tokenFile == "" && token != "" {
-				cred, err = token, nil
-			}
+			// --token holds the command line's value, else the first of its
+			// variables (envflag); the file wins over both.
+			cred, err := a.connectorToken(token, tokenFile)
 			if err != nil {
 				return err
 			}
@@ -96,26 +91,22 @@ func (a *app) connectCmd() *cobra.Command {
 	return cmd
 }
 
-// connectorToken finds the credential for the gateway, and takes it out
-// of the process environment: the threads connect runs, their command
+// connectorToken is the credential for the gateway — the token file's
+// contents, else token — and takes the credential variables out of the
+// process environment: the threads connect runs, their command
 // agents and their models' shell_exec commands inherit that environment,
 // and none of them is to hold (or print into a thread) a credential that
 // lets its holder take this connector's place at the gateway, or with the
 // shared secret use the dashboard.
-func (a *app) connectorToken(file string) (string, error) {
+func (a *app) connectorToken(token, file string) (string, error) {
 	defer os.Unsetenv(EnvToken)
 	defer os.Unsetenv(EnvSharedSecret)
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("read token file: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
+	cred, err := envflag.ReadSecret(token, file)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
 	}
-	for _, env := range []string{EnvToken, EnvSharedSecret} {
-		if v := a.env.Getenv(env); v != "" {
-			return v, nil
-		}
+	if file == "" && cred == "" {
+		return "", errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
 	}
-	return "", errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
+	return cred, nil
 }

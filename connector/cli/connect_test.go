@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"testing"
+
+	"github.com/uncaged/workflow/shared/envflag"
 )
 
 // connect takes the gateway credential out of its environment once read,
@@ -13,7 +15,12 @@ func TestConnectorTokenLeavesNoCredentialInTheEnvironment(t *testing.T) {
 		t.Setenv(EnvSharedSecret, "")
 		t.Setenv(env, "credential-"+env)
 		a := &app{env: Env{Getenv: os.Getenv}}
-		tok, err := a.connectorToken("")
+		cmd := a.connectCmd()
+		if err := envflag.Apply(cmd.Flags(), os.Getenv); err != nil {
+			t.Fatal(err)
+		}
+		token, _ := cmd.Flags().GetString("token")
+		tok, err := a.connectorToken(token, "")
 		if err != nil || tok != "credential-"+env {
 			t.Fatalf("%s: token %q, %v", env, tok, err)
 		}
