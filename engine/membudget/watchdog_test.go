@@ -3,6 +3,8 @@ package membudget
 import (
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/engine/testkit"
 )
 
 const mib = 1 << 20
@@ -299,19 +301,11 @@ func TestTickerStopsWithTheLastAccount(t *testing.T) {
 	a.Leave()
 	a.Close()
 	a.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitUntil(t, "the watchdog to stop ticking with no account open", func() bool {
 		w.mu.Lock()
-		ticking := w.ticking
-		w.mu.Unlock()
-		if !ticking {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the watchdog kept ticking with no account open")
-		}
-		time.Sleep(Interval)
-	}
+		defer w.mu.Unlock()
+		return !w.ticking
+	})
 	var nilAcct *Account
 	nilAcct.Enter()
 	nilAcct.Leave()
