@@ -78,10 +78,7 @@ func (t trustedProxies) fromProxy(r *http.Request) bool {
 // nothing: the answer is a substring of the header or of RemoteAddr.
 func (t trustedProxies) clientIP(r *http.Request) string {
 	peer := peerHost(r.RemoteAddr)
-	if len(t) == 0 {
-		return peer
-	}
-	if a, err := netip.ParseAddr(peer); err != nil || !t.contains(a) {
+	if !t.fromProxy(r) {
 		return peer
 	}
 	client := peer
