@@ -24,6 +24,8 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
+require github.com/kisielk/errcheck v1.30.0 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
@@ -68,6 +70,7 @@ require (
 )
 
 tool (
+	github.com/kisielk/errcheck
 	gotest.tools/gotestsum
 	honnef.co/go/tools/cmd/staticcheck
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/gateway/cluster/natstest"
+	natsservertest "github.com/nats-io/nats-server/v2/test"
 )
 
 // clusterRequestTimeout is the replicas' --request-timeout: every request
@@ -34,7 +34,11 @@ type replica struct {
 // killed its connectors reconnect to the others and are reachable from
 // every survivor again, no request hanging meanwhile.
 func TestGatewayClusterOverNATS(t *testing.T) {
-	natsURL := natstest.Start(t).ClientURL()
+	// The NATS server's own test helper: a real server on a random
+	// loopback port, without logs or signal handlers.
+	ns := natsservertest.RunRandClientPortServer()
+	t.Cleanup(ns.Shutdown)
+	natsURL := ns.ClientURL()
 	key := gwCLI(t, "", "key", "generate")
 	dash := gwCLI(t, key, "token", "create", "--dashboard")
 	var replicas []*replica

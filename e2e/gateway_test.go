@@ -19,20 +19,20 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // proc is a background process of a test, stopped when the test ends.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *syncbuf.Buffer // read while the process writes
+	logs *testkit.Buffer // read while the process writes
 }
 
 func startProc(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &syncbuf.Buffer{}
+	logs := &testkit.Buffer{}
 	// One writer for both streams: exec then writes from one goroutine.
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // loopbackDialer dials from the loopback address ip: on Linux all of
@@ -121,7 +121,7 @@ func startGatewayWithFDLimit(t *testing.T, nofile int, serveArgs ...string) *gat
 		filepath.Join(binDir, "uncaged-gateway"), "serve", "--listen", g.addr}, serveArgs...)
 	cmd := exec.Command("sh", args...)
 	cmd.Env = append(os.Environ(), "UNCAGED_GATEWAY_KEY="+g.key)
-	logs := &syncbuf.Buffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"github.com/uncaged/workflow/shared/syncbuf"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/bench/cmd/loadtest/loadgen"
+	"github.com/uncaged/workflow/shared/testkit"
+
+	"github.com/uncaged/workflow/bench/loadgen"
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/shared/requestid"
 )
@@ -24,13 +25,13 @@ import (
 // time; it is stopped when the test ends.
 type loggedProc struct {
 	cmd  *exec.Cmd
-	out  *syncbuf.Buffer
+	out  *testkit.Buffer
 	done chan struct{}
 }
 
 func startLogged(t *testing.T, env []string, name string, args ...string) *loggedProc {
 	t.Helper()
-	p := &loggedProc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	p := &loggedProc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // addressSpaceCap is the limit the issue's reproduction ran the host
@@ -30,7 +30,7 @@ func startCappedHost(t *testing.T, root string, args ...string) *loggedProc {
 	} else {
 		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressSpaceCap/1024)}, serve...)...)
 	}
-	p := &loggedProc{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	p := &loggedProc{cmd: cmd, out: &testkit.Buffer{}, done: make(chan struct{})}
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {

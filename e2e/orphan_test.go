@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/uncaged/workflow/engine/procgroup"
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // orphanRole is the one role of the orphan tests, an exec agent. The

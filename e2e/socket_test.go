@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // nobody is the uid (and gid) another user's commands run as here.
@@ -39,7 +39,7 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 	bin := filepath.Join(binDir, "uncaged-workflow")
 	host := exec.Command("/bin/sh", "-c", `umask 000; exec "$0" engine serve --idle-exit 60s`, bin)
 	host.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
-	var log syncbuf.Buffer
+	var log testkit.Buffer
 	host.Stderr = &log
 	if err := host.Start(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // TestSecretCannotTakeATokenBoundName runs a gateway that also accepts a
@@ -36,7 +36,7 @@ func TestSecretCannotTakeATokenBoundName(t *testing.T) {
 	g.connector("alpha", map[string]string{"slow": "slow.esm.js"})
 
 	// The intruder's output is read while it runs: a buffer safe for that.
-	var out syncbuf.Buffer
+	var out testkit.Buffer
 	intruder := exec.Command(filepath.Join(binDir, "uncaged-workflow"), "connect", "--name", "alpha", "--gateway", "http://"+g.front)
 	intruder.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT="+engineRoot(t), "UNCAGED_WORKFLOW_TOKEN=", "WORKFLOW_DASHBOARD_SECRET="+secret)
 	intruder.Stdout, intruder.Stderr = &out, &out

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // `workflow add` refuses the bomb with an error naming the limit, in

@@ -2,17 +2,18 @@ package api
 
 import (
 	"encoding/json"
-	"github.com/uncaged/workflow/shared/syncbuf"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/uncaged/workflow/shared/testkit"
+
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
 // requestLine is the "request" log line with id, decoded (nil: none).
-func requestLine(t *testing.T, logs *syncbuf.Buffer, id string) map[string]any {
+func requestLine(t *testing.T, logs *testkit.Buffer, id string) map[string]any {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if line == "" {
@@ -29,8 +30,8 @@ func requestLine(t *testing.T, logs *syncbuf.Buffer, id string) map[string]any {
 	return nil
 }
 
-func loggedFixture(t *testing.T) (*fixture, *syncbuf.Buffer) {
-	logs := &syncbuf.Buffer{}
+func loggedFixture(t *testing.T) (*fixture, *testkit.Buffer) {
+	logs := &testkit.Buffer{}
 	f := newFixture(t, func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

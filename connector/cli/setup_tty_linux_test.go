@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/uncaged/workflow/shared/syncbuf"
 	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,12 +56,12 @@ func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 	srv := modelsServer(t, "sk-secret-123", "chat-a", "chat-b")
 	usePresets(t, "- {name: local, label: Local, baseUrl: "+srv.URL+"/v1}\n")
 	master, slave := openPTY(t)
-	echoed := &syncbuf.Buffer{}
+	echoed := &testkit.Buffer{}
 	go io.Copy(echoed, master) // ends with EIO when the pty closes
 
 	c := newCLI(t)
 	inDir(t, t.TempDir())
-	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
+	stdout, stderr := &testkit.Buffer{}, &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run([]string{"setup"}, Env{Stdin: slave, Stdout: stdout, Stderr: stderr, Getenv: func(k string) string { return c.env[k] }})

@@ -3,11 +3,12 @@ package link
 import (
 	"context"
 	"fmt"
-	"github.com/uncaged/workflow/shared/syncbuf"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
@@ -28,7 +29,7 @@ func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
 
 func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
 	gw := newFakeGateway(t, 2) // the second attempt is refused
-	out := &syncbuf.Buffer{}
+	out := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {

@@ -17,8 +17,8 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
-	"github.com/uncaged/workflow/engine/testkit"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // cmdHost is an agents.Host over a real CAS with a fake extract: it

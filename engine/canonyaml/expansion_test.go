@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // allocated returns how many bytes fn allocated.

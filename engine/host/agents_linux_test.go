@@ -14,8 +14,8 @@ import (
 
 	"github.com/uncaged/workflow/engine/procgroup"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/engine/testkit"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // statFields returns a process's session and start time from /proc.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/engine/procgroup"
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // A bundle's child process is recorded as an agent's program is, so a

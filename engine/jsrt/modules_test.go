@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
-	"github.com/uncaged/workflow/engine/testkit"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // check runs one check of host_apis.esm.js and returns its meta as JSON

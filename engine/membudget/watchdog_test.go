@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 const mib = 1 << 20

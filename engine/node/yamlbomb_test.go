@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // A blob whose meta is an alias bomb (any program may put one) is not a

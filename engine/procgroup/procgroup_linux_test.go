@@ -17,8 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uncaged/workflow/engine/testkit"
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // testWaitDelay bounds a Wait that a failing test would leave hanging.
@@ -96,9 +95,9 @@ func alive(pid int) bool { return !testkit.ProcessGone(pid) }
 
 // startFakeHost runs fakeHost in a child process and returns it with the
 // pids of its agent's leader and child.
-func startFakeHost(t *testing.T, dir string) (host *exec.Cmd, log *syncbuf.Buffer, leader, child int) {
+func startFakeHost(t *testing.T, dir string) (host *exec.Cmd, log *testkit.Buffer, leader, child int) {
 	t.Helper()
-	log = &syncbuf.Buffer{}
+	log = &testkit.Buffer{}
 	host = exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), envFakeHost+"="+dir)
 	host.Stderr = log

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // A workflow.yaml holding an alias bomb (it is a file users edit) is

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // A descriptor sidecar holding an alias bomb is refused with the limit

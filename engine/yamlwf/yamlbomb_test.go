@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/uncaged/workflow/engine/testkit"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // Parse and ResolvePaths refuse the bomb with an error naming the limit,

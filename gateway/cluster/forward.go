@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uncaged/workflow/gateway/proxybuf"
+	"github.com/uncaged/workflow/gateway/internal/proxybuf"
 )
 
 // HopHeader marks a request another replica forwarded: its timestamp,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
-	"github.com/uncaged/workflow/gateway/cluster/natstest"
+	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/gateway/auth"
-	"github.com/uncaged/workflow/gateway/cluster/natstest"
+	"github.com/uncaged/workflow/gateway/internal/natstest"
 )
 
 // sessionCookie logs in as the dashboard does (same origin) and returns

@@ -9,7 +9,7 @@ import (
 
 	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/gateway/cluster/natstest"
+	"github.com/uncaged/workflow/gateway/internal/natstest"
 )
 
 // connectorAPI is the connector's real REST API on an empty storage root.

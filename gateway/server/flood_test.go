@@ -11,7 +11,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/presence"
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -20,7 +20,7 @@ import (
 // fast as it can — and never reads: the gateway closes it, logs why, and
 // shows it offline.
 func TestAPingFloodGetsTheConnectorClosed(t *testing.T) {
-	var logs syncbuf.Buffer
+	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	tok, _ := f.auth.Issue(auth.RoleConnector, "flood", time.Hour)
 	ws, err := tunnel.Dial(context.Background(), f.srv.URL, "flood", tok, nil)

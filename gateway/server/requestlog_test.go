@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/uncaged/workflow/shared/syncbuf"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/shared/testkit"
+
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
 // logBuffer collects a logger's JSON lines; handlers log from many
 // goroutines.
-type logBuffer struct{ syncbuf.Buffer }
+type logBuffer struct{ testkit.Buffer }
 
 // requests returns the "request" lines logged so far, decoded.
 func (b *logBuffer) requests(t *testing.T) []map[string]any {

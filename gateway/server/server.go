@@ -47,10 +47,10 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/internal/proxybuf"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
-	"github.com/uncaged/workflow/gateway/proxybuf"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 

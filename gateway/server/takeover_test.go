@@ -13,19 +13,19 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/uncaged/workflow/gateway/auth"
-	"github.com/uncaged/workflow/gateway/cluster/natstest"
+	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
-	"github.com/uncaged/workflow/shared/syncbuf"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // logged returns a fixture option that logs to buf.
-func logged(buf *syncbuf.Buffer) func(*Options) {
+func logged(buf *testkit.Buffer) func(*Options) {
 	return func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(buf, nil)) }
 }
 
 func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
-	var logs syncbuf.Buffer
+	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	stopAlpha := f.connector("alpha", echoAPI("alpha"))
 
@@ -70,7 +70,7 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 }
 
 func TestATokenReplacesTheSharedSecret(t *testing.T) {
-	var logs syncbuf.Buffer
+	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	ws, _, err := f.dialLegacy("beta", "shared-secret")
 	if err != nil {
@@ -149,7 +149,7 @@ func TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica(t *testing.T) 
 }
 
 func TestTheSharedSecretCannotRegisterATokenBoundName(t *testing.T) {
-	var logs syncbuf.Buffer
+	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	f.connector("alpha", echoAPI("alpha"))
 	f.waitStatus("alpha", presence.Online)

@@ -58,7 +58,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
-	"github.com/uncaged/workflow/bench/cmd/loadtest/loadgen"
+	"github.com/uncaged/workflow/bench/loadgen"
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/shared/profiling"
 )

@@ -37,7 +37,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/uncaged/workflow/bench/cmd/loadtest/loadgen"
+	"github.com/uncaged/workflow/bench/loadgen"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"

@@ -5,12 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/http2"
 
-	"github.com/uncaged/workflow/gateway/proxybuf"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -72,7 +72,7 @@ func serveSkeletonGateway(carrier, httpAddr, tunnelAddr string) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "connector"
 		},
 		Transport:  transport,
-		BufferPool: proxybuf.Pool,
+		BufferPool: &copyBuffers{},
 	}
 	check(http.ListenAndServe(httpAddr, proxy))
 }
@@ -112,3 +112,17 @@ func retry[T any](dial func() (T, error)) T {
 	check(err)
 	return c
 }
+
+// copyBuffers lends the skeleton's ReverseProxy reusable 32 KiB copy
+// buffers, as the gateway's proxies have, so the floor does not pay for
+// allocations the gateway avoids.
+type copyBuffers struct{ pool sync.Pool }
+
+func (c *copyBuffers) Get() []byte {
+	if b, ok := c.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }

@@ -1,6 +1,12 @@
-// Package testkit holds the few helpers that tests in several packages
-// need alike: waiting for a condition and telling whether a process ended.
-// Only test code imports it.
+// Package testkit holds what tests in every part of the module share:
+// waiting for a condition, a buffer a test reads while a process writes
+// it, telling whether a process ended, and YAML alias bombs.
+//
+// It is test support, not API, and may change with any commit. It lives in
+// shared/ rather than under an internal/ folder because engine, connector,
+// gateway and e2e tests all import it, and Go lets only one part's tree see
+// that part's internal/. Only _test.go files may import it; a test of this
+// package checks that.
 package testkit
 
 import (

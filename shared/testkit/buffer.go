@@ -1,7 +1,4 @@
-// Package syncbuf is a byte buffer that goroutines may write to while
-// another reads it: a logger's or a child process's output that a test
-// watches as it grows.
-package syncbuf
+package testkit
 
 import (
 	"bytes"

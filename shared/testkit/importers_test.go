@@ -1,0 +1,65 @@
+package testkit
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// testOnlyPackages are the module's packages that exist for tests: a
+// binary or library that imported them would link test support (and, for
+// natstest, a whole NATS server) into what users run.
+var testOnlyPackages = []string{
+	"github.com/uncaged/workflow/shared/testkit",
+	"github.com/uncaged/workflow/gateway/internal/natstest",
+}
+
+// TestOnlyTestFilesImportTestSupport walks the module's Go files and fails
+// on any file other than a _test.go file that imports a test-only package.
+func TestOnlyTestFilesImportTestSupport(t *testing.T) {
+	root := filepath.Join("..", "..")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "node_modules" || (strings.HasPrefix(name, ".") && path != root) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		// The test-only packages' own files are their implementation.
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if strings.HasSuffix(dir, "shared/testkit") || strings.HasSuffix(dir, "gateway/internal/natstest") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, only := range testOnlyPackages {
+				if p == only {
+					t.Errorf("%s imports %s, which only tests may import", path, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d non-test Go files; is the test running in shared/testkit?", checked)
+	}
+}
