@@ -40,12 +40,13 @@ web-test:
 	@stale="$$(git status --porcelain -- gateway/web/dist)"; \
 	if [ -n "$$stale" ]; then echo "gateway/web/dist does not match its source (run make web and commit):"; echo "$$stale"; exit 1; fi
 
-## lint: gofmt, go vet and staticcheck (pinned in go.mod as a tool)
+## lint: gofmt, go vet, staticcheck and errcheck (both pinned in go.mod as tools; errcheck's exceptions, with reasons, in .ci/errcheck-excludes)
 lint:
 	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool errcheck -exclude .ci/errcheck-excludes $(PKGS)
 
 ## bench: storage benchmarks with ratios against in-run baselines (quick sizes)
 bench:
