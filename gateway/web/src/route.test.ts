@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { href, parseHash } from "./route";
-import { casParts } from "./views";
 
 describe("hash routes", () => {
   it("parses every view and round-trips href", () => {
@@ -14,14 +13,5 @@ describe("hash routes", () => {
     expect(parseHash(href.cas("m", "ABCDEFGHJKMNP"))).toEqual({ view: "cas", machine: "m", hash: "ABCDEFGHJKMNP" });
     expect(parseHash("#/x/y").view).toBe("notfound");
     expect(parseHash("#/m/a/cas").view).toBe("notfound");
-  });
-});
-
-describe("casParts", () => {
-  it("reads the type and the refs", () => {
-    const c = 'type: "step"\npayload:\n  role: coder\n  note: see 0123456789ABC\nrefs:\n  - ABCDEFGHJKMNP\n  - QRSTVWXYZ0123\n';
-    expect(casParts(c)).toEqual({ type: "step", payload: "role: coder\nnote: see 0123456789ABC", refs: ["ABCDEFGHJKMNP", "QRSTVWXYZ0123"] });
-    expect(casParts("type: text\npayload: hi\nrefs: []\n")).toEqual({ type: "text", payload: "hi", refs: [] });
-    expect(casParts("nothing")).toEqual({ type: null, payload: null, refs: [] });
   });
 });

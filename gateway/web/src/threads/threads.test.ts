@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { Endpoint, ThreadSummary } from "./api";
-import { ApiError, setToken } from "./api";
+import type { Endpoint, ThreadSummary } from "../api";
+import { ApiError, setToken } from "../api";
 import { ariaSort, loadMachines, mergeThreads, nextSort, sortThreads, splitEndpoints, threadDuration } from "./threads";
 
 const t = (threadId: string, startedAt: string, o: Partial<ThreadSummary> = {}): ThreadSummary => ({

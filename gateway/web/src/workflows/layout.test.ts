@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Edge } from "./api";
+import type { Edge } from "../api";
 import { edgeKey, END, layoutGraph, START, visitedEdges } from "./layout";
 
 const edges: Edge[] = [

@@ -1,6 +1,6 @@
 // Thread-table logic: loading every online machine's threads in parallel,
 // merging them, and sorting the rows on screen.
-import { ApiError, Endpoint, machine, ThreadSummary } from "./api";
+import { ApiError, Endpoint, machine, ThreadSummary } from "../api";
 
 export type MachineRow = ThreadSummary & { machine: string };
 export type MachineResult = { machine: string; threads?: ThreadSummary[]; total?: number; error?: Error };

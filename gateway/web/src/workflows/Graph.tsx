@@ -1,7 +1,7 @@
 import { Background, Controls, ReactFlow } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useMemo } from "react";
-import type { Edge } from "./api";
+import type { Edge } from "../api";
 import { layoutGraph } from "./layout";
 
 export default function Graph({ edges, roles, active, visited }: { edges: Edge[]; roles: Record<string, { description?: string }>; active?: string | null; visited?: string[] }) {

@@ -4,7 +4,7 @@
 import dagre from "@dagrejs/dagre";
 import type { Edge as FlowEdge, Node as FlowNode } from "@xyflow/react";
 import { MarkerType } from "@xyflow/react";
-import type { Edge } from "./api";
+import type { Edge } from "../api";
 import { edgeKey, END, START } from "./path";
 
 export { edgeKey, END, START, visitedEdges } from "./path";

@@ -1,0 +1,3 @@
+export function Status({ s }: { s: string }) {
+  return <span className={`badge st-${s}`}>{s}</span>;
+}

@@ -1,0 +1,85 @@
+import { useEffect, useMemo, useState } from "react";
+import { ApiError, machine, RoleRecord, TERMINAL, ThreadRecord, useApi, useLive } from "../api";
+import { ConfirmButton } from "../common/ConfirmButton";
+import { ErrorBox } from "../common/ErrorBox";
+import { Loading } from "../common/Loading";
+import { href, navigate } from "../route";
+import { visitedEdges } from "../workflows/path";
+import { RecordCard } from "./RecordCard";
+import { Status } from "./Status";
+import { ThreadGraph } from "./ThreadGraph";
+
+export function ThreadDetail({ machine: m, id }: { machine: string; id: string }) {
+  const api = useMemo(() => machine(m), [m]);
+  const [gen, setGen] = useState(0);
+  const [finished, setFinished] = useState(false);
+  const snap = useApi(() => api.thread(id), [m, id], finished ? undefined : 2000);
+  // No stream for a thread the machine does not know (the snapshot says 404).
+  const gone = snap.error instanceof ApiError && snap.error.status === 404;
+  const live = useLive(gone ? null : api.livePath(id), gen);
+  const start = snap.data?.records.find((r) => r.type === "thread-start");
+  const status = start?.type === "thread-start" ? start.status : undefined;
+  useEffect(() => {
+    if (status && TERMINAL.includes(status)) setFinished(true);
+  }, [status]);
+  useEffect(() => {
+    if (live.done) snap.reload();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [live.done]);
+  // The stream is the newer source; the snapshot covers a stream that is not up yet.
+  const records: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
+  const act = async (verb: "pause" | "resume" | "kill") => {
+    await api.act(id, verb);
+    if (verb === "resume") setGen((g) => g + 1);
+    snap.reload();
+  };
+  const fork = async (fromRole?: string) => {
+    const { threadId } = await api.fork(id, fromRole);
+    navigate(href.thread(m, threadId));
+  };
+  const steps = records.filter((r): r is RoleRecord => r.type === "role");
+  return (
+    <section aria-labelledby="thread-title" data-status={status ?? ""}>
+      <div className="row between wrap">
+        <h1 id="thread-title" className="mono">
+          {id} {status && <Status s={status} />}
+        </h1>
+        <div className="row wrap actions">
+          {status === "running" && <ConfirmButton testid="pause" label="Pause" question="Pause this thread after its current step?" action={() => act("pause")} />}
+          {(status === "paused" || status === "interrupted") && <ConfirmButton testid="resume" label="Resume" question="Resume this thread?" action={() => act("resume")} />}
+          {(status === "running" || status === "paused" || status === "interrupted") && (
+            <ConfirmButton testid="kill" className="danger" label="Kill" question="Kill this thread? It ends with return code 130." action={() => act("kill")} />
+          )}
+        </div>
+      </div>
+      <p className="muted live-state" aria-live="polite">
+        {gone ? "" : live.done ? `Stream ended (${live.done}).` : live.connected ? "● live" : live.error ?? "connecting…"}
+      </p>
+      {snap.error && !snap.data && <ErrorBox error={snap.error} retry={snap.reload} />}
+      {!snap.data && !live.records.length && snap.loading && <Loading what="thread" />}
+      {start?.type === "thread-start" && start.workflow !== "unknown" && (
+        <ThreadGraph
+          m={m}
+          workflow={start.workflow}
+          bundleHash={start.bundleHash}
+          active={status && !TERMINAL.includes(status) ? steps[steps.length - 1]?.role : null}
+          visited={visitedEdges(steps.map((r) => r.role), records.some((r) => r.type === "workflow-result"))}
+        />
+      )}
+      <ol className="records">
+        {records.map((r, i) => (
+          <li key={i}>
+            <RecordCard m={m} r={r} onFork={fork} />
+          </li>
+        ))}
+      </ol>
+      {records.length > 0 && steps.length === 0 && !live.done && <p className="muted">Waiting for the first step…</p>}
+      {live.info.length > 0 && (
+        <details className="card">
+          <summary>Debug log ({live.info.length} lines)</summary>
+          <pre className="log">{live.info.join("\n")}</pre>
+        </details>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,68 @@
+import { useMemo, useState } from "react";
+import { machine, ThreadStatus, useApi } from "../api";
+import { ErrorBox } from "../common/ErrorBox";
+import { Loading } from "../common/Loading";
+import { RunDialog } from "./RunDialog";
+import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
+import { Sort } from "./threads";
+
+const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted"];
+const PAGE = 20;
+
+export function ThreadList({ machine: m }: { machine: string }) {
+  const [status, setStatus] = useState("");
+  const [workflow, setWorkflow] = useState("");
+  const [offset, setOffset] = useState(0);
+  const [running, setRunning] = useState(false);
+  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  const api = useMemo(() => machine(m), [m]);
+  const q = useApi(() => api.threads({ limit: PAGE, offset, status: status || undefined, workflow: workflow || undefined }), [m, status, workflow, offset], 5000);
+  const wfs = useApi(api.workflows, [m]);
+  const total = q.data?.total ?? 0;
+  return (
+    <section aria-labelledby="threads-title">
+      <div className="row between wrap">
+        <h1 id="threads-title">Threads on {m}</h1>
+        <div className="row wrap">
+          <label className="inline">
+            Status{" "}
+            <select value={status} onChange={(e) => { setStatus(e.target.value); setOffset(0); }} aria-label="status filter">
+              <option value="">all</option>
+              {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            </select>
+          </label>
+          <label className="inline">
+            Workflow{" "}
+            <select value={workflow} onChange={(e) => { setWorkflow(e.target.value); setOffset(0); }} aria-label="workflow filter">
+              <option value="">all</option>
+              {wfs.data?.workflows.map((w) => <option key={w.name} value={w.name}>{w.name}</option>)}
+            </select>
+          </label>
+          <button className="primary" onClick={() => setRunning(true)} data-testid="run-open">
+            Run…
+          </button>
+        </div>
+      </div>
+      {q.error && <ErrorBox error={q.error} retry={q.reload} />}
+      {!q.data && q.loading && <Loading what="threads" />}
+      {q.data && q.data.threads.length === 0 && <p className="empty muted">No threads{status ? ` with status ${status}` : ""}{workflow ? ` of ${workflow}` : ""} yet.</p>}
+      {q.data && q.data.threads.length > 0 && (
+        <ThreadTable
+          rows={q.data.threads}
+          machine={m}
+          sort={sort}
+          onSort={setSort}
+          caption={total > PAGE ? `Threads ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}; sorting orders the rows on this page only.` : undefined}
+        />
+      )}
+      {total > PAGE && (
+        <nav className="row pager" aria-label="pages">
+          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>← Newer</button>
+          <span>{offset + 1}–{Math.min(offset + PAGE, total)} of {total}</span>
+          <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)}>Older →</button>
+        </nav>
+      )}
+      {running && <RunDialog machine={m} onClose={() => setRunning(false)} />}
+    </section>
+  );
+}
