@@ -14,8 +14,8 @@
 // newer connection wins, as on a single gateway.
 //
 // Original clients' registrations (POST /api/gateway/register) are shared
-// too, their client tokens sealed: the socket may land on another replica
-// than the registration.
+// too, sealed (gateway/legacy's SealRegistration; registration.go): the
+// socket may land on another replica than the registration.
 //
 // Messages and forwarded requests are signed with a key derived from the
 // gateway key every replica shares. Nothing of NATS is on the request
@@ -36,6 +36,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
 )
 
@@ -88,7 +89,7 @@ type Local interface {
 	Replace(name, reason string)
 	// Registered applies an original client's registration made on
 	// another replica.
-	Registered(r Registration)
+	Registered(r legacy.Registration)
 }
 
 // Endpoint is a connector in the cluster-wide list: where it is held.
@@ -434,7 +435,7 @@ func (c *Cluster) receive(msg *nats.Msg) {
 		return
 	}
 	if m.Kind == kindRegistration {
-		r, err := unseal(c.sealKey(), m.Sealed)
+		r, err := openRegistration(c.sealKey(), m.Sealed)
 		if err != nil {
 			c.o.Logger.Warn("cluster registration ignored", "replica", m.Replica, "err", err.Error())
 			return

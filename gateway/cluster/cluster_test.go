@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/uncaged/workflow/gateway/internal/natstest"
+	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
 )
 
@@ -19,11 +19,11 @@ type fakeLocal struct {
 	mu       sync.Mutex
 	eps      map[string]presence.Endpoint
 	replaced map[string]string // name → reason
-	regs     map[string]Registration
+	regs     map[string]legacy.Registration
 }
 
 func newFakeLocal(eps ...presence.Endpoint) *fakeLocal {
-	l := &fakeLocal{eps: map[string]presence.Endpoint{}, replaced: map[string]string{}, regs: map[string]Registration{}}
+	l := &fakeLocal{eps: map[string]presence.Endpoint{}, replaced: map[string]string{}, regs: map[string]legacy.Registration{}}
 	for _, e := range eps {
 		l.eps[e.Name] = e
 	}
@@ -49,13 +49,13 @@ func (l *fakeLocal) Replace(name, reason string) {
 	l.eps[name] = e
 }
 
-func (l *fakeLocal) Registered(r Registration) {
+func (l *fakeLocal) Registered(r legacy.Registration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.regs[r.Name] = r
 }
 
-func (l *fakeLocal) registration(name string) Registration {
+func (l *fakeLocal) registration(name string) legacy.Registration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.regs[name]
@@ -288,7 +288,7 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 	l2 := newFakeLocal()
 	member(t, url, "r2", time.Hour, l2)
 	_, wire := wiretap(t, url)
-	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "client-token-secret"})
+	c1.ShareRegistration(legacy.Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "client-token-secret"})
 	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "client-token-secret" })
 	for {
 		msg, err := wire.NextMsg(5 * time.Second)
@@ -302,30 +302,27 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 			break
 		}
 	}
-	c1.ShareRegistration(Registration{Name: "old-client", Removed: true})
+	c1.ShareRegistration(legacy.Registration{Name: "old-client", Removed: true})
 	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
 }
 
-func TestUnsealRefusesBadRegistrations(t *testing.T) {
+func TestOpenRegistrationRefusesBadNames(t *testing.T) {
 	key := []byte(strings.Repeat("s", 32))
-	good, _ := seal(key, Registration{Name: "old-client", ClientToken: "t"})
-	raw, _ := base64.StdEncoding.DecodeString(good)
-	raw[len(raw)-1] ^= 1
-	tampered := base64.StdEncoding.EncodeToString(raw)
-	badName, _ := seal(key, Registration{Name: "Not A Name"})
-	other, _ := seal([]byte(strings.Repeat("o", 32)), Registration{Name: "old-client"})
-	for name, sealed := range map[string]string{
-		"not base64": "%%%",
-		"too short":  "AAAA",
-		"tampered":   tampered,
-		"other key":  other,
-		"bad name":   badName,
-	} {
-		if r, err := unseal(key, sealed); err == nil || r.Name != "" {
-			t.Errorf("%s: %+v %v", name, r, err)
-		}
+	good, err := legacy.SealRegistration(key, legacy.Registration{Name: "old-client", ClientToken: "t"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r, err := unseal(key, good); err != nil || r.ClientToken != "t" {
+	badName, err := legacy.SealRegistration(key, legacy.Registration{Name: "Not A Name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := openRegistration(key, badName); err == nil || r.Name != "" {
+		t.Errorf("bad name: %+v %v", r, err)
+	}
+	if r, err := openRegistration(key, "AAAA"); err == nil || r.Name != "" {
+		t.Errorf("too short: %+v %v", r, err)
+	}
+	if r, err := openRegistration(key, good); err != nil || r.ClientToken != "t" {
 		t.Fatalf("good: %+v %v", r, err)
 	}
 }
@@ -338,7 +335,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 	l2 := newFakeLocal()
 	c2 := member(t, url, "r2", time.Hour, l2)
 	nc, wire := wiretap(t, url)
-	c1.ShareRegistration(Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "t"})
+	c1.ShareRegistration(legacy.Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "t"})
 	var captured *nats.Msg
 	for captured == nil {
 		msg, err := wire.NextMsg(5 * time.Second)
@@ -350,7 +347,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 		}
 	}
 	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "t" })
-	c1.ShareRegistration(Registration{Name: "old-client", Removed: true})
+	c1.ShareRegistration(legacy.Registration{Name: "old-client", Removed: true})
 	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
 
 	replay := nats.NewMsg(subjectPresence)

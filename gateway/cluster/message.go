@@ -50,7 +50,8 @@ type message struct {
 	Part      int                 `json:"part,omitempty"`
 	More      bool                `json:"more,omitempty"`
 	Endpoints []presence.Endpoint `json:"endpoints,omitempty"`
-	// Sealed is a kindRegistration's Registration, encrypted.
+	// Sealed is a kindRegistration's legacy.Registration, sealed
+	// (legacy.SealRegistration).
 	Sealed string `json:"sealed,omitempty"`
 }
 

@@ -1,36 +1,22 @@
 package cluster
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/uncaged/workflow/gateway/legacy"
 )
 
-// Registration is an original client's POST /api/gateway/register (or
-// its DELETE, Removed) as the replicas share it. The client's socket may
-// land on another replica than its registration, and that replica needs
-// the client token to call the client's API.
-type Registration struct {
-	Name        string `json:"name"`
-	URL         string `json:"url"`
-	ClientToken string `json:"clientToken,omitempty"`
-	Removed     bool   `json:"removed,omitempty"`
-}
-
 // ShareRegistration tells the other replicas of an original client's
-// registration. The client token travels sealed (AES-GCM): NATS sees
-// neither it nor, thanks to the MAC, a chance to change it.
-func (c *Cluster) ShareRegistration(r Registration) {
+// registration (legacy.Registration; Removed for its end). It travels
+// sealed (legacy.SealRegistration) under a key derived from the cluster
+// key: NATS sees neither the client token nor a chance to change it.
+func (c *Cluster) ShareRegistration(r legacy.Registration) {
 	if c.nc == nil {
 		return
 	}
-	sealed, err := seal(c.sealKey(), r)
+	sealed, err := legacy.SealRegistration(c.sealKey(), r)
 	if err != nil {
 		c.o.Logger.Warn("cluster registration not shared", "connector", r.Name, "err", err.Error())
 		return
@@ -44,51 +30,15 @@ func (c *Cluster) sealKey() []byte {
 	return m.Sum(nil)
 }
 
-func seal(key []byte, r Registration) (string, error) {
-	plain, err := json.Marshal(r)
+// openRegistration opens a shared registration and checks its name, as
+// decode checks the names of the other messages.
+func openRegistration(key []byte, sealed string) (legacy.Registration, error) {
+	r, err := legacy.OpenRegistration(key, sealed)
 	if err != nil {
-		return "", err
-	}
-	aead, err := newAEAD(key)
-	if err != nil {
-		return "", err
-	}
-	nonce := make([]byte, aead.NonceSize())
-	rand.Read(nonce)
-	return base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, plain, nil)), nil
-}
-
-// unseal opens and checks a shared registration.
-func unseal(key []byte, sealed string) (Registration, error) {
-	var r Registration
-	raw, err := base64.StdEncoding.DecodeString(sealed)
-	if err != nil {
-		return r, errors.New("sealed registration: not base64")
-	}
-	aead, err := newAEAD(key)
-	if err != nil {
-		return r, err
-	}
-	if len(raw) < aead.NonceSize() {
-		return r, errors.New("sealed registration: too short")
-	}
-	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], nil)
-	if err != nil {
-		return r, errors.New("sealed registration: cannot open (another key?)")
-	}
-	if err := json.Unmarshal(plain, &r); err != nil {
-		return Registration{}, fmt.Errorf("sealed registration: %w", err)
+		return legacy.Registration{}, err
 	}
 	if !nameRule.MatchString(r.Name) {
-		return Registration{}, fmt.Errorf("sealed registration: invalid connector name %q", r.Name)
+		return legacy.Registration{}, fmt.Errorf("sealed registration: invalid connector name %q", r.Name)
 	}
 	return r, nil
-}
-
-func newAEAD(key []byte) (cipher.AEAD, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
 }

@@ -8,6 +8,13 @@
 // Conn adapts one such WebSocket to the http.RoundTripper the gateway's
 // proxy uses for every connector (it satisfies presence.Conn), so both
 // kinds of connector are served alike and can be online at once.
+//
+// Such a client also registers (POST /api/gateway/register, repeated as a
+// heartbeat) the token its local API requires; Conn sends it as
+// X-Client-Token. Registrations holds them, and SealRegistration /
+// OpenRegistration encode one for the other replicas in cluster mode
+// (registration.go). The routes are gateway/server's, the NATS transport
+// gateway/cluster's.
 package legacy
 
 import (

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
 )
@@ -56,19 +57,15 @@ func (l clusterLocal) Replace(name, reason string) {
 
 // Registered applies an original client's registration made on another
 // replica: this one may hold (or get) the client's socket.
-func (l clusterLocal) Registered(r cluster.Registration) {
-	if r.Removed {
-		l.g.registrations.remove(r.Name)
-		return
-	}
-	l.g.registrations.upsert(r.Name, r.URL, r.ClientToken, time.Now())
+func (l clusterLocal) Registered(r legacy.Registration) {
+	l.g.registrations.Apply(r, time.Now())
 }
 
 // shareRegistration tells the other replicas of an original client's
-// registration (or, removed, of its end).
-func (g *Gateway) shareRegistration(name, url, clientToken string, removed bool) {
+// registration (or, Removed, of its end).
+func (g *Gateway) shareRegistration(r legacy.Registration) {
 	if g.opts.Cluster != nil {
-		g.opts.Cluster.ShareRegistration(cluster.Registration{Name: name, URL: url, ClientToken: clientToken, Removed: removed})
+		g.opts.Cluster.ShareRegistration(r)
 	}
 }
 

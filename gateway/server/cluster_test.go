@@ -146,11 +146,11 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("register: %d %s", resp.StatusCode, body)
 	}
-	waitUntil(t, "r1 to learn the client token", func() bool { return r1.gw.registrations.clientToken("old-client") == "ct-1" })
+	waitUntil(t, "r1 to learn the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "ct-1" })
 	if resp, body := r2.do("DELETE", "/api/gateway/register/old-client", "shared-secret", nil); resp.StatusCode != 200 {
 		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
 	}
-	waitUntil(t, "r1 to forget the client token", func() bool { return r1.gw.registrations.clientToken("old-client") == "" })
+	waitUntil(t, "r1 to forget the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "" })
 
 	// Cut off from NATS, a replica is not ready.
 	if resp, _ := r1.do("GET", "/readyz", "", nil); resp.StatusCode != 200 {

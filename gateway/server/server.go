@@ -8,7 +8,8 @@
 // TypeScript client speaking JSON frames, served through gateway/legacy.
 // Both are the same presence.Conn to the proxy and can be online at once.
 // The original clients' POST /api/gateway/register and DELETE
-// /api/gateway/register/:name are accepted too (register.go).
+// /api/gateway/register/:name are accepted too (register.go; the
+// registrations themselves are gateway/legacy's).
 //
 // Limits (Options): request body size and the time to send it,
 // connections and connection attempts per client address, idle
@@ -146,7 +147,7 @@ type Gateway struct {
 	echo          *echo.Echo
 	metrics       *metrics.Gateway
 	connectLimit  *rateLimiter
-	registrations registrations
+	registrations legacy.Registrations
 	// crossOrigin refuses cookie-authenticated and login requests from
 	// other origins (csrf.go).
 	crossOrigin  *http.CrossOriginProtection
@@ -414,7 +415,7 @@ func (g *Gateway) connect(c echo.Context) error {
 		conn = legacy.New(ws, legacy.Options{
 			ReadLimit:   g.opts.WSReadLimit,
 			MaxBody:     g.opts.MaxBody,
-			ClientToken: func() string { return g.registrations.clientToken(name) },
+			ClientToken: func() string { return g.registrations.ClientToken(name) },
 			OnDrop:      g.metrics.LegacyFrameDropped,
 		})
 		info.Protocol = metrics.ProtocolLegacy

@@ -160,7 +160,7 @@ func TestTheSharedSecretCannotRegisterATokenBoundName(t *testing.T) {
 	if resp.StatusCode != 409 || !strings.Contains(body, "held by a token-bound connector") {
 		t.Fatalf("register with the secret: %d %s", resp.StatusCode, body)
 	}
-	if tok := f.gw.registrations.clientToken("alpha"); tok != "" {
+	if tok := f.gw.registrations.ClientToken("alpha"); tok != "" {
 		t.Fatalf("the secret's client token was recorded: %q", tok)
 	}
 	if resp, body := f.do("DELETE", "/api/gateway/register/alpha", "shared-secret", nil); resp.StatusCode != 409 {
