@@ -89,7 +89,7 @@ func (a modelAgent) run(ctx context.Context, call Call) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		defer ws.Close()
+		defer func() { _ = ws.Close() }() // a directory handle: nothing was written through it
 		if req.Tools, err = ws.Tools(a.spec.Tools); err != nil {
 			return Result{}, err
 		}

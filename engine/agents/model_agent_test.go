@@ -98,14 +98,16 @@ func newFakeModel(t *testing.T, replies ...reply) *fakeModel {
 		case rep.events != nil:
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, ev := range rep.events {
-				io.WriteString(w, "data: "+ev+"\n\n")
+				// A write that fails shows on the client's side, which
+				// is what the test checks.
+				_, _ = io.WriteString(w, "data: "+ev+"\n\n")
 				w.(http.Flusher).Flush()
 			}
 		default:
 			if rep.status != 0 {
 				w.WriteHeader(rep.status)
 			}
-			io.WriteString(w, rep.body)
+			_, _ = io.WriteString(w, rep.body) // a failure shows on the client's side
 		}
 	}))
 	t.Cleanup(f.srv.Close)
@@ -339,7 +341,9 @@ func TestReactSpecChecks(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(file, nil, 0o644)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f := newFakeModel(t)
 	for ws, want := range map[string]string{file: "is not a directory", file + "-missing": "does not exist"} {
 		_, err := newAgent(t, Spec{Kind: KindReact, Workspace: ws}).Run(context.Background(), Call{Thread: testThread(), Host: newHost(t, f)})
@@ -355,10 +359,18 @@ func TestReactSpecChecks(t *testing.T) {
 func TestReactAgentEditsItsWorkspace(t *testing.T) {
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
-	os.MkdirAll(ws, 0o755)
-	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello world\n"), 0o644)
-	os.WriteFile(filepath.Join(base, "secret"), []byte("outside"), 0o644)
-	os.Symlink("/", filepath.Join(ws, "rootlink"))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello world\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "secret"), []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(ws, "rootlink")); err != nil {
+		t.Fatal(err)
+	}
 
 	f := newFakeModel(t,
 		calls([3]string{"r1", "read_file", `{"path":"a.txt"}`}, [3]string{"w1", "write_file", `{"path":"src/new.go","content":"package x\n"}`}),

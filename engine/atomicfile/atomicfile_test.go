@@ -35,7 +35,9 @@ func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
 func TestWriteIntoMissingParentThatIsAFileFails(t *testing.T) {
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")
-	os.WriteFile(blocker, []byte("x"), 0o644)
+	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Write(filepath.Join(blocker, "child"), []byte("y"), 0o644); err == nil {
 		t.Fatal("expected an error writing under a regular file")
 	}

@@ -23,7 +23,9 @@ func TestTryLockAndHeld(t *testing.T) {
 	if _, err := TryLock(p); !errors.Is(err, ErrLocked) {
 		t.Errorf("second TryLock: got %v, want ErrLocked", err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if Held(p) {
 		t.Error("a released lock is reported held")
 	}
@@ -31,7 +33,9 @@ func TestTryLockAndHeld(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock after release: %v", err)
 	}
-	g.Close()
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestTryLockBadPath(t *testing.T) {

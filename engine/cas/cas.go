@@ -193,7 +193,7 @@ func (s *Store) ReadInto(hash string, buf []byte) ([]byte, error) {
 	if err != nil {
 		return buf[:0], err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	if cap(buf) < 4096 {
 		buf = make([]byte, 0, 4096)
 	}
@@ -278,7 +278,7 @@ func (s *Store) Each(fn func(hash string) error) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // a directory, only read
 	for {
 		names, err := d.Readdirnames(4096)
 		for _, name := range names {

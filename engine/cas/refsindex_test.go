@@ -16,8 +16,12 @@ func TestCheckRefsIndexNamesUnusableLines(t *testing.T) {
 	a, _ := s.Put("a")
 	b, _ := s.PutNode(node.NewContent("b", []string{a}))
 	f, _ := os.OpenFile(s.RefsIndexPath(), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString("not a line\n" + b + " " + a)
-	f.Close()
+	if _, err := f.WriteString("not a line\n" + b + " " + a); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	idx, flaws, err := s.CheckRefsIndex()
 	if err != nil || !reflect.DeepEqual(idx[b], []string{a}) {
 		t.Fatalf("index = %v, %v", idx, err)
@@ -35,8 +39,13 @@ func TestRebuildRefsIndexTrustsOnlyBlobs(t *testing.T) {
 	a, _ := s.Put("a")
 	b, _ := s.PutNode(node.NewContent("b", []string{a}))
 	f, _ := os.OpenFile(s.RefsIndexPath(), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(b + "\n") // a wrong entry: b "points" nowhere
-	f.Close()
+	// a wrong entry: b "points" nowhere
+	if _, err := f.WriteString(b + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.RebuildRefsIndex(map[string][]string{a: {}}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +67,12 @@ func TestATornAppendNeverReadsAsAWrongEntry(t *testing.T) {
 	idx, _ := os.ReadFile(s.RefsIndexPath())
 	start := bytes.Index(idx, []byte(a))
 	cut := start + bytes.Index(idx[start:], []byte(r1)) + len(r1) + 1
-	os.WriteFile(s.RefsIndexPath(), idx[:cut], 0o644)
-	s.Put("the next blob")
+	if err := os.WriteFile(s.RefsIndexPath(), idx[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put("the next blob"); err != nil {
+		t.Fatal(err)
+	}
 
 	got, flaws, err := s.CheckRefsIndex()
 	if err != nil {
@@ -72,7 +85,9 @@ func TestATornAppendNeverReadsAsAWrongEntry(t *testing.T) {
 		t.Fatalf("flaws = %+v", flaws)
 	}
 	// Lines from before the count existed still read.
-	os.WriteFile(s.RefsIndexPath(), []byte(a+" "+r1+" "+r2+"\n"+r1+"\n"), 0o644)
+	if err := os.WriteFile(s.RefsIndexPath(), []byte(a+" "+r1+" "+r2+"\n"+r1+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := s.RefsIndex(); !reflect.DeepEqual(got, map[string][]string{a: {r1, r2}, r1: {}}) {
 		t.Fatalf("old lines read as %v", got)
 	}

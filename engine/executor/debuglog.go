@@ -99,7 +99,9 @@ func (l *DebugLog) Write(tag, content string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
+	// Dropped like every error here (see above): the record is lost at
+	// worst, and the next Write cuts off whatever part of it is left.
+	defer func() { _ = f.Close() }()
 	end, err := wholeLinesEnd(f)
 	if err != nil {
 		return
@@ -107,7 +109,9 @@ func (l *DebugLog) Write(tag, content string) {
 	if n, err := f.Write(b); err != nil || n != len(b) {
 		// The file is appended to only here, under the lock: everything
 		// past end is this record's beginning.
-		f.Truncate(end)
+		// Should this fail too, the next Write's wholeLinesEnd cuts the
+		// partial line off before appending.
+		_ = f.Truncate(end)
 	}
 }
 

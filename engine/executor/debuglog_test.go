@@ -122,8 +122,12 @@ func TestDebugLogNeverAppendsAfterAPartialLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"tag":"X","content":"` + strings.Repeat("y", 10000))
-	f.Close()
+	if _, err := f.WriteString(`{"tag":"X","content":"` + strings.Repeat("y", 10000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l.Write("D", "after a crash")
 	if got := wholeLines(t, path); strings.Join(got, ",") != "first,third,after a crash" {
 		t.Fatalf("records = %q", got)

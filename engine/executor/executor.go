@@ -163,7 +163,13 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 	if err != nil {
 		return r.stopped(ctx, err)
 	}
-	defer wrun.Close()
+	defer func() {
+		// By now the thread's outcome is recorded; a run that cannot be
+		// released is worth a line in its debug log, not a different result.
+		if err := wrun.Close(); err != nil {
+			dlog.Write(TagError, fmt.Sprintf("thread %s: releasing the workflow run: %v", t.ID, err))
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return r.stopped(ctx, ctx.Err())

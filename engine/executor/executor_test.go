@@ -168,7 +168,9 @@ func walk(dir string, fn func(string)) error {
 	for _, e := range entries {
 		p := dir + "/" + e.Name()
 		if e.IsDir() {
-			walk(p, fn)
+			if err := walk(p, fn); err != nil {
+				return err
+			}
 		} else {
 			fn(p)
 		}

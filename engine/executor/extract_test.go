@@ -20,7 +20,11 @@ func fakeModel(t *testing.T, args string) (*httptest.Server, *[]map[string]any) 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req map[string]any
 		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &req)
+		if err := json.Unmarshal(b, &req); err != nil {
+			t.Errorf("the model got a request that is no JSON: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		req["authorization"] = r.Header.Get("Authorization")
 		seen = append(seen, req)
 		tools, _ := req["tools"].([]any)
@@ -29,7 +33,7 @@ func fakeModel(t *testing.T, args string) (*httptest.Server, *[]map[string]any) 
 			"role": "assistant", "content": nil,
 			"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": last, "arguments": args}}},
 		}}}}
-		json.NewEncoder(w).Encode(resp)
+		_ = json.NewEncoder(w).Encode(resp) // a failure shows on the client's side
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &seen

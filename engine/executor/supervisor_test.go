@@ -66,7 +66,8 @@ func newOversightModel(t *testing.T, answers map[string]string) *oversightModel 
 			http.Error(w, `{"error":"model refuses"}`, http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+		// A failed write shows on the client's side.
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
 			"role": "assistant", "content": nil,
 			"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": tool, "arguments": args}}},
 		}}}})

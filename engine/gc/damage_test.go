@@ -49,11 +49,17 @@ func blobCount(t *testing.T, store *cas.Store) int {
 func TestRefusesToSweepPastADamagedIndex(t *testing.T) {
 	l, store := newRoot(t)
 	start, head := chain(t, store, "active")
-	store.Put("an orphan")
+	if _, err := store.Put("an orphan"); err != nil {
+		t.Fatal(err)
+	}
 	dir := l.BundleDir("B")
-	threads.Upsert(dir, "T", threads.Entry{Head: head, Start: start, UpdatedAt: 1})
+	if err := threads.Upsert(dir, "T", threads.Entry{Head: head, Start: start, UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := os.ReadFile(threads.IndexFile(dir))
-	os.WriteFile(threads.IndexFile(dir), b[:len(b)-3], 0o644)
+	if err := os.WriteFile(threads.IndexFile(dir), b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := blobCount(t, store)
 
 	res, err := Collect(context.Background(), l, store, Options{})
@@ -73,10 +79,14 @@ func TestRefusesToSweepPastADamagedHistoryLine(t *testing.T) {
 	l, store := newRoot(t)
 	start, head := chain(t, store, "finished")
 	dir := l.BundleDir("B")
-	threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "T", Head: head, Start: start, CompletedAt: 1})
+	if err := threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "T", Head: head, Start: start, CompletedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(threads.HistoryDir(dir), "1970-01-01.jsonl")
 	b, _ := os.ReadFile(p)
-	os.WriteFile(p, []byte(strings.Replace(string(b), `"head"`, `head"`, 1)), 0o644)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), `"head"`, `head"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := blobCount(t, store)
 
 	_, err := Collect(context.Background(), l, store, Options{})
@@ -99,10 +109,16 @@ func TestNodesNamedByAKeptAsideFileSurvive(t *testing.T) {
 	start, head := chain(t, store, "aside")
 	orphan, _ := store.Put("an orphan")
 	dir := l.BundleDir("B")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(threads.IndexFile(dir), []byte("{}\n"), 0o644)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(threads.IndexFile(dir), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	torn := `{"T": {"head": "` + head + `", "start": "` + start
-	os.WriteFile(filepath.Join(dir, "threads.json.damaged-20260509T120000Z"), []byte(torn), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "threads.json.damaged-20260509T120000Z"), []byte(torn), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := Collect(context.Background(), l, store, Options{})
 	if err != nil {

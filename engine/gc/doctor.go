@@ -218,11 +218,11 @@ func (d *doctor) checkBlobs(ctx context.Context) (*blobScan, error) {
 			break
 		}
 		if err != nil {
-			f.Close()
+			_ = f.Close() // a directory, only read
 			return nil, err
 		}
 	}
-	f.Close()
+	_ = f.Close() // a directory, only read
 	sort.Strings(hashes)
 	for _, h := range hashes {
 		scan.present[h] = true

@@ -19,14 +19,24 @@ import (
 func snapshot(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			b, _ := os.ReadFile(p)
-			st, _ := d.Info()
-			out[p] = string(b) + "|" + st.ModTime().String()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = string(b) + "|" + st.ModTime().String()
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -59,39 +69,61 @@ func newDamagedRoot(t *testing.T) damagedRoot {
 	aStart, aHead := chain(t, store, "active")
 	fStart, fHead := chain(t, store, "finished")
 	r.activeHead, r.finishedHead = aHead, fHead
-	threads.Upsert(dir, "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: aHead, Start: aStart, UpdatedAt: 1778000100000})
-	threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "06EZHZP3N4J2B8V6Q0T9W1X5Y4", Head: fHead, Start: fStart, CompletedAt: 1778000002000})
+	if err := threads.Upsert(dir, "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: aHead, Start: aStart, UpdatedAt: 1778000100000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "06EZHZP3N4J2B8V6Q0T9W1X5Y4", Head: fHead, Start: fStart, CompletedAt: 1778000002000}); err != nil {
+		t.Fatal(err)
+	}
 	// A finished thread whose end node is gone: dangling, not repairable.
-	threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "06EZHZP3N4J2B8V6Q0T9W1X5Y5", Head: "ZZZZZZZZZZZZY", Start: fStart, CompletedAt: 1778000003000})
+	if err := threads.AppendHistory(dir, threads.HistoryEntry{ThreadID: "06EZHZP3N4J2B8V6Q0T9W1X5Y5", Head: "ZZZZZZZZZZZZY", Start: fStart, CompletedAt: 1778000003000}); err != nil {
+		t.Fatal(err)
+	}
 
 	idx := threads.IndexFile(dir)
 	b, _ := os.ReadFile(idx)
 	r.indexBefore = string(b)
-	os.WriteFile(idx, b[:len(b)-3], 0o644)
+	if err := os.WriteFile(idx, b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	hist := filepath.Join(threads.HistoryDir(dir), "2026-05-05.jsonl")
 	b, _ = os.ReadFile(hist)
 	r.historyBefore = string(b)
-	os.WriteFile(hist, []byte(strings.Replace(string(b), `"head":"`+fHead, `"head":`+fHead, 1)), 0o644)
+	if err := os.WriteFile(hist, []byte(strings.Replace(string(b), `"head":"`+fHead, `"head":`+fHead, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The refs index: a torn line, and an entry that lies about the
 	// finished thread's head (it "points" only at its start).
 	refs := filepath.Join(store.Dir(), "refs.idx")
 	f, _ := os.OpenFile(refs, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(fHead + " " + fStart + "\n" + "0123456789ABC 01234")
-	f.Close()
+	if _, err := f.WriteString(fHead + " " + fStart + "\n" + "0123456789ABC 01234"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	// Temporary files: one a crash left long ago, one a write in progress.
 	r.oldTemp = filepath.Join(dir, "threads.json.tmp.4242.1778000000000")
 	r.youngTemp = filepath.Join(store.Dir(), "0123456789ABC.txt.tmp.77")
-	os.WriteFile(r.oldTemp, []byte("{"), 0o644)
-	os.WriteFile(r.youngTemp, []byte("type"), 0o644)
+	if err := os.WriteFile(r.oldTemp, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.youngTemp, []byte("type"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(r.oldTemp, old, old)
+	if err := os.Chtimes(r.oldTemp, old, old); err != nil {
+		t.Fatal(err)
+	}
 
 	// A blob whose bytes changed after it was stored.
 	h, _ := store.Put("some orphan text")
 	r.mismatch = h
-	os.WriteFile(filepath.Join(store.Dir(), h+".txt"), []byte("type: content\npayload: changed\nrefs: []\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(store.Dir(), h+".txt"), []byte("type: content\npayload: changed\nrefs: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 
@@ -207,12 +239,18 @@ func TestRepairRecoversCutEntriesFromTheChain(t *testing.T) {
 	fStart, fHead := chain(t, store, "finished")
 	gStart, gHead := chain(t, store, "glued")
 	index := `{"T1": {"head": "` + aHead + `", "start": "` + aStart + `", "updatedAt": 17`
-	os.MkdirAll(threads.HistoryDir(dir), 0o755)
-	os.WriteFile(threads.IndexFile(dir), []byte(index), 0o644)
+	if err := os.MkdirAll(threads.HistoryDir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(threads.IndexFile(dir), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	torn := `{"threadId":"T2","head":"` + fHead + `","start":"` + fStart + `","complet`
 	glued := `{"threadId":"T3","head":"` + gHead + `","start":"` + gStart + `","completedAt":9}` + "\n"
 	hist := filepath.Join(threads.HistoryDir(dir), "1970-01-01.jsonl")
-	os.WriteFile(hist, []byte(torn+glued), 0o644)
+	if err := os.WriteFile(hist, []byte(torn+glued), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	idxRep, err := threads.RepairIndex(dir, store, time.Now())
 	if err != nil || idxRep == nil || idxRep.Recovered != 1 {

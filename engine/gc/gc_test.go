@@ -2,7 +2,9 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -27,7 +29,9 @@ func TestKeepsReachableFromThreadsJSON(t *testing.T) {
 	prompt, _ := store.Put("prompt")
 	start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt))
 	orphan, _ := store.Put("orphan")
-	threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: start, Start: start, UpdatedAt: 1})
+	if err := threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: start, Start: start, UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Collect(context.Background(), l, store, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +63,15 @@ func TestForkPrefixSurvives(t *testing.T) {
 	empty, _ := store.Put("")
 	marker, _ := store.PutNode(node.NewState(node.StatePayload{Role: node.RoleFork, Meta: canonyaml.Map{{Key: "forkFrom", Value: "A"}}, Start: start, Content: empty, Ancestors: []string{h1}, Timestamp: 3}))
 	dir := l.BundleDir("B")
-	threads.Upsert(dir, "A", threads.Entry{Head: h2, Start: start, UpdatedAt: 2})
-	threads.Upsert(dir, "F", threads.Entry{Head: marker, Start: start, UpdatedAt: 3})
-	threads.Remove(dir, "A")
+	if err := threads.Upsert(dir, "A", threads.Entry{Head: h2, Start: start, UpdatedAt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := threads.Upsert(dir, "F", threads.Entry{Head: marker, Start: start, UpdatedAt: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := threads.Remove(dir, "A"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Collect(context.Background(), l, store, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +86,13 @@ func TestRootsFromHistoryAndMissingBlobs(t *testing.T) {
 	l, store := newRoot(t)
 	kept, _ := store.Put("kept")
 	// A history row pointing at a missing head and an existing start.
-	threads.AppendHistory(l.BundleDir("B"), threads.HistoryEntry{ThreadID: "T", Head: "ZZZZZZZZZZZZY", Start: kept, CompletedAt: 1})
+	if err := threads.AppendHistory(l.BundleDir("B"), threads.HistoryEntry{ThreadID: "T", Head: "ZZZZZZZZZZZZY", Start: kept, CompletedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	// Invalid refs in roots are ignored, not fatal.
-	threads.Upsert(l.BundleDir("C"), "U", threads.Entry{Head: "../../etc", Start: kept, UpdatedAt: 1})
+	if err := threads.Upsert(l.BundleDir("C"), "U", threads.Entry{Head: "../../etc", Start: kept, UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Collect(context.Background(), l, store, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,23 +167,33 @@ func TestNeverDeletesReachable(t *testing.T) {
 				id := fmt.Sprintf("T%03d", i)
 				switch rng.Intn(3) {
 				case 0:
-					threads.Upsert(l.BundleDir(bundle), id, threads.Entry{Head: head, Start: start, UpdatedAt: 1})
+					if err := threads.Upsert(l.BundleDir(bundle), id, threads.Entry{Head: head, Start: start, UpdatedAt: 1}); err != nil {
+						t.Fatal(err)
+					}
 					roots = append(roots, head, start)
 				case 1:
-					threads.AppendHistory(l.BundleDir(bundle), threads.HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: 1})
+					if err := threads.AppendHistory(l.BundleDir(bundle), threads.HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: 1}); err != nil {
+						t.Fatal(err)
+					}
 					roots = append(roots, head, start)
 				default: // a thread that was removed: its chain is garbage unless shared
 				}
 			}
 			for o := 0; o < rng.Intn(20); o++ {
-				store.Put(fmt.Sprintf("orphan %d", o))
+				if _, err := store.Put(fmt.Sprintf("orphan %d", o)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			switch mode {
 			case "no-index":
-				os.Remove(filepath.Join(store.Dir(), "refs.idx"))
+				if err := os.Remove(filepath.Join(store.Dir(), "refs.idx")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
 			case "stale-index":
 				if len(allHeads) > 0 {
-					store.Delete(allHeads[rng.Intn(len(allHeads))])
+					if err := store.Delete(allHeads[rng.Intn(len(allHeads))]); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			for _, r := range roots {
@@ -194,16 +218,24 @@ func TestNeverDeletesReachable(t *testing.T) {
 
 func TestProgressAndCancellation(t *testing.T) {
 	l, store := newRoot(t)
-	store.Put("x")
+	if _, err := store.Put("x"); err != nil {
+		t.Fatal(err)
+	}
 	var phases []Phase
-	Collect(context.Background(), l, store, Options{Progress: func(p Phase, n int) { phases = append(phases, p) }})
+	if _, err := Collect(context.Background(), l, store, Options{Progress: func(p Phase, n int) { phases = append(phases, p) }}); err != nil {
+		t.Fatal(err)
+	}
 	if len(phases) == 0 || phases[0] != PhaseRoots || phases[len(phases)-1] != PhaseSweep {
 		t.Fatalf("phases = %v", phases)
 	}
-	store.Put("x")
+	if _, err := store.Put("x"); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: "SSVQ0RZ55P9Y4", Start: "SSVQ0RZ55P9Y4", UpdatedAt: 1})
+	if err := threads.Upsert(l.BundleDir("B"), "T", threads.Entry{Head: "SSVQ0RZ55P9Y4", Start: "SSVQ0RZ55P9Y4", UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Collect(ctx, l, store, Options{}); err == nil {
 		t.Fatal("cancelled collection ran")
 	}

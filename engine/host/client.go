@@ -179,7 +179,9 @@ func SpawnSelf(l storage.Layout, args ...string) func() error {
 		if err != nil {
 			return err
 		}
-		defer logf.Close()
+		// The child got its own copy of the descriptor; this process writes
+		// nothing through logf, so its Close has nothing to lose.
+		defer func() { _ = logf.Close() }()
 		return startDetached(exe, args, logf)
 	}
 }

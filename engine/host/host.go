@@ -107,12 +107,16 @@ func Open(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Truncate(0)
-	fmt.Fprintf(f, "%d\n", os.Getpid())
+	// The pid is a note for a person looking at the file; the flock is what
+	// guards the root, so a note that cannot be written is only logged.
+	if err := f.Truncate(0); err != nil {
+		opts.Logger.Warn("engine host: cannot note its pid in the lock file", "path", f.Name(), "err", err)
+	} else {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+	}
 	procs, err := procgroup.Open(AgentsDir(opts.Layout), opts.Logger)
 	if err != nil {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
+		releaseLock(f, opts.Logger)
 		return nil, err
 	}
 	procs.KillLeftovers()
@@ -171,9 +175,16 @@ loop:
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	srv.Shutdown(shutdownCtx)
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// Connections still open when the grace period ran out; the host
+		// stops all the same.
+		h.opts.Logger.Warn("engine host: shutting the control API down", "err", err)
+	}
 	h.Close()
-	os.Remove(sock)
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Harmless for the next host, which renames its socket over it.
+		h.opts.Logger.Warn("engine host: removing the socket", "socket", sock, "err", err)
+	}
 	return nil
 }
 
@@ -196,9 +207,18 @@ func (h *Host) Close() {
 		h.procs = nil
 	}
 	if h.lock != nil {
-		unix.Flock(int(h.lock.Fd()), unix.LOCK_UN)
-		h.lock.Close()
+		releaseLock(h.lock, h.opts.Logger)
 		h.lock = nil
+	}
+}
+
+// releaseLock unlocks and closes the host lock file. Closing drops the
+// lock even if the unlock failed; a failed Close is logged, as the file
+// was written to (the pid note).
+func releaseLock(f *os.File, log *slog.Logger) {
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	if err := f.Close(); err != nil {
+		log.Warn("engine host: closing the lock file", "path", f.Name(), "err", err)
 	}
 }
 

@@ -139,7 +139,9 @@ func (f *fixture) startHost(maxThreads int) {
 func (f *fixture) stopHost() {
 	if f.cancel != nil {
 		f.cancel()
-		<-f.done
+		if err := <-f.done; err != nil {
+			f.t.Errorf("host.Serve: %v", err)
+		}
 		f.cancel = nil
 	}
 }

@@ -104,5 +104,7 @@ func writeError(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	// The status is sent; an encoding that fails now can only be a client
+	// gone away, with nobody left to tell (as for fmt.Fprint* to w).
+	_ = json.NewEncoder(w).Encode(v)
 }

@@ -25,7 +25,9 @@ func listenOwnerOnly(sock string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
-	defer os.RemoveAll(dir)
+	// Best effort: the socket has been renamed out of dir (or the listen
+	// failed), and an empty directory left behind harms nothing.
+	defer func() { _ = os.RemoveAll(dir) }()
 	if err := os.Chmod(dir, 0o700); err != nil { // MkdirTemp's 0700 is subject to the umask too
 		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
@@ -38,12 +40,12 @@ func listenOwnerOnly(sock string) (net.Listener, error) {
 	// removes sock itself.
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	if err := os.Chmod(tmp, 0o600); err != nil {
-		ln.Close()
+		_ = ln.Close() // err, already being returned, is what matters
 		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	// We hold the root's lock, so a socket file already at sock is stale.
 	if err := os.Rename(tmp, sock); err != nil {
-		ln.Close()
+		_ = ln.Close() // err, already being returned, is what matters
 		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	return ln, nil

@@ -134,7 +134,7 @@ func drive(t testing.TB, b *Bundle, h *fakeHost, thread workflow.ThreadContext) 
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	var outs []*workflow.Output
 	for i := 0; i < 1000; i++ {
 		out, done, err := r.Next(ctx)
@@ -180,7 +180,7 @@ func startKillable(t *testing.T, b *Bundle, h *fakeHost, thread workflow.ThreadC
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() { _ = r.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ch := make(chan error, 1)

@@ -73,7 +73,9 @@ func TestLoadTopLevelThrow(t *testing.T) {
 
 func TestLoadTopLevelEnv(t *testing.T) {
 	const key = "JSRT_TEST_SURELY_UNSET_KEY"
-	os.Unsetenv(key)
+	if err := os.Unsetenv(key); err != nil {
+		t.Fatal(err)
+	}
 	err := loadInvalid(t, "toplevel_env.esm.js", Options{})
 	line := lineOf(t, "invalid/toplevel_env.esm.js", "process.env")
 	want := fmt.Sprintf("failed to import bundle: Error: environment variable %s is not set; bundles must read the environment lazily, inside run (toplevel_env.esm.js:%d:", key, line)

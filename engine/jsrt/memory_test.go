@@ -39,7 +39,7 @@ func TestRunawayFailsWithinItsBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hog.Close()
+	defer func() { _ = hog.Close() }()
 	// A guard for the test itself: without a budget the runaway would grow
 	// until the machine gives out; stop it well before.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,7 +86,9 @@ func TestRunawayFailsWithinItsBudget(t *testing.T) {
 				break
 			}
 		}
-		r.Close()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case got = <-hogErr:
 		default:
@@ -126,7 +128,7 @@ func TestMemoryWithinBudgetIsLeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	out, _, err := r.Next(context.Background())
 	if err != nil {
 		t.Fatalf("interrupted within its budget: %v", err)

@@ -1,7 +1,9 @@
 package jsrt
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,7 +54,10 @@ func TestAChildProcessIsRecordedAsAProcessGroup(t *testing.T) {
 	}
 	cancel()
 	select {
-	case <-errc:
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Next did not return")
 	}

@@ -306,7 +306,7 @@ func copyFile(src, dst string, exclusive bool) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // opened read-only
 	fi, err := in.Stat()
 	if err != nil {
 		return err
@@ -320,8 +320,7 @@ func copyFile(src, dst string, exclusive bool) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+		return errors.Join(err, out.Close())
 	}
 	return out.Close()
 }

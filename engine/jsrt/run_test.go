@@ -164,7 +164,7 @@ func TestErrorIsSticky(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	_, _, err1 := r.Next(ctx)
 	_, _, err2 := r.Next(ctx)
 	if err1 == nil || err1 != err2 {
@@ -214,7 +214,7 @@ func TestKillInfiniteLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	if out, _, err := r.Next(context.Background()); err != nil || out.Role != "warmup" {
 		t.Fatalf("warmup: %v %v", out, err)
 	}
@@ -281,7 +281,7 @@ func TestAlreadyCancelledContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := r.Next(ctx); !errors.Is(err, context.Canceled) {

@@ -75,7 +75,7 @@ func cgroupMax() int64 {
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	least := int64(0)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -191,7 +191,9 @@ func (t *Tracker) startWatchdog() {
 		t.log.Warn("could not start the agent watchdog", "err", err)
 		return
 	}
-	defer r.Close()
+	// The watchdog's end: once it started, it holds its own copy; closing
+	// ours cannot fail in a way that matters.
+	defer func() { _ = r.Close() }()
 	cmd := &exec.Cmd{
 		// /proc/self/exe still works when the binary was replaced on disk.
 		Path:   "/proc/self/exe",
@@ -341,7 +343,7 @@ func signalMember(pid int, r Record) bool {
 	if err != nil {
 		return false
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // a pidfd: closing only releases it
 	st, err := readStat(pid)
 	if err != nil || !st.in(r) {
 		return false

@@ -221,7 +221,9 @@ func TestUpdateIsSerialisedAndBadFileChangesNothing(t *testing.T) {
 		t.Fatalf("lost registrations: %v %v", r.Names(), err)
 	}
 	bad := []byte("workflows: [not, a, map]\n")
-	os.WriteFile(path, bad, 0o644)
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	err = Update(path, func(r *Registry) error { r.Register("x", "H", 1); return nil })
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("update of a broken registry: %v", err)

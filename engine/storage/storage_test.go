@@ -60,8 +60,12 @@ func TestLayoutPaths(t *testing.T) {
 
 func TestHasBundle(t *testing.T) {
 	l := Layout{Root: t.TempDir()}
-	os.MkdirAll(l.BundlesDir(), 0o755)
-	os.WriteFile(l.BundleFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644)
+	if err := os.MkdirAll(l.BundlesDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.BundleFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if !l.HasBundle("SSVQ0RZ55P9Y4") || !l.HasBundle("ssvq0rz55p9y4") {
 		t.Fatal("stored bundle not found")
 	}

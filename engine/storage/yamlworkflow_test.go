@@ -14,13 +14,19 @@ func TestHasBundleFindsYAMLWorkflows(t *testing.T) {
 	if l.YAMLWorkflowFile("SSVQ0RZ55P9Y4") == l.DescriptorFile("SSVQ0RZ55P9Y4") {
 		t.Fatal("a YAML workflow would overwrite its own descriptor")
 	}
-	os.MkdirAll(l.BundlesDir(), 0o755)
+	if err := os.MkdirAll(l.BundlesDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// A descriptor alone is not a workflow.
-	os.WriteFile(l.DescriptorFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644)
+	if err := os.WriteFile(l.DescriptorFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if l.HasBundle("SSVQ0RZ55P9Y4") {
 		t.Fatal("a descriptor without a workflow counts as one")
 	}
-	os.WriteFile(l.YAMLWorkflowFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644)
+	if err := os.WriteFile(l.YAMLWorkflowFile("SSVQ0RZ55P9Y4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if !l.HasBundle("SSVQ0RZ55P9Y4") || !l.HasBundle("ssvq0rz55p9y4") {
 		t.Fatal("stored YAML workflow not found")
 	}

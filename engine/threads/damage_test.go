@@ -108,11 +108,17 @@ func TestTornLastLineIsDamageAndLaterAppendsStayReadable(t *testing.T) {
 // Latest, whose callers need every thread, refuse.
 func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
 	l := storage.Layout{Root: t.TempDir()}
-	Upsert(l.BundleDir("GOOD"), "G", Entry{Head: "HG", Start: "S", UpdatedAt: 1})
+	if err := Upsert(l.BundleDir("GOOD"), "G", Entry{Head: "HG", Start: "S", UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	bad := l.BundleDir("BAD")
-	Upsert(bad, "X", Entry{Head: "HX", Start: "S", UpdatedAt: 2})
+	if err := Upsert(bad, "X", Entry{Head: "HX", Start: "S", UpdatedAt: 2}); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := os.ReadFile(IndexFile(bad))
-	os.WriteFile(IndexFile(bad), b[:len(b)-3], 0o644)
+	if err := os.WriteFile(IndexFile(bad), b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeHistory(t, bad, "2026-05-09.jsonl", lineA+"\n"+strings.Replace(lineB, `"HB"`, `"HB`, 1)+"\n")
 
 	recs, damaged, err := ListTolerant(l)
@@ -145,8 +151,12 @@ func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
 func TestKeptAsideNames(t *testing.T) {
 	dir := t.TempDir()
 	writeHistory(t, dir, "2026-05-09.jsonl.damaged-20260509T120000Z", "x")
-	os.WriteFile(filepath.Join(dir, "threads.json.damaged-20260509T120000Z"), []byte("{"), 0o644)
-	os.WriteFile(filepath.Join(dir, "threads.json"), []byte("{}"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "threads.json.damaged-20260509T120000Z"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "threads.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	got, err := KeptAside(dir)
 	want := []string{filepath.Join(dir, "history", "2026-05-09.jsonl.damaged-20260509T120000Z"), filepath.Join(dir, "threads.json.damaged-20260509T120000Z")}
 	if err != nil || !reflect.DeepEqual(got, want) {

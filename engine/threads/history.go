@@ -52,7 +52,7 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 			return err
 		}
 		if torn, err := endsMidLine(f); err != nil {
-			f.Close()
+			_ = f.Close() // nothing written yet; err is what matters
 			return err
 		} else if torn {
 			// A crash cut the last line short. Starting a fresh line keeps
@@ -60,12 +60,10 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 			line = append([]byte{'\n'}, line...)
 		}
 		if _, err := f.Write(line); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		return f.Close()
 	})
@@ -234,7 +232,7 @@ func recheckTornEnd(bundleDir, path string, seen []byte, torn int, fn func(Histo
 		return report(seen, torn)
 	}
 	b, err := os.ReadFile(path)
-	lock.Release()
+	_ = lock.Release() // only read under it; closing drops the lock regardless
 	if err != nil || !bytes.HasPrefix(b, seen[:torn]) {
 		// Unreadable now, or rewritten meanwhile: what was seen stands.
 		return report(seen, torn)

@@ -44,7 +44,9 @@ func TestRepairRebuildsEveryLostQuote(t *testing.T) {
 			continue
 		}
 		dir := t.TempDir()
-		os.WriteFile(IndexFile(dir), []byte(index[:i]+index[i+1:]), 0o644)
+		if err := os.WriteFile(IndexFile(dir), []byte(index[:i]+index[i+1:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		rep, err := RepairIndex(dir, store, time.Now())
 		if got, _ := os.ReadFile(IndexFile(dir)); err != nil || rep == nil || string(got) != index {
 			t.Errorf("threads.json without the quote at %d: repaired to\n%s\n(%+v, %v)", i, got, rep, err)
@@ -56,8 +58,12 @@ func TestRepairRebuildsEveryLostQuote(t *testing.T) {
 		}
 		dir := t.TempDir()
 		p := filepath.Join(HistoryDir(dir), "2026-05-05.jsonl")
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(line[:i]+line[i+1:]), 0o644)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(line[:i]+line[i+1:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		reps, err := RepairHistory(dir, store, time.Now())
 		if got, _ := os.ReadFile(p); err != nil || len(reps) != 1 || string(got) != line {
 			t.Errorf("history line without the quote at %d: repaired to %q (%v)", i, got, err)
@@ -75,7 +81,9 @@ func TestRepairRebuildsACutIndex(t *testing.T) {
 	headEnd := strings.Index(index, head) + len(head)
 	for cut := 1; len(index)-cut >= headEnd; cut++ {
 		dir := t.TempDir()
-		os.WriteFile(IndexFile(dir), []byte(index[:len(index)-cut]), 0o644)
+		if err := os.WriteFile(IndexFile(dir), []byte(index[:len(index)-cut]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := RepairIndex(dir, store, time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +95,9 @@ func TestRepairRebuildsACutIndex(t *testing.T) {
 	}
 	// An intact index is left alone.
 	dir := t.TempDir()
-	os.WriteFile(IndexFile(dir), b, 0o644)
+	if err := os.WriteFile(IndexFile(dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if rep, err := RepairIndex(dir, store, time.Now()); rep != nil || err != nil {
 		t.Fatalf("repair of an intact index = %+v, %v", rep, err)
 	}

@@ -69,7 +69,9 @@ func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 	}
 	for in, want := range cases {
 		dir := t.TempDir()
-		os.WriteFile(IndexFile(dir), []byte(in), 0o644)
+		if err := os.WriteFile(IndexFile(dir), []byte(in), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		got, err := ReadIndex(dir)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ReadIndex(%q) = %v, %v; want %v", in, got, err, want)
@@ -105,7 +107,9 @@ func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			os.WriteFile(IndexFile(dir), []byte(c.in), 0o644)
+			if err := os.WriteFile(IndexFile(dir), []byte(c.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if idx, err := ReadIndex(dir); !errors.Is(err, ErrDamaged) || idx != nil {
 				t.Fatalf("ReadIndex = %v, %v; want ErrDamaged", idx, err)
 			}
@@ -135,7 +139,9 @@ func TestModifyRefusesADamagedIndex(t *testing.T) {
 	}
 	b, _ := os.ReadFile(IndexFile(dir))
 	damaged := b[:len(b)-3]
-	os.WriteFile(IndexFile(dir), damaged, 0o644)
+	if err := os.WriteFile(IndexFile(dir), damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Upsert(dir, "T2", Entry{Head: "H2", Start: "S", UpdatedAt: 2}); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("Upsert on a damaged index = %v", err)
 	}
@@ -150,8 +156,12 @@ func TestModifyRefusesADamagedIndex(t *testing.T) {
 func TestHistoryAppendReadRemove(t *testing.T) {
 	dir := t.TempDir()
 	ts := time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC).UnixMilli()
-	AppendHistory(dir, HistoryEntry{ThreadID: "T1", Head: "E1", Start: "S", CompletedAt: ts})
-	AppendHistory(dir, HistoryEntry{ThreadID: "T2", Head: "E2", Start: "S", CompletedAt: ts + 1})
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T1", Head: "E1", Start: "S", CompletedAt: ts}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T2", Head: "E2", Start: "S", CompletedAt: ts + 1}); err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "history", "2026-05-09.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -163,8 +173,12 @@ func TestHistoryAppendReadRemove(t *testing.T) {
 	// Blank lines are skipped; garbage lines are damage to readers and kept
 	// by removal.
 	f, _ := os.OpenFile(filepath.Join(dir, "history", "2026-05-09.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString("\nnot json\n{\"threadId\": 5}\n")
-	f.Close()
+	if _, err := f.WriteString("\nnot json\n{\"threadId\": 5}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := ReadHistory(dir)
 	var d *DamageError
 	if !errors.As(err, &d) || d.Line != 4 || len(got) != 2 {
@@ -196,8 +210,12 @@ func TestResolveListLatestAndWalk(t *testing.T) {
 	endP := node.StatePayload{Role: node.RoleEnd, Meta: canonyaml.Map{{Key: "returnCode", Value: 0.0}, {Key: "summary", Value: "done"}}, Start: start, Content: c2, Ancestors: node.Ancestors(s1, s1p.Ancestors), Timestamp: 20}
 	end, _ := store.PutNode(node.NewState(endP))
 
-	Upsert(l.BundleDir("HASHA"), "ACTIVE", Entry{Head: s1, Start: start, UpdatedAt: 15})
-	AppendHistory(l.BundleDir("HASHB"), HistoryEntry{ThreadID: "DONE", Head: end, Start: start, CompletedAt: 20})
+	if err := Upsert(l.BundleDir("HASHA"), "ACTIVE", Entry{Head: s1, Start: start, UpdatedAt: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendHistory(l.BundleDir("HASHB"), HistoryEntry{ThreadID: "DONE", Head: end, Start: start, CompletedAt: 20}); err != nil {
+		t.Fatal(err)
+	}
 
 	r, err := Resolve(l, "DONE")
 	if err != nil || r.Source != SourceHistory || r.BundleHash != "HASHB" || r.Head != end {
@@ -233,7 +251,9 @@ func TestResolveListLatestAndWalk(t *testing.T) {
 		t.Fatal("active without a host must be interrupted")
 	}
 	// A thread caught in both indexes is listed once, as finished.
-	Upsert(l.BundleDir("HASHB"), "DONE", Entry{Head: s1, Start: start, UpdatedAt: 19})
+	if err := Upsert(l.BundleDir("HASHB"), "DONE", Entry{Head: s1, Start: start, UpdatedAt: 19}); err != nil {
+		t.Fatal(err)
+	}
 	all, _ = List(l)
 	if len(all) != 2 || all[1].Source != SourceHistory {
 		t.Fatalf("duplicate listing: %+v", all)
@@ -271,11 +291,21 @@ func TestDeriveStatusReturnCodes(t *testing.T) {
 func TestListOrdersAndDeduplicates(t *testing.T) {
 	l := storage.Layout{Root: t.TempDir()}
 	dir := l.BundleDir("B")
-	Upsert(dir, "C", Entry{Head: "HC", Start: "S", UpdatedAt: 3})
-	Upsert(dir, "A", Entry{Head: "HA-active", Start: "S", UpdatedAt: 1})
-	AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB1", Start: "S", CompletedAt: 5})
-	AppendHistory(dir, HistoryEntry{ThreadID: "A", Head: "HA-end", Start: "S", CompletedAt: 2})
-	AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB2", Start: "S", CompletedAt: 6})
+	if err := Upsert(dir, "C", Entry{Head: "HC", Start: "S", UpdatedAt: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Upsert(dir, "A", Entry{Head: "HA-active", Start: "S", UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB1", Start: "S", CompletedAt: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "A", Head: "HA-end", Start: "S", CompletedAt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB2", Start: "S", CompletedAt: 6}); err != nil {
+		t.Fatal(err)
+	}
 	recs, err := ListBundle(l, "B")
 	if err != nil {
 		t.Fatal(err)

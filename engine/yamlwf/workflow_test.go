@@ -179,7 +179,7 @@ func TestRunLoopStoresStepsLikeCreateWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	var outs []*workflow.Output
 	for {
 		out, done, err := r.Next(context.Background())
@@ -267,7 +267,7 @@ func runOne(t *testing.T, output string, fn agentFunc, ctx context.Context) (*wo
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	out, _, err := r.Next(ctx)
 	return out, err
 }

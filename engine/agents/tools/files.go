@@ -73,7 +73,7 @@ func (w *Workspace) load(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fsErr(path, err)
@@ -122,7 +122,7 @@ func (w *Workspace) openRegular(rel, path string, flag int, perm os.FileMode) (*
 		err = fsErr(path, err)
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written yet; err is what matters
 		return nil, err
 	}
 	return f, nil

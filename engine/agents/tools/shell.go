@@ -47,8 +47,12 @@ func (w *Workspace) ShellExec(ctx context.Context, command string, timeout time.
 	if err != nil {
 		return "", fmt.Errorf("shell_exec: %w", err)
 	}
-	defer os.Remove(out.Name())
-	defer out.Close()
+	// A scratch file, read back below: once read, neither closing nor
+	// removing it can lose anything the caller gets.
+	defer func() {
+		_ = out.Close()
+		_ = os.Remove(out.Name())
+	}()
 
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

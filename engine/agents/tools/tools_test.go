@@ -33,7 +33,7 @@ func newWorkspace(t *testing.T) (*Workspace, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Close() })
+	t.Cleanup(func() { _ = w.Close() })
 	return w, base
 }
 
@@ -123,7 +123,9 @@ func TestReadFile(t *testing.T) {
 	big, err := os.Create(filepath.Join(w.Dir(), "big"))
 	must(t, err)
 	must(t, big.Truncate(MaxReadBytes+1))
-	big.Close()
+	if err := big.Close(); err != nil {
+		t.Fatal(err)
+	}
 	bad := map[[3]string]string{
 		{"a.txt", "4", "0"}:           "offset 4 is past the end of a.txt (3 lines)",
 		{"a.txt", "-1", "0"}:          "offset must be a line number >= 1",
@@ -269,7 +271,9 @@ func TestShellExec(t *testing.T) {
 		t.Fatalf("%q, %v", out, err)
 	}
 	bg := readPid(t, filepath.Join(w.Dir(), "bg.pid"))
-	syscall.Kill(bg, syscall.SIGKILL)
+	if err := syscall.Kill(bg, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	waitGone(t, bg)
 }
 
