@@ -231,7 +231,9 @@ func TestGatewayHealthcheckRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	env := append(os.Environ(), "UNCAGED_GATEWAY_LISTEN="+addr, "UNCAGED_GATEWAY_KEY="+strings.Repeat("k", 32), "UNCAGED_GATEWAY_URL=")
 	gw := exec.Command(bin, serveArgs...)
 	gw.Env = env
@@ -241,9 +243,13 @@ func TestGatewayHealthcheckRuns(t *testing.T) {
 	stopped := false
 	stop := func() {
 		if !stopped {
-			gw.Process.Signal(syscall.SIGTERM)
-			gw.Wait()
 			stopped = true
+			if err := gw.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Error(err)
+			}
+			if err := gw.Wait(); err != nil {
+				t.Errorf("gateway: %v", err)
+			}
 		}
 	}
 	defer stop()

@@ -50,7 +50,9 @@ func TestSystemdUnitMatchesServiceInstall(t *testing.T) {
 	}
 
 	token := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(token, []byte("tok\n"), 0o600)
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "service", "install", "--dry-run", "--name", "laptop", "--gateway", "https://gw.example.com", "--token-file", token, "--binary", bin)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT=")
 	out, err := cmd.Output()
@@ -136,7 +138,9 @@ func TestNginxSiteConfigLoads(t *testing.T) {
 		t.Errorf("proxy_pass %q: the gateway listens on :8080 by default", got)
 	}
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cert, key := selfSigned(t, dir)
 	proxyConf, _ := filepath.Abs("nginx/proxy.conf")
 	site = strings.ReplaceAll(site, "/etc/nginx/conf.d/proxy.conf", proxyConf)
@@ -147,7 +151,9 @@ func TestNginxSiteConfigLoads(t *testing.T) {
 		"fastcgi_temp_path " + dir + "/f;\nuwsgi_temp_path " + dir + "/u;\nscgi_temp_path " + dir + "/s;\naccess_log off;\n" +
 		site + "\n}\n"
 	path := filepath.Join(dir, "nginx.conf")
-	os.WriteFile(path, []byte(conf), 0o644)
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.Command(bin, "-t", "-p", dir, "-c", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nginx -t: %v\n%s", err, out)
@@ -168,8 +174,12 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	}
 	kder, _ := x509.MarshalECPrivateKey(key)
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return certFile, keyFile
 }
 
@@ -216,7 +226,9 @@ func TestServiceInstallUnitVerifies(t *testing.T) {
 	bin := binary(t, workflowBinary)
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte("tok\n"), 0o600)
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "service", "install", "--dry-run", "--name", "laptop", "--gateway", "https://gw.example.com", "--token-file", token, "--binary", bin)
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	unit, err := cmd.Output()
@@ -224,7 +236,9 @@ func TestServiceInstallUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "uncaged-workflow-connect.service")
-	os.WriteFile(path, unit, 0o644)
+	if err := os.WriteFile(path, unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
 	if strings.Contains(string(out), "Failed to initialize manager") {
 		t.Skipf("systemd-analyze cannot run here: %s", out)

@@ -580,7 +580,9 @@ func TestWorkflowRollback(t *testing.T) {
 	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":"../x"}`, http.StatusBadRequest, "invalid hash")
 	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", `{"hash":5}`, http.StatusBadRequest, "hash must be a string")
 	f.wantError(http.MethodPost, "/api/workflows/nope/rollback", "", http.StatusNotFound, "workflow not found: nope")
-	os.Remove(filepath.Join(f.l.Root, "bundles", first+".esm.js"))
+	if err := os.Remove(filepath.Join(f.l.Root, "bundles", first+".esm.js")); err != nil {
+		t.Fatal(err)
+	}
 	f.wantError(http.MethodPost, "/api/workflows/plan-code/rollback", "", http.StatusBadRequest, "bundle file not found for hash "+first)
 }
 

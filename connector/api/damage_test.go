@@ -16,16 +16,22 @@ import (
 func TestThreadListNamesDamagedFiles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.Engine = nil })
-	threads.Upsert(f.l.BundleDir("GOOD"), "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: "YQDQ3X4EH1VP2", Start: "AB2BP0Y50PSY6", UpdatedAt: 1778000100000})
+	if err := threads.Upsert(f.l.BundleDir("GOOD"), "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: "YQDQ3X4EH1VP2", Start: "AB2BP0Y50PSY6", UpdatedAt: 1778000100000}); err != nil {
+		t.Fatal(err)
+	}
 	healthy := f.call(http.MethodGet, "/api/threads", "")
 	if healthy.Code != http.StatusOK || strings.Contains(healthy.Body.String(), "damaged") {
 		t.Fatalf("healthy list = %d %s", healthy.Code, healthy.Body)
 	}
 
 	bad := f.l.BundleDir("BAD")
-	threads.Upsert(bad, "06EZHZP3N4J2B8V6Q0T9W1X5Y4", threads.Entry{Head: "DXAGP9TW6ZX9Y", Start: "TE2CRJNW51W4G", UpdatedAt: 1778000002000})
+	if err := threads.Upsert(bad, "06EZHZP3N4J2B8V6Q0T9W1X5Y4", threads.Entry{Head: "DXAGP9TW6ZX9Y", Start: "TE2CRJNW51W4G", UpdatedAt: 1778000002000}); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := os.ReadFile(threads.IndexFile(bad))
-	os.WriteFile(threads.IndexFile(bad), b[:len(b)-3], 0o644)
+	if err := os.WriteFile(threads.IndexFile(bad), b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var list ThreadList
 	f.want(http.MethodGet, "/api/threads", "", http.StatusOK, &list)
 	if list.Total != 1 || len(list.Threads) != 1 || list.Threads[0].ThreadID != "06EZJ3QM9Q4S5XWA0R1C7D8E2G" {

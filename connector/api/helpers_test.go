@@ -134,7 +134,12 @@ func (f *fixture) startHost() {
 	done := make(chan error, 1)
 	go func() { done <- h.Serve(ctx) }()
 	f.hostMu.Lock()
-	f.stopHost = func() { cancel(); <-done }
+	f.stopHost = func() {
+		cancel()
+		if err := <-done; err != nil {
+			f.t.Errorf("engine host: %v", err)
+		}
+	}
 	f.hostMu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

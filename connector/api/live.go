@@ -274,7 +274,7 @@ func (st *liveStream) info() error {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil

@@ -63,9 +63,15 @@ func TestBuildTemplateEntryAndBundledDependency(t *testing.T) {
 	c.ok("init", "template", "greeter")
 	// A package installed in node_modules is bundled, not imported.
 	lib := filepath.Join(root, "node_modules", "shout")
-	os.MkdirAll(lib, 0o755)
-	os.WriteFile(filepath.Join(lib, "package.json"), []byte(`{"name":"shout","main":"index.js"}`), 0o644)
-	os.WriteFile(filepath.Join(lib, "index.js"), []byte("exports.shout = (s) => s.toUpperCase() + '!';\n"), 0o644)
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "package.json"), []byte(`{"name":"shout","main":"index.js"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "index.js"), []byte("exports.shout = (s) => s.toUpperCase() + '!';\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	entry := `import { buildDescriptor, createWorkflow, fnAdapter } from "@uncaged/workflow-runtime";
 import { readFile } from "node:fs/promises";
 import { greeterTemplateWorkflowDefinition } from "template-greeter";
@@ -77,7 +83,9 @@ export const run = createWorkflow(greeterTemplateWorkflowDefinition, {
   overrides: null,
 });
 `
-	os.WriteFile(filepath.Join(root, "workflows", "loud-entry.ts"), []byte(entry), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "workflows", "loud-entry.ts"), []byte(entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := c.ok("build")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var stems []string
@@ -102,7 +110,9 @@ export const run = createWorkflow(greeterTemplateWorkflowDefinition, {
 func TestBuildSyntaxErrorNamesTheLocationAndWritesNothing(t *testing.T) {
 	c := newCLI(t)
 	root := newWorkspace(t, c)
-	os.WriteFile(filepath.Join(root, "workflows", "bad-entry.ts"), []byte("// broken\nexport const x = ;\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "workflows", "bad-entry.ts"), []byte("// broken\nexport const x = ;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code := c.run("build")
 	if code != 1 {
 		t.Fatalf("exit %d", code)
@@ -141,7 +151,9 @@ export const run = nothing;
 	}
 	for name, tc := range cases {
 		p := filepath.Join(root, "workflows", name)
-		os.WriteFile(p, []byte(tc.src), 0o644)
+		if err := os.WriteFile(p, []byte(tc.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		_, errs, code := c.run("build", p)
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q lacks %q", name, code, errs, tc.want)
@@ -176,16 +188,22 @@ func TestBuildArguments(t *testing.T) {
 	c.fails("entry not found: nope.ts", "build", "nope.ts")
 	c.fails("missing value for --outdir", "build", "--outdir=")
 	c.fails("unknown flag: --watch", "build", "--watch")
-	os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c.fails("entry must be a .ts or .js file", "build", filepath.Join(root, "notes.txt"))
 	c.fails("not both", "build", filepath.Join(root, "workflows", "hello-entry.ts"), root)
 	other := filepath.Join(t.TempDir(), "hello-entry.ts")
-	os.WriteFile(other, []byte("export const x = 1;\n"), 0o644)
+	if err := os.WriteFile(other, []byte("export const x = 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c.fails("two entries would both write hello-entry.esm.js", "build", filepath.Join(root, "workflows", "hello-entry.ts"), other)
 
 	// A workspace with no entries is not an error, but says so.
 	empty := filepath.Join(t.TempDir(), "empty")
-	os.MkdirAll(filepath.Join(empty, "workflows"), 0o755)
+	if err := os.MkdirAll(filepath.Join(empty, "workflows"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if out, errs, code := c.run("build", empty); code != 0 || out != "" || !strings.Contains(errs, "nothing to build") {
 		t.Fatalf("empty: %d %q %q", code, out, errs)
 	}
@@ -209,7 +227,9 @@ const def = { description: "w", roles: { a: { description: "a", systemPrompt: "a
 export const descriptor = buildDescriptor(def);
 export const run = createWorkflow(def, { adapter: fnAdapter((ctx) => ({ neg: ctx.depth === -0 })), overrides: null });
 `
-	os.WriteFile(filepath.Join(root, "workflows", "warn-entry.ts"), []byte(src), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "workflows", "warn-entry.ts"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code := c.run("build", "workflows/warn-entry.ts")
 	if code != 0 || !strings.Contains(out, "build: warn-entry -> dist/warn-entry.esm.js") || !strings.Contains(errs, "workflows/warn-entry.ts:5:") || !strings.Contains(errs, ": warning: ") {
 		t.Fatalf("%d\n%s\n%s", code, out, errs)

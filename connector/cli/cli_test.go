@@ -68,13 +68,17 @@ func (c *cli) fails(want string, args ...string) {
 // changed nothing.
 func (c *cli) snapshot() map[string]string {
 	files := map[string]string{}
-	filepath.WalkDir(c.root, func(p string, d fs.DirEntry, err error) error {
+	// An unreadable entry (or a root not made yet) is left out, not fatal.
+	err := filepath.WalkDir(c.root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".lock") {
 			b, _ := os.ReadFile(p)
 			files[p] = string(b)
 		}
 		return nil
 	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	return files
 }
 
@@ -103,7 +107,9 @@ func TestCasPutGetMatchesTheOriginal(t *testing.T) {
 		t.Fatalf("lower-case get = %q", got)
 	}
 	var asJSON map[string]string
-	json.Unmarshal([]byte(c.ok("cas", "get", "SSVQ0RZ55P9Y4", "--json")), &asJSON)
+	if err := json.Unmarshal([]byte(c.ok("cas", "get", "SSVQ0RZ55P9Y4", "--json")), &asJSON); err != nil {
+		t.Fatal(err)
+	}
 	if asJSON["hash"] != "SSVQ0RZ55P9Y4" || asJSON["content"] == "" {
 		t.Fatalf("get --json = %v", asJSON)
 	}
@@ -190,7 +196,9 @@ func TestWorkflowLifecycle(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
 	bundle := filepath.Join(src, "greet.esm.js")
-	os.WriteFile(bundle, bundleSource("v1"), 0o644)
+	if err := os.WriteFile(bundle, bundleSource("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code := c.run("workflow", "add", "greet-user", bundle)
 	if code != 0 || !strings.HasPrefix(out, `registered workflow "greet-user" from greet.esm.js as `) {
 		t.Fatalf("add: %d %q %q", code, out, errs)
@@ -207,8 +215,12 @@ func TestWorkflowLifecycle(t *testing.T) {
 		t.Fatalf("descriptor sidecar = %q, %v", desc, err)
 	}
 	// Second version with a .d.ts beside it.
-	os.WriteFile(bundle, bundleSource("v2"), 0o644)
-	os.WriteFile(filepath.Join(src, "greet.d.ts"), []byte("export {};\n"), 0o644)
+	if err := os.WriteFile(bundle, bundleSource("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "greet.d.ts"), []byte("export {};\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out = c.ok("workflow", "add", "greet-user", bundle)
 	hash2 := strings.TrimSpace(out[strings.LastIndex(out, " ")+1:])
 	if hash2 == hash1 {
@@ -230,7 +242,9 @@ func TestWorkflowLifecycle(t *testing.T) {
 		Hash    string
 		History []struct{ Hash string }
 	}
-	json.Unmarshal([]byte(c.ok("workflow", "show", "greet-user", "--json")), &shown)
+	if err := json.Unmarshal([]byte(c.ok("workflow", "show", "greet-user", "--json")), &shown); err != nil {
+		t.Fatal(err)
+	}
 	if shown.Name != "greet-user" || shown.Hash != hash2 || len(shown.History) != 1 {
 		t.Fatalf("show --json = %+v", shown)
 	}
@@ -246,7 +260,9 @@ func TestWorkflowLifecycle(t *testing.T) {
 	}
 	c.ok("workflow", "rollback", "greet-user", hash2)
 	// Rollback to a version whose bundle file is gone is refused and changes nothing.
-	os.Remove(filepath.Join(c.root, "bundles", hash1+".esm.js"))
+	if err := os.Remove(filepath.Join(c.root, "bundles", hash1+".esm.js")); err != nil {
+		t.Fatal(err)
+	}
 	before := c.snapshot()
 	c.fails("bundle file not found for hash "+hash1, "workflow", "rollback", "greet-user", hash1)
 	c.unchanged(before)
@@ -267,18 +283,30 @@ func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 	src := t.TempDir()
 	src0 := src
 	good := filepath.Join(src, "flow.esm.js")
-	os.WriteFile(good, bundleSource("good"), 0o644)
+	if err := os.WriteFile(good, bundleSource("good"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ts := filepath.Join(src, "flow.ts")
-	os.WriteFile(ts, []byte("x"), 0o644)
+	if err := os.WriteFile(ts, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	js := filepath.Join(src, "flow.js")
-	os.WriteFile(js, []byte("x"), 0o644)
+	if err := os.WriteFile(js, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	empty := filepath.Join(src, "empty.esm.js")
-	os.WriteFile(empty, []byte(" \n"), 0o644)
+	if err := os.WriteFile(empty, []byte(" \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	binary := filepath.Join(src, "bin.esm.js")
-	os.WriteFile(binary, []byte{0xff, 0xfe, 0x00}, 0o644)
+	if err := os.WriteFile(binary, []byte{0xff, 0xfe, 0x00}, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	jsCase := func(name, src string) string {
 		p := filepath.Join(src0, name+".esm.js")
-		os.WriteFile(p, []byte(src), 0o644)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	noRun := jsCase("norun", `export const descriptor = { description: "d", roles: {}, graph: { edges: [] } }; export const run = 5;`)
@@ -330,17 +358,25 @@ func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 
 func TestBrokenRegistryIsReportedAndKept(t *testing.T) {
 	c := newCLI(t)
-	os.MkdirAll(c.root, 0o755)
+	if err := os.MkdirAll(c.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	reg := filepath.Join(c.root, "workflow.yaml")
-	os.WriteFile(reg, []byte("workflows:\n  a: [broken\n"), 0o644)
+	if err := os.WriteFile(reg, []byte("workflows:\n  a: [broken\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	src := filepath.Join(t.TempDir(), "ok.esm.js")
-	os.WriteFile(src, bundleSource("ok"), 0o644)
+	if err := os.WriteFile(src, bundleSource("ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := c.snapshot()
 	c.fails(reg+": invalid YAML", "workflow", "list")
 	c.fails(reg+": invalid YAML", "workflow", "add", "ok", src)
 	c.fails(reg+": invalid YAML", "thread", "list")
 	c.unchanged(before)
-	os.WriteFile(reg, []byte("workflows:\n  a: {hash: H, timestamp: 1}\n"), 0o644)
+	if err := os.WriteFile(reg, []byte("workflows:\n  a: {hash: H, timestamp: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c.fails(`workflow "a" must have a history array`, "workflow", "list")
 }
 
@@ -373,7 +409,9 @@ func TestThreadCommandsOnOriginalStore(t *testing.T) {
 		}
 	}
 	var legacy threadView
-	json.Unmarshal([]byte(c.ok("thread", "show", "06E0000000000000000000000C")), &legacy)
+	if err := json.Unmarshal([]byte(c.ok("thread", "show", "06E0000000000000000000000C")), &legacy); err != nil {
+		t.Fatal(err)
+	}
 	if len(legacy.Steps) != 1 || legacy.Steps[0].Content != "legacy answer" {
 		t.Fatalf("legacy thread = %+v", legacy)
 	}
@@ -419,7 +457,9 @@ func TestGCLineLikeTheOriginal(t *testing.T) {
 	b, _ := node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt).Marshal()
 	start := strings.TrimSpace(c.ok("cas", "put", string(b)))
 	c.ok("cas", "put", "orphan")
-	threads.Upsert(l.BundleDir("B"), "T1", threads.Entry{Head: start, Start: start, UpdatedAt: 1})
+	if err := threads.Upsert(l.BundleDir("B"), "T1", threads.Entry{Head: start, Start: start, UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.ok("cas", "gc"); got != "scanned 2 threads, 2 active refs, deleted 1 entries\n" {
 		t.Fatalf("gc = %q", got)
 	}

@@ -98,10 +98,15 @@ func (a *app) connectCmd() *cobra.Command {
 // and none of them is to hold (or print into a thread) a credential that
 // lets its holder take this connector's place at the gateway, or with the
 // shared secret use the dashboard.
-func (a *app) connectorToken(token, file string) (string, error) {
-	defer os.Unsetenv(EnvToken)
-	defer os.Unsetenv(EnvSharedSecret)
-	cred, err := envflag.ReadSecret(token, file)
+func (a *app) connectorToken(token, file string) (cred string, err error) {
+	defer func() {
+		for _, name := range []string{EnvToken, EnvSharedSecret} {
+			if uerr := os.Unsetenv(name); uerr != nil && err == nil {
+				cred, err = "", fmt.Errorf("unset %s: %w", name, uerr)
+			}
+		}
+	}()
+	cred, err = envflag.ReadSecret(token, file)
 	if err != nil {
 		return "", fmt.Errorf("read token file: %w", err)
 	}

@@ -24,10 +24,14 @@ func damageFixture(t *testing.T, c *cli) (index, history, indexBefore, historyBe
 	history = filepath.Join(c.root, fixtureBundle, "history", "2026-05-05.jsonl")
 	b, _ := os.ReadFile(index)
 	indexBefore = string(b)
-	os.WriteFile(index, b[:len(b)-3], 0o644)
+	if err := os.WriteFile(index, b[:len(b)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b, _ = os.ReadFile(history)
 	historyBefore = string(b)
-	os.WriteFile(history, []byte(strings.Replace(string(b), `"head":"DX`, `"head":DX`, 1)), 0o644)
+	if err := os.WriteFile(history, []byte(strings.Replace(string(b), `"head":"DX`, `"head":DX`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return index, history, indexBefore, historyBefore
 }
 

@@ -109,7 +109,7 @@ func initWorkspace(cwd, name string) (string, error) {
 		return strings.ReplaceAll(text, "__NAME__", pkgName)
 	}, map[string]string{"gitignore": ".gitignore"})
 	if err != nil {
-		os.RemoveAll(root) // ours (createDir made it): leave no half workspace
+		_ = os.RemoveAll(root) // best effort, ours (createDir made it): leave no half workspace
 		return "", err
 	}
 	return root, nil
@@ -155,7 +155,7 @@ func initTemplate(cwd, name string) (templateCreated, error) {
 	}
 	// entry.ts is written beside the workflows, not into the template.
 	if err := writeScaffold("scaffold/template", dir, replace, map[string]string{"entry.ts": ""}); err != nil {
-		os.RemoveAll(dir) // ours (createDir made it)
+		_ = os.RemoveAll(dir) // best effort, ours (createDir made it)
 		return templateCreated{}, err
 	}
 	created := templateCreated{templateDir: dir}

@@ -34,13 +34,22 @@ func readText(t *testing.T, p string) string {
 func tree(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(dir, p)
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
 			out = append(out, filepath.ToSlash(rel))
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	slices.Sort(out)
 	return out
 }
@@ -184,7 +193,9 @@ func TestInitTemplate(t *testing.T) {
 		t.Fatalf("template files = %v", got)
 	}
 	var pkg struct{ Name, Type string }
-	json.Unmarshal([]byte(readText(t, filepath.Join(tpl, "package.json"))), &pkg)
+	if err := json.Unmarshal([]byte(readText(t, filepath.Join(tpl, "package.json"))), &pkg); err != nil {
+		t.Fatal(err)
+	}
 	if pkg.Name != "template-review-loop" || pkg.Type != "module" {
 		t.Fatalf("template package.json = %+v", pkg)
 	}
@@ -211,7 +222,9 @@ func TestInitTemplate(t *testing.T) {
 
 	// An existing entry is the author's: a second template of another name
 	// never touches it, and a hand-written entry of the same stem is kept.
-	os.WriteFile(filepath.Join(root, "workflows", "other-entry.ts"), []byte("// mine\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "workflows", "other-entry.ts"), []byte("// mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.ok("init", "template", "other"); strings.Contains(got, "created workflow entry") {
 		t.Fatalf("entry overwritten: %q", got)
 	}
@@ -247,7 +260,9 @@ func TestWorkspaceRootDetection(t *testing.T) {
 		{`not json`, false},
 	}
 	for _, tc := range cases {
-		os.WriteFile(filepath.Join(dir, "package.json"), []byte(tc.pkg), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(tc.pkg), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if got := isWorkspaceRoot(dir); got != tc.want {
 			t.Errorf("%s: isWorkspaceRoot = %v", tc.pkg, got)
 		}
@@ -306,7 +321,9 @@ export const run = createWorkflow(reviewLoopTemplateWorkflowDefinition, {
   },
 });
 `
-	os.WriteFile(filepath.Join(root, "workflows", "all-entry.ts"), []byte(entry), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "workflows", "all-entry.ts"), []byte(entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The workspace project includes templates/*/src, so one run covers both.
 	if out, err := exec.Command(tsc, "-p", root).CombinedOutput(); err != nil {
 		t.Fatalf("tsc -p %s: %v\n%s", root, err, out)

@@ -80,10 +80,14 @@ func (a *app) liveCmd(use string) *cobra.Command {
 
 // follow prints a thread's steps as they are written and returns when its
 // __end__ appears (or ctx ends, e.g. Ctrl-C, which is not an error).
-func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, o liveOptions) error {
+func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, o liveOptions) (err error) {
 	store := cas.Open(l.CASDir())
 	w := bufio.NewWriter(a.out())
-	defer w.Flush()
+	defer func() {
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	style := a.liveStyle()
 	printed := map[string]bool{}
 	var logOffset int64
@@ -110,7 +114,9 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 			}
 			writeLiveStep(w, store, f, style)
 		}
-		w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -188,7 +194,7 @@ func printDebugLines(w io.Writer, path string, offset int64, style liveStyle) in
 	if err != nil {
 		return offset
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return offset
 	}

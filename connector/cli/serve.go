@@ -36,8 +36,8 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 		return nil, err
 	}
 	hctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); h.Serve(hctx) }()
+	served := make(chan error, 1)
+	go func() { served <- h.Serve(hctx) }()
 	// Wait until it answers, so the API's first request finds it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -45,14 +45,30 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 			c.Close()
 			break
 		}
+		select {
+		case err := <-served:
+			cancel()
+			if err == nil {
+				err = errors.New("stopped before it answered")
+			}
+			return nil, fmt.Errorf("engine host did not start: %w", err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			cancel()
-			<-done
+			if err := <-served; err != nil {
+				return nil, fmt.Errorf("engine host did not start: %w", err)
+			}
 			return nil, errors.New("engine host did not start")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return func() { cancel(); <-done }, nil
+	return func() {
+		cancel()
+		if err := <-served; err != nil {
+			logger.Error("engine host stopped", "err", err)
+		}
+	}, nil
 }
 
 // startAPI is what connect and serve share: a context
@@ -88,12 +104,20 @@ func (a *app) listen(addr string, h http.Handler) (func(), error) {
 		return nil, err
 	}
 	srv := &http.Server{Handler: localOnly(h), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			a.logger().Error("API server stopped", "err", err)
+		}
+	}()
 	fmt.Fprintf(a.out(), "API listening on http://%s\n", ln.Addr())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		if err := srv.Shutdown(ctx); err != nil {
+			// Requests still open when the grace period ran out (a live
+			// stream, say); the server stops all the same.
+			a.logger().Warn("API server: shutting down", "err", err)
+		}
 	}, nil
 }
 
@@ -110,7 +134,8 @@ func localOnly(h http.Handler) http.Handler {
 	refuse := func(w http.ResponseWriter, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		// A refused client that cannot be written to has no one better to tell.
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(api.AllowedOrigins, o) {

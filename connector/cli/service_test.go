@@ -26,7 +26,9 @@ func newServiceCLI(t *testing.T) serviceCLI {
 		t.Fatal(err)
 	}
 	binary := filepath.Join(home, "bin", "uncaged-workflow")
-	os.MkdirAll(filepath.Dir(binary), 0o755)
+	if err := os.MkdirAll(filepath.Dir(binary), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(binary, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +101,13 @@ func TestServiceInstallHonoursXDGConfigHome(t *testing.T) {
 
 func TestServiceInstallKeepsADifferentUnitWithoutForce(t *testing.T) {
 	s := newServiceCLI(t)
-	os.MkdirAll(filepath.Dir(s.unitPath()), 0o755)
+	if err := os.MkdirAll(filepath.Dir(s.unitPath()), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	mine := "[Service]\nExecStart=/my/own\n"
-	os.WriteFile(s.unitPath(), []byte(mine), 0o644)
+	if err := os.WriteFile(s.unitPath(), []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s.fails("exists with other contents; pass --force", s.install()...)
 	if b, _ := os.ReadFile(s.unitPath()); string(b) != mine {
 		t.Fatalf("unit changed without --force:\n%s", b)
@@ -125,7 +131,9 @@ func TestServiceInstallBakesInAChosenStorageRoot(t *testing.T) {
 func TestServiceInstallRejectsBadInputAndWritesNothing(t *testing.T) {
 	s := newServiceCLI(t)
 	empty := filepath.Join(s.home, "empty")
-	os.WriteFile(empty, nil, 0o600)
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := func(name, gateway, token string) []string {
 		return []string{"service", "install", "--name", name, "--gateway", gateway, "--token-file", token, "--binary", s.binary}
 	}
@@ -155,7 +163,9 @@ func TestServiceInstallRejectsBadInputAndWritesNothing(t *testing.T) {
 
 func TestServiceInstallWarnsAboutAReadableToken(t *testing.T) {
 	s := newServiceCLI(t)
-	os.Chmod(s.token, 0o644)
+	if err := os.Chmod(s.token, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, errs, code := s.run(s.install("--dry-run")...)
 	if code != 0 || !strings.Contains(errs, "readable by other users; chmod 600") {
 		t.Fatalf("exit %d, stderr %q", code, errs)

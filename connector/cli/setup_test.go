@@ -57,7 +57,9 @@ func TestSetupWritesProviderAndDefaults(t *testing.T) {
 func TestSetupIsIdempotentAndPreservesTheRest(t *testing.T) {
 	c := newCLI(t)
 	inDir(t, t.TempDir())
-	os.MkdirAll(c.root, 0o755)
+	if err := os.MkdirAll(c.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	existing := `config:
   maxDepth: 7
   supervisorInterval: 2
@@ -74,7 +76,9 @@ workflows:
     timestamp: 1778000000000
     history: []
 `
-	os.WriteFile(filepath.Join(c.root, "workflow.yaml"), []byte(existing), 0o644)
+	if err := os.WriteFile(filepath.Join(c.root, "workflow.yaml"), []byte(existing), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"setup", "--provider", "openai", "--base-url", "https://api.openai.com/v1", "--api-key", "sk-one", "--default-model", "openai/gpt-4o"}
 	if out := c.ok(args...); !strings.Contains(out, "maxDepth=7, supervisorInterval=2\n") {
 		t.Fatalf("stdout = %q", out)
@@ -142,7 +146,9 @@ func TestSetupArgumentErrorsChangeNothing(t *testing.T) {
 	for _, tc := range valueErrors {
 		c.fails(tc.want, tc.args...)
 	}
-	os.Mkdir("taken", 0o755)
+	if err := os.Mkdir("taken", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	c.fails("directory already exists: ", full("--init-workspace", "taken")...)
 	c.unchanged(before)
 }
@@ -190,7 +196,9 @@ func modelsServer(t *testing.T, key string, ids ...string) *httptest.Server {
 		for _, id := range ids {
 			data = append(data, map[string]string{"id": id, "object": "model"})
 		}
-		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+		if err := json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data}); err != nil {
+			t.Error(err)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,7 +13,7 @@ import (
 // readSecretLine reads one line from the terminal f with echo turned off,
 // and turns it back on however the read ends. Ctrl-C restores the terminal
 // and ends setup with status 130.
-func readSecretLine(f *os.File, in *bufio.Reader) (string, error) {
+func readSecretLine(f *os.File, in *bufio.Reader) (line string, err error) {
 	fd := int(f.Fd())
 	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
@@ -24,7 +25,11 @@ func readSecretLine(f *os.File, in *bufio.Reader) (string, error) {
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &quiet); err != nil {
 		return readLine(in)
 	}
-	defer unix.IoctlSetTermios(fd, unix.TCSETS, saved)
+	defer func() {
+		if rerr := unix.IoctlSetTermios(fd, unix.TCSETS, saved); rerr != nil && err == nil {
+			err = fmt.Errorf("turn terminal echo back on: %w", rerr)
+		}
+	}()
 
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)

@@ -22,20 +22,27 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
+		_ = m.Close() // the test is skipped; nothing was written
 		t.Skipf("unlockpt: %v", err)
 	}
 	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
 	if err != nil {
-		m.Close()
+		_ = m.Close() // the test is skipped; nothing was written
 		t.Skipf("ptsname: %v", err)
 	}
 	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		m.Close()
+		_ = m.Close() // the test is skipped; nothing was written
 		t.Skipf("open pts: %v", err)
 	}
-	t.Cleanup(func() { s.Close(); m.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return m, s
 }
 
@@ -57,7 +64,7 @@ func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 	usePresets(t, "- {name: local, label: Local, baseUrl: "+srv.URL+"/v1}\n")
 	master, slave := openPTY(t)
 	echoed := &testkit.Buffer{}
-	go io.Copy(echoed, master) // ends with EIO when the pty closes
+	go func() { _, _ = io.Copy(echoed, master) }() // ends with EIO when the pty closes
 
 	c := newCLI(t)
 	inDir(t, t.TempDir())
@@ -66,7 +73,12 @@ func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 	go func() {
 		done <- Run([]string{"setup"}, Env{Stdin: slave, Stdout: stdout, Stderr: stderr, Getenv: func(k string) string { return c.env[k] }})
 	}()
-	typeLine := func(s string) { master.Write([]byte(s + "\n")) }
+	typeLine := func(s string) {
+		t.Helper()
+		if _, err := master.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	awaitCondition(t, "the provider prompt", func() bool { return strings.Contains(stdout.String(), "Choose [1-2]: ") })
 	typeLine("1")

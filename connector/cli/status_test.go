@@ -86,9 +86,14 @@ func TestStatusShowsARunningEngineHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); h.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine host: %v", err)
+		}
+	}()
 	testkit.WaitUntil(t, "the host answers", func() bool {
 		cl, err := host.Dial(l)
 		if err == nil {
@@ -152,7 +157,9 @@ func TestStatusDoesNotTrustAStaleConnectRecord(t *testing.T) {
 	// holder (the pid may belong to someone else by now).
 	stale := ConnectState{Name: "laptop", Gateway: "https://gw.example.com", State: link.StateConnected, Since: time.Now().UnixMilli(), PID: os.Getpid()}
 	b, _ := json.Marshal(stale)
-	os.MkdirAll(c.root, 0o755)
+	if err := os.MkdirAll(c.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(connectStateFile(l), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +173,9 @@ func TestStatusDoesNotTrustAStaleConnectRecord(t *testing.T) {
 
 func TestStatusReportsAGarbledConnectRecord(t *testing.T) {
 	c := newCLI(t)
-	os.MkdirAll(c.root, 0o755)
+	if err := os.MkdirAll(c.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(connectStateFile(storage.Layout{Root: c.root}), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}

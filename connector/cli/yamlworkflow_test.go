@@ -26,7 +26,9 @@ func TestAddYAMLWorkflow(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "tiny.yml")
-	os.WriteFile(file, []byte(tinyYAML), 0o644)
+	if err := os.WriteFile(file, []byte(tinyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := c.ok("workflow", "add", "tiny", file)
 	hash := strings.TrimSpace(strings.TrimPrefix(out, `registered workflow "tiny" from tiny.yml as `))
 	l := storage.Layout{Root: c.root}
@@ -47,9 +49,11 @@ func TestAddYAMLWorkflow(t *testing.T) {
 	c.ok("workflow", "add", "tiny", file)
 
 	js := filepath.Join(src, "flow.esm.js")
-	os.WriteFile(js, []byte(`export const descriptor = { description: "js", roles: {}, graph: { edges: [] } };
+	if err := os.WriteFile(js, []byte(`export const descriptor = { description: "js", roles: {}, graph: { edges: [] } };
 export const run = async function* () { return { returnCode: 0, summary: "ok" }; };
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	jsOut := c.ok("workflow", "add", "flow", js)
 	jsHash := strings.TrimSpace(jsOut[strings.LastIndex(jsOut, " ")+1:])
 
@@ -69,7 +73,9 @@ export const run = async function* () { return { returnCode: 0, summary: "ok" };
 	}
 	// A stored YAML workflow that no longer parses (edited by hand) fails
 	// to load with the reason.
-	os.WriteFile(l.YAMLWorkflowFile("D7V7WGCMTYHZG"), []byte("version: 2\n"), 0o644)
+	if err := os.WriteFile(l.YAMLWorkflowFile("D7V7WGCMTYHZG"), []byte("version: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := load("D7V7WGCMTYHZG"); err == nil || !strings.Contains(err.Error(), "YAML workflow D7V7WGCMTYHZG: line 1: description: required") {
 		t.Fatalf("broken stored workflow: %v", err)
 	}
@@ -79,7 +85,9 @@ func TestAddBrokenYAMLChangesNothing(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
 	good := filepath.Join(src, "good.yaml")
-	os.WriteFile(good, []byte(tinyYAML), 0o644)
+	if err := os.WriteFile(good, []byte(tinyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c.ok("workflow", "add", "keep-me", good)
 	before := c.snapshot()
 	for _, bad := range []struct{ content, want string }{
@@ -88,7 +96,9 @@ func TestAddBrokenYAMLChangesNothing(t *testing.T) {
 		{strings.Replace(tinyYAML, "version: 1", "version: 1\nextra: true", 1), "bad.yaml: line 2: extra: unknown key"},
 	} {
 		path := filepath.Join(src, "bad.yaml")
-		os.WriteFile(path, []byte(bad.content), 0o644)
+		if err := os.WriteFile(path, []byte(bad.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		c.fails(bad.want, "workflow", "add", "broken", path)
 	}
 	c.fails("--types applies to .esm.js bundles only", "workflow", "add", "broken", good, "--types", "x.d.ts")
