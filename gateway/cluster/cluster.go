@@ -268,7 +268,11 @@ func (c *Cluster) Start(local Local) error {
 	}
 	if nc.IsConnected() {
 		// Listening once Start returns: the server has the subscriptions.
-		nc.FlushTimeout(5 * time.Second)
+		// If it does not answer in time, they reach it later; the next
+		// snapshots make up for what is missed meanwhile.
+		if err := nc.FlushTimeout(5 * time.Second); err != nil {
+			c.o.Logger.Warn("cluster subscriptions not confirmed", "err", err.Error())
+		}
 	}
 	return nil
 }
@@ -315,7 +319,9 @@ func (c *Cluster) Close() {
 		<-c.stopped
 		if c.nc.IsConnected() { // else the leave is lost anyway: silence will tell
 			c.publish(message{Kind: kindLeave})
-			c.nc.FlushTimeout(2 * time.Second)
+			if err := c.nc.FlushTimeout(2 * time.Second); err != nil {
+				c.o.Logger.Warn("cluster leave may be lost", "err", err.Error())
+			}
 		}
 		c.nc.Close()
 	})

@@ -111,7 +111,9 @@ func wiretap(t *testing.T, url string) (*nats.Conn, *nats.Subscription) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc.Flush()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return nc, wire
 }
 
@@ -251,7 +253,9 @@ func TestForgedPresenceIsIgnored(t *testing.T) {
 	msg := nats.NewMsg(subjectPresence)
 	msg.Data = data
 	msg.Header.Set(macHeader, sign([]byte(strings.Repeat("x", 32)), "presence", string(data)))
-	nc.PublishMsg(msg)
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
 	// A genuine message after it, on the same connection, arrives after it.
 	genuine := message{Kind: kindSnapshot, Replica: "r9", Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli(),
 		Endpoints: []presence.Endpoint{online("marker", 100)}}
@@ -259,7 +263,9 @@ func TestForgedPresenceIsIgnored(t *testing.T) {
 	msg = nats.NewMsg(subjectPresence)
 	msg.Data = data
 	msg.Header.Set(macHeader, mac)
-	nc.PublishMsg(msg)
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
 	waitUntil(t, "the genuine message", func() bool { return routeOf(c1, "marker").Online })
 	if _, known := c1.Lookup("laptop"); known {
 		t.Fatal("a forged announcement was believed")
@@ -352,7 +358,9 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 
 	replay := nats.NewMsg(subjectPresence)
 	replay.Data, replay.Header = captured.Data, captured.Header
-	nc.PublishMsg(replay)
+	if err := nc.PublishMsg(replay); err != nil {
+		t.Fatal(err)
+	}
 	// A genuine message after it, on the same connection, arrives after it.
 	marker := message{Kind: kindSnapshot, Replica: "r9", Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli(),
 		Endpoints: []presence.Endpoint{online("marker", 100)}}
@@ -360,7 +368,9 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 	msg := nats.NewMsg(subjectPresence)
 	msg.Data = data
 	msg.Header.Set(macHeader, mac)
-	nc.PublishMsg(msg)
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
 	waitUntil(t, "r2 to see the marker", func() bool { return routeOf(c2, "marker").Online })
 	if r := l2.registration("old-client"); !r.Removed {
 		t.Fatalf("a replayed registration was applied: %+v", r)

@@ -72,7 +72,7 @@ func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
 		}
 		arrived <- s
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: first\n\n")
+		_, _ = io.WriteString(w, "data: first\n\n") // the client checks what arrives
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
@@ -108,9 +108,14 @@ func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
 
 func TestForwardToADeadReplicaIs502(t *testing.T) {
 	from, _ := pair(t)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	fr := front(t, from, Route{Replica: "r2", Advertise: dead, Online: true}, 5*time.Second)
 	resp, err := http.Get(fr.URL + "/api/clients/laptop/workflows")
 	if err != nil {
@@ -194,7 +199,7 @@ func BenchmarkForward(b *testing.B) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"ok":true}`)
+		_, _ = io.WriteString(w, `{"ok":true}`) // the client checks the status
 	}))
 	peer.Config.Protocols = new(http.Protocols)
 	peer.Config.Protocols.SetHTTP1(true)
@@ -215,8 +220,12 @@ func BenchmarkForward(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			if err != nil {
+				b.Error(err)
+				return
+			}
 			if resp.StatusCode != http.StatusOK {
 				b.Errorf("status %d", resp.StatusCode)
 				return

@@ -33,7 +33,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler) error {
 		}
 		go func() {
 			out, _ := json.Marshal(answer(ctx, h, req))
-			ws.Write(ctx, websocket.MessageText, out)
+			// A failed write closes the socket, which ends the Read loop.
+			_ = ws.Write(ctx, websocket.MessageText, out)
 		}()
 	}
 }

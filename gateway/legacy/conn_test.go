@@ -35,7 +35,7 @@ func pair(t *testing.T, opts Options) (*Conn, *websocket.Conn) {
 	}
 	client.SetReadLimit(64 << 20)
 	c := <-conns
-	t.Cleanup(func() { client.CloseNow(); c.Close("test over") })
+	t.Cleanup(func() { _ = client.CloseNow(); _ = c.Close("test over") })
 	return c, client
 }
 
@@ -280,7 +280,9 @@ func TestSocketCloseFailsPendingRequests(t *testing.T) {
 		results = append(results, roundTrip(c, req))
 		readRequest(t, client)
 	}
-	client.Close(websocket.StatusNormalClosure, "shutdown")
+	if err := client.Close(websocket.StatusNormalClosure, "shutdown"); err != nil {
+		t.Fatal(err)
+	}
 	for _, ch := range results {
 		if r := wait(t, ch); r.err == nil || !strings.Contains(r.err.Error(), "websocket closed") {
 			t.Fatalf("pending request after close: %v", r.err)
@@ -304,7 +306,9 @@ func TestCloseTellsTheClientAndFailsPending(t *testing.T) {
 	readRequest(t, client)
 	closed := make(chan error, 1)
 	go func() { _, _, err := client.Read(context.Background()); closed <- err }()
-	c.Close("replaced by a newer connection for x")
+	if err := c.Close("replaced by a newer connection for x"); err != nil {
+		t.Fatal(err)
+	}
 	if r := wait(t, res); r.err == nil || !strings.Contains(r.err.Error(), "replaced") {
 		t.Fatalf("pending after Close: %v", r.err)
 	}
@@ -323,7 +327,7 @@ func TestLimits(t *testing.T) {
 	// Ping works while the read loop runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	go client.Read(ctx) // the client must read to answer pings
+	go func() { _, _, _ = client.Read(ctx) }() // the client must read to answer pings
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
@@ -340,7 +344,7 @@ func TestServeAnswersLikeTheOriginal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	release := make(chan struct{})
-	go Serve(ctx, client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/panic":
 			panic("boom")
@@ -350,7 +354,8 @@ func TestServeAnswersLikeTheOriginal(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintf(w, "%s %s %s token=%s", r.Method, r.URL.RequestURI(), body, r.Header.Get("X-Client-Token"))
-	}))
+	})
+	go func() { _ = Serve(ctx, client, h) }() // its error is the test's end
 	slowReq, _ := http.NewRequest("GET", "http://connector/api/slow", nil)
 	slow := roundTrip(c, slowReq)
 	req, _ := http.NewRequest("POST", "http://connector/api/echo?q=1", strings.NewReader("hi"))

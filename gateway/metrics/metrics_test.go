@@ -20,10 +20,14 @@ func TestRecorderAndProxyDone(t *testing.T) {
 	w := httptest.NewRecorder()
 	rec := NewRecorder(w, time.Now().Add(-time.Second))
 	rec.Header().Set("Content-Type", "text/event-stream")
-	rec.Write([]byte("data: 1\n\n"))
+	if _, err := rec.Write([]byte("data: 1\n\n")); err != nil {
+		t.Fatal(err)
+	}
 	rec.Flush()
 	rec.WriteHeader(http.StatusTeapot) // too late: ignored
-	rec.Write([]byte("data: 2\n\n"))
+	if _, err := rec.Write([]byte("data: 2\n\n")); err != nil {
+		t.Fatal(err)
+	}
 	status, after := rec.Status()
 	if status != 200 || after < time.Second || rec.Written() != 18 || !w.Flushed || w.Body.String() != "data: 1\n\ndata: 2\n\n" {
 		t.Fatalf("status %d after %v, %d bytes, flushed %v", status, after, rec.Written(), w.Flushed)

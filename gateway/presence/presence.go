@@ -30,8 +30,14 @@ type Conn interface {
 	http.RoundTripper
 	Ping(ctx context.Context) error
 	Done() <-chan struct{}
+	// Close ends the connection, telling the connector why. Its error is
+	// the close handshake's: the connection is gone either way.
 	Close(reason string) error
 }
+
+// drop closes c for reason. The registry drops connections it no longer
+// wants, so the close handshake's error leaves nothing to do.
+func drop(c Conn, reason string) { _ = c.Close(reason) }
 
 // Credentials a connection was made with (Info.Credential).
 const (
@@ -124,7 +130,7 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 	if old != nil {
 		old.stop()
 		if replaced != nil {
-			go old.conn.Close("replaced by a newer connection for " + name)
+			go drop(old.conn, "replaced by a newer connection for "+name)
 		}
 	}
 	r.changed(name, Online)
@@ -174,7 +180,7 @@ func (r *Registry) watch(ctx context.Context, name string, e *entry) {
 			// Offline first: a connection that missed its heartbeats may
 			// also be slow to close.
 			r.offline(name, e)
-			go e.conn.Close("missed two heartbeats")
+			go drop(e.conn, "missed two heartbeats")
 			return
 		}
 	}
@@ -255,7 +261,7 @@ func (r *Registry) CloseAll(reason string) {
 	var wg sync.WaitGroup
 	for _, e := range entries {
 		e.stop()
-		wg.Go(func() { e.conn.Close(reason) })
+		wg.Go(func() { drop(e.conn, reason) })
 	}
 	wg.Wait()
 }

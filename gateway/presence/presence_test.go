@@ -53,7 +53,7 @@ func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 	var mu sync.Mutex
 	r.OnChange = func(name, status string) { mu.Lock(); changes = append(changes, name+"="+status); mu.Unlock() }
 	c := newFake()
-	r.Attach("laptop", c, Info{Version: "v1", Protocol: "h2"})
+	attach(t, r, "laptop", c, Info{Version: "v1", Protocol: "h2"})
 	waitFor(t, func() bool { return c.pings.Load() >= 3 })
 	if _, online, known := r.Get("laptop"); !online || !known {
 		t.Fatal("not online while answering pings")
@@ -78,8 +78,8 @@ func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	r := New(time.Hour)
 	old, newer := newFake(), newFake()
-	r.Attach("laptop", old, Info{})
-	r.Attach("laptop", newer, Info{})
+	attach(t, r, "laptop", old, Info{})
+	attach(t, r, "laptop", newer, Info{})
 	waitFor(t, func() bool { return old.reason.Load() != nil })
 	if got := old.reason.Load(); got != "replaced by a newer connection for laptop" {
 		t.Fatalf("old closed with %v", got)
@@ -90,7 +90,9 @@ func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	if !online || c != newer || r.Online() != 1 {
 		t.Fatalf("after replacement: online=%v conn=%v", online, c == newer)
 	}
-	newer.Close("gone")
+	if err := newer.Close("gone"); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, func() bool { return r.Online() == 0 })
 	if _, _, known := r.Get("ghost"); known {
 		t.Fatal("unknown name known")
@@ -119,6 +121,15 @@ func (s *stuckConn) Close(reason string) error {
 
 // returnsIn runs f and fails the test if it has not returned within a
 // generous deadline.
+// attach attaches c as name, failing the test (from any goroutine) if the
+// registry refuses it.
+func attach(t *testing.T, r *Registry, name string, c Conn, info Info) {
+	t.Helper()
+	if _, err := r.Attach(name, c, info); err != nil {
+		t.Error(err)
+	}
+}
+
 func returnsIn(t *testing.T, what string, f func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -136,9 +147,9 @@ func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
 	r := New(20 * time.Millisecond)
 	old := newStuck()
 	t.Cleanup(func() { close(old.release) })
-	r.Attach("laptop", old, Info{})
+	attach(t, r, "laptop", old, Info{})
 	newer := newFake()
-	returnsIn(t, "a replacement", func() { r.Attach("laptop", newer, Info{}) })
+	returnsIn(t, "a replacement", func() { attach(t, r, "laptop", newer, Info{}) })
 	if c, online, _ := r.Get("laptop"); !online || c != newer {
 		t.Fatal("the replacement does not hold the name")
 	}
@@ -154,11 +165,11 @@ func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
 	// Missing heartbeats shows the name offline even while the close hangs.
 	stuck := newStuck()
 	t.Cleanup(func() { close(stuck.release) })
-	r.Attach("ci-box", stuck, Info{})
+	attach(t, r, "ci-box", stuck, Info{})
 	stuck.failing.Store(true)
 	waitFor(t, func() bool { _, online, _ := r.Get("ci-box"); return !online })
 	// And the next connection for the name takes it at once.
-	returnsIn(t, "a reconnection", func() { r.Attach("ci-box", newFake(), Info{}) })
+	returnsIn(t, "a reconnection", func() { attach(t, r, "ci-box", newFake(), Info{}) })
 	if _, online, _ := r.Get("ci-box"); !online {
 		t.Fatal("the reconnection is not online")
 	}
@@ -183,7 +194,9 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 		t.Fatalf("listed %+v", eps)
 	}
 	// Offline, the name is still the token's.
-	alpha.Close("gone")
+	if err := alpha.Close("gone"); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, func() bool { return r.Online() == 0 })
 	if _, err := r.Attach("alpha", intruder, secret); !errors.Is(err, ErrTokenBound) {
 		t.Fatalf("the secret took an offline token's name: %v", err)
@@ -196,7 +209,7 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 
 	// A token replaces a shared-secret holder; secret replaces secret.
 	shared := newFake()
-	r.Attach("beta", shared, secret)
+	attach(t, r, "beta", shared, secret)
 	if r.HeldByToken("beta") {
 		t.Fatal("a secret holder counts as a token")
 	}

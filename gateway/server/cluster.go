@@ -51,7 +51,7 @@ func (l clusterLocal) List() []presence.Endpoint { return l.g.presence.List() }
 func (l clusterLocal) Replace(name, reason string) {
 	if conn, online, _ := l.g.presence.Get(name); online {
 		l.g.opts.Logger.Info("connector replaced on another replica", "connector", name, "reason", reason)
-		conn.Close(reason)
+		_ = conn.Close(reason) // the connection is dropped either way
 	}
 }
 

@@ -106,10 +106,13 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+r1.dash)
 	req.Header.Set(cluster.HopHeader, "1.abc.r2")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 401 {
-		t.Fatalf("forged hop: %v %v", resp, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("forged hop: %d", resp.StatusCode)
+	}
 	r3, err := cluster.New(cluster.Options{NATS: "nats://127.0.0.1:1", ReplicaID: "r3", Advertise: "http://127.0.0.1:1", Key: clusterTestKey})
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 		if !l.take(addr) {
-			c.Close()
+			_ = c.Close() // refused: nothing was read or written
 			l.noteRefused(addr)
 			continue
 		}

@@ -27,7 +27,7 @@ func TestAPingFloodGetsTheConnectorClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	defer func() { _ = ws.CloseNow() }()
 	fr := http2.NewFramer(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil)
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestAPingFloodGetsTheConnectorClosed(t *testing.T) {
 			}
 		}
 	}()
-	t.Cleanup(func() { ws.CloseNow(); <-flooded })
+	t.Cleanup(func() { _ = ws.CloseNow(); <-flooded })
 	f.waitStatus("flood", presence.Offline)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs.String(), `msg="connector dropped" connector=flood reason="tunnel: too many PING or SETTINGS frames from the connector`) {

@@ -44,10 +44,13 @@ func benchGateway(b *testing.B) (http.Handler, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go tunnel.Serve(ctx, ws, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("{}"))
-	}), tunnel.ServeOptions{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			b.Error(err)
+		}
+		_, _ = w.Write([]byte("{}")) // the client checks what arrives
+	})
+	go func() { _ = tunnel.Serve(ctx, ws, h, tunnel.ServeOptions{}) }() // ends with the benchmark
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if _, online, _ := g.Presence().Get("alpha"); online {
 			break
@@ -136,29 +139,33 @@ func BenchmarkHardening(b *testing.B) {
 	b.Run("cross-origin check, cookie POST", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			cop.Check(cookie)
+			if err := cop.Check(cookie); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	conn, err := ln.Accept()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	b.Run("body deadline: set on a TCP connection, body wrapped", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			d := time.Now().Add(time.Minute)
-			conn.SetReadDeadline(d)
+			if err := conn.SetReadDeadline(d); err != nil {
+				b.Fatal(err)
+			}
 			sinkBody = &deadlineBody{ReadCloser: http.NoBody, deadline: d}
 		}
 	})

@@ -40,7 +40,8 @@ func (f *fixture) legacyConnector(name string, h http.Handler) context.CancelFun
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); legacy.Serve(ctx, ws, h); ws.CloseNow() }()
+	// Serve ends with the test (or the gateway's close): nothing to report.
+	go func() { defer close(done); _ = legacy.Serve(ctx, ws, h); _ = ws.CloseNow() }()
 	f.t.Cleanup(func() { cancel(); <-done })
 	f.waitStatus(name, presence.Online)
 	return func() { cancel(); <-done }
@@ -54,7 +55,7 @@ func (f *fixture) rawLegacy(name string) *websocket.Conn {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(func() { ws.CloseNow() })
+	f.t.Cleanup(func() { _ = ws.CloseNow() })
 	f.waitStatus(name, presence.Online)
 	return ws
 }
@@ -267,7 +268,9 @@ func TestLegacySocketCloseFailsPendingWith502(t *testing.T) {
 	}
 	readFrame(t, ws)
 	readFrame(t, ws)
-	ws.Close(websocket.StatusNormalClosure, "shutdown")
+	if err := ws.Close(websocket.StatusNormalClosure, "shutdown"); err != nil {
+		t.Fatal(err)
+	}
 	for _, ch := range res {
 		r := waitResult(t, ch)
 		var e struct{ Error string }
@@ -328,7 +331,7 @@ func TestLegacyConnectAuthAndLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	defer func() { _ = ws.CloseNow() }()
 	f.waitStatus("old", presence.Online)
 
 	// A body over MaxBody that does not say its length up front is 413.

@@ -145,7 +145,9 @@ func TestMetrics(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	ws.CloseNow()
+	if err := ws.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
 	f.waitStatus("junk", presence.Offline)
 	expect(t, f.scrape(""), map[string]float64{
 		"uncaged_gateway_connectors_online":                             2,

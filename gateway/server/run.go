@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.NATS != "" {
 		var err error
 		if cl, err = newCluster(ln.Addr(), cfg, logger); err != nil {
-			ln.Close()
+			_ = ln.Close() // the error that matters is err
 			return err
 		}
 	}
@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) error {
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 		if err := g.StartCluster(); err != nil {
-			ln.Close()
+			_ = ln.Close() // the error that matters is err
 			return err
 		}
 		defer cl.Close()

@@ -50,7 +50,9 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
+		if _, err := b.ReadFrom(resp.Body); err != nil {
+			return false
+		}
 		return strings.Contains(b.String(), `"`+name+`"`) && strings.Contains(b.String(), "online")
 	}
 
@@ -71,7 +73,7 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer orig.CloseNow()
+	defer func() { _ = orig.CloseNow() }()
 	waitUntil(t, "the original client to be online", func() bool { return online("original") })
 
 	cancel()
@@ -84,7 +86,10 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 	select {
-	case <-served:
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("tunnel.Serve: %v", err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the tunnel connector was not closed")
 	}
@@ -104,7 +109,7 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		break
 	}
 	if c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second); err == nil {
-		c.Close()
+		_ = c.Close()
 		t.Fatal("the listener still accepts after Run returned")
 	}
 	for _, line := range []string{"gateway listening", "gateway shutting down"} {

@@ -271,7 +271,8 @@ func jsonErrorHandler(err error, c echo.Context) {
 	if bodyCutShort(c.Request()) {
 		code, msg = http.StatusRequestTimeout, bodyTimeoutMessage
 	}
-	c.JSON(code, map[string]string{"error": msg})
+	// A client that cannot take the answer has nobody to tell.
+	_ = c.JSON(code, map[string]string{"error": msg})
 }
 
 // verify checks a credential, counting a refusal in the metrics; the
@@ -425,7 +426,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	if err != nil {
 		// A token-bound connector took the name since the check above.
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
-		go conn.Close("name " + presence.ErrTokenBound.Error())
+		go func() { _ = conn.Close("name " + presence.ErrTokenBound.Error()) }() // dropped either way
 		return nil
 	}
 	if replaced != nil {

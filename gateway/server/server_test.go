@@ -55,7 +55,8 @@ func (f *fixture) connector(name string, h http.Handler) context.CancelFunc {
 		f.t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); tunnel.Serve(ctx, ws, h, tunnel.ServeOptions{}) }()
+	// Serve ends with the test (or the gateway's close): nothing to report.
+	go func() { defer close(done); _ = tunnel.Serve(ctx, ws, h, tunnel.ServeOptions{}) }()
 	f.t.Cleanup(func() { cancel(); <-done })
 	f.waitStatus(name, presence.Online)
 	return cancel

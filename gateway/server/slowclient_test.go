@@ -49,8 +49,16 @@ func (f *fixture) dialFrom(ip string) net.Conn {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(func() { c.Close() })
+	f.t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// sendRaw writes s on c, failing the test if it cannot.
+func sendRaw(t *testing.T, c net.Conn, s string) {
+	t.Helper()
+	if _, err := io.WriteString(c, s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // closedByServer reads what the server sends on c until it closes the
@@ -58,7 +66,9 @@ func (f *fixture) dialFrom(ip string) net.Conn {
 // the test: every bound under test is far shorter.
 func closedByServer(t *testing.T, c net.Conn, what string) string {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	b, err := io.ReadAll(c)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("%s: the server kept the connection open (got %q)", what, b)
@@ -205,13 +215,13 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	held := []net.Conn{f.dialFrom("127.0.0.2"), f.dialFrom("127.0.0.2"), f.dialFrom("127.0.0.2")}
 	for _, c := range held {
 		// A request answered proves the server accepted and counted it.
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+		sendRaw(t, c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
 		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
 			t.Fatalf("held connection: %q %v", line, err)
 		}
 	}
 	fourth := f.dialFrom("127.0.0.2")
-	io.WriteString(fourth, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n") // may fail: closed already
+	_, _ = io.WriteString(fourth, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n") // may fail: closed already
 	if got := closedByServer(t, fourth, "fourth connection"); got != "" {
 		t.Fatalf("fourth connection was served: %q", got)
 	}
@@ -242,11 +252,13 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 			t.Fatalf("through the trusted proxy: %v", err)
 		}
 	}
-	held[0].Close()
+	if err := held[0].Close(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c := f.dialFrom("127.0.0.2")
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+		sendRaw(t, c, "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
 		if got := closedByServer(t, c, "after a slot was freed"); strings.HasPrefix(got, "HTTP/1.1 200") {
 			break
 		}
@@ -262,7 +274,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	f := newServedFixture(t, func(o *Options) { o.IdleTimeout = 200 * time.Millisecond })
 	c := f.dialFrom("127.0.0.1")
-	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+	sendRaw(t, c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
 	if got := closedByServer(t, c, "idle keep-alive"); !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Fatalf("got %q", got)
 	}

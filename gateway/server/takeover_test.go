@@ -76,7 +76,7 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	defer func() { _ = ws.CloseNow() }()
 	f.waitStatus("beta", presence.Online)
 
 	f.connector("beta", echoAPI("beta"))
@@ -103,7 +103,7 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ws.CloseNow()
+		defer func() { _ = ws.CloseNow() }()
 	}
 	f.connector("delta", echoAPI("delta-1"))
 	f.connector("delta", echoAPI("delta-2"))

@@ -100,7 +100,9 @@ func clientFrom(t *testing.T, ip string) *http.Client {
 	if err != nil {
 		t.Skipf("cannot use loopback address %s here: %v", ip, err)
 	}
-	probe.Close()
+	if err := probe.Close(); err != nil {
+		t.Fatal(err)
+	}
 	tr := &http.Transport{DialContext: d.DialContext}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}

@@ -25,7 +25,9 @@ func TestMarkdownAndCheckSection(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "doc.md")
-	os.WriteFile(path, []byte("intro\n<!-- begin bin -->\nold\n<!-- end bin -->\nrest\n"), 0o644)
+	if err := os.WriteFile(path, []byte("intro\n<!-- begin bin -->\nold\n<!-- end bin -->\nrest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := CheckSection(path, "bin", md, "regen-cmd", false); err == nil || !strings.Contains(err.Error(), "regen-cmd") {
 		t.Fatalf("a stale section: %v", err)
 	}

@@ -62,7 +62,10 @@ var keep [][]byte
 // childSmallHeap collects with a small live heap until the tuner has raised
 // GOGC, and checks the runtime runs with the value the tuner reports.
 func childSmallHeap() int {
-	os.Unsetenv("GOGC")
+	if err := os.Unsetenv("GOGC"); err != nil {
+		println("unset GOGC:", err.Error())
+		return 1
+	}
 	Start()
 	deadline := time.Now().Add(20 * time.Second)
 	for Percent() <= 100 {

@@ -32,7 +32,7 @@ func TestJSONUnlessTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read back below; a temporary file
 	New(f, slog.LevelInfo).Info("to a file")
 	data, _ := os.ReadFile(f.Name())
 	if !strings.HasPrefix(string(data), "{") {

@@ -29,20 +29,25 @@ func Start() func() {
 		return func() {}
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		_ = f.Close() // nothing written to keep
 		fmt.Fprintln(os.Stderr, "profiling:", err)
 		return func() {}
 	}
 	return func() {
 		pprof.StopCPUProfile()
-		f.Close()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "profiling:", err)
+		}
 		allocs, err := os.Create(strings.TrimSuffix(path, ".prof") + ".allocs.prof")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "profiling:", err)
 			return
 		}
-		defer allocs.Close()
-		if err := pprof.Lookup("allocs").WriteTo(allocs, 0); err != nil {
+		err = pprof.Lookup("allocs").WriteTo(allocs, 0)
+		if cerr := allocs.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "profiling:", err)
 		}
 	}

@@ -14,7 +14,9 @@ func TestConcurrentWritesAndReads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 100 {
-				b.Write([]byte("x"))
+				if _, err := b.Write([]byte("x")); err != nil {
+					t.Error(err)
+				}
 				_ = b.String()
 			}
 		}()

@@ -26,10 +26,12 @@ func TestProcessGone(t *testing.T) {
 	if ProcessGone(pid) {
 		t.Error("a running child is reported gone")
 	}
-	cmd.Process.Kill()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	// Not yet reaped: a zombie, which counts as gone.
 	WaitUntil(t, "the killed child to stop", func() bool { return ProcessGone(pid) })
-	cmd.Wait()
+	_ = cmd.Wait() // "signal: killed", as intended
 	if !ProcessGone(pid) {
 		t.Error("a reaped child is reported running")
 	}

@@ -108,7 +108,7 @@ func Dial(ctx context.Context, gateway, name, token string, header http.Header) 
 		return nil, err
 	}
 	if ws.Subprotocol() != Subprotocol {
-		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
+		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required") // the error returned is the news
 		return nil, errors.New("gateway did not accept the " + Subprotocol + " subprotocol")
 	}
 	ws.SetReadLimit(DefaultReadLimit)
@@ -134,10 +134,10 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	// drain it: no new requests, the ones in flight finish.
 	connCtx, dropConn := context.WithCancel(context.Background())
 	defer dropConn()
-	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer), func() { ws.CloseNow() }, DefaultWriteTimeout)
+	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer), func() { _ = ws.CloseNow() }, DefaultWriteTimeout)
 	// Dropping the connection (after a drain, or on missed pings) has to
 	// end the server's blocked read: close the WebSocket under it.
-	stopOnEnd := context.AfterFunc(connCtx, func() { ws.CloseNow() })
+	stopOnEnd := context.AfterFunc(connCtx, func() { _ = ws.CloseNow() })
 	defer stopOnEnd()
 	if opts.PingInterval > 0 {
 		go pingLoop(connCtx, ws, opts.PingInterval, dropConn)
@@ -173,7 +173,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	}()
 	select {
 	case <-served:
-		ws.Close(websocket.StatusNormalClosure, "")
+		// The connection has ended: a failed close handshake changes nothing.
+		_ = ws.Close(websocket.StatusNormalClosure, "")
 		return nil
 	case <-ctx.Done():
 	}
@@ -184,7 +185,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	base.Shutdown(sctx)
+	// Its error is sctx's, which the select below sees too.
+	_ = base.Shutdown(sctx)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -205,7 +207,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	}
 	dropConn()
 	<-served
-	ws.Close(websocket.StatusGoingAway, "connector shutting down")
+	// Stopping either way: a failed close handshake changes nothing.
+	_ = ws.Close(websocket.StatusGoingAway, "connector shutting down")
 	return ctx.Err()
 }
 
@@ -254,7 +257,7 @@ func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 		return nil, err
 	}
 	if ws.Subprotocol() != Subprotocol {
-		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
+		_ = ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required") // the error returned is the news
 		return nil, errors.New("client did not negotiate " + Subprotocol)
 	}
 	ws.SetReadLimit(DefaultReadLimit)
@@ -283,7 +286,7 @@ func NewClient(ws *websocket.Conn) (*Client, error) {
 
 func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	conn := newCoalescingConn(newWSConn(ws, 0), func() { ws.CloseNow() }, writeTimeout)
+	conn := newCoalescingConn(newWSConn(ws, 0), func() { _ = ws.CloseNow() }, writeTimeout)
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
 	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
@@ -357,7 +360,7 @@ func (c *Client) Close(reason string) error {
 	c.stop()
 	closed := make(chan error, 1)
 	go func() {
-		c.cc.Close()
+		_ = c.cc.Close() // what it could report, the WebSocket's Close does
 		closed <- c.ws.Close(websocket.StatusGoingAway, reason)
 	}()
 	t := time.NewTimer(closeWait)

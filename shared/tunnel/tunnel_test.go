@@ -46,7 +46,7 @@ func pair(t testing.TB, h http.Handler) (*Client, context.CancelFunc) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		Serve(ctx, ws, h, ServeOptions{})
+		_ = Serve(ctx, ws, h, ServeOptions{}) // ends with the test
 	}()
 	t.Cleanup(func() { cancel(); <-served })
 	select {
@@ -133,7 +133,9 @@ func TestLargeBodyStreamsIntact(t *testing.T) {
 			buf[i] = byte(i * 7)
 		}
 		for sent := 0; sent < size; sent += len(buf) {
-			w.Write(buf)
+			if _, err := w.Write(buf); err != nil {
+				return // the client went away; it checks what arrived
+			}
 		}
 	}))
 	resp := get(t, c, context.Background(), "/big")

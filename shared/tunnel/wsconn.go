@@ -112,8 +112,9 @@ func (m *messageReader) Read(p []byte) (int, error) {
 			}
 			if typ != websocket.MessageBinary {
 				err := fmt.Errorf("tunnel connection: unexpected %v message", typ)
-				// Close waits for the peer's answer; the reader need not.
-				go m.ws.Close(websocket.StatusUnsupportedData, err.Error())
+				// Close waits for the peer's answer; the reader need not,
+				// and has its error already.
+				go func() { _ = m.ws.Close(websocket.StatusUnsupportedData, err.Error()) }()
 				return 0, err
 			}
 			m.cur = r

@@ -35,7 +35,7 @@ func wsPair(t *testing.T) (server, client *websocket.Conn) {
 		t.Fatal(err)
 	}
 	server = <-accepted
-	t.Cleanup(func() { client.CloseNow(); server.CloseNow() })
+	t.Cleanup(func() { _ = client.CloseNow(); _ = server.CloseNow() })
 	return server, client
 }
 
@@ -48,7 +48,9 @@ func TestWSConnCarriesMessagesAsOneStream(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		b.Close()
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
 	}()
 	got, err := io.ReadAll(a)
 	if err != nil {
@@ -75,7 +77,8 @@ func TestWSConnKeepsTheReadLimit(t *testing.T) {
 	server, client := wsPair(t)
 	server.SetReadLimit(1 << 10)
 	a := newWSConn(server, serverReadBuffer)
-	go client.Write(context.Background(), websocket.MessageBinary, make([]byte, 4<<10))
+	// The server refuses the message mid-way: the write's error is expected.
+	go func() { _ = client.Write(context.Background(), websocket.MessageBinary, make([]byte, 4<<10)) }()
 	if _, err := io.ReadAll(a); err == nil {
 		t.Fatal("a message over the read limit was accepted")
 	}
@@ -97,11 +100,15 @@ func TestWSConnRefusesDeadlines(t *testing.T) {
 func TestCoalescedRunsStayUnderTheMessageCap(t *testing.T) {
 	server, client := wsPair(t)
 	server.SetReadLimit(MaxMessage)
-	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0), func() { client.CloseNow() }, DefaultWriteTimeout)
+	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0), func() { _ = client.CloseNow() }, DefaultWriteTimeout)
 	want := strings.Repeat("0123456789abcdef", 3*MaxMessage/16+5)
 	go func() {
-		b.Write([]byte(want))
-		b.Close()
+		if _, err := b.Write([]byte(want)); err != nil {
+			t.Error(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
 	}()
 	got, err := io.ReadAll(a)
 	if err != nil || string(got) != want {
@@ -121,7 +128,7 @@ func TestHandlerPanicsAndGoexitsReachTheServer(t *testing.T) {
 		case "/goexit":
 			runtime.Goexit()
 		}
-		io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok") // the client checks what arrives
 	}))
 	for _, path := range []string{"/abort", "/panic", "/goexit"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://connector"+path, nil)

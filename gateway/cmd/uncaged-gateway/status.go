@@ -113,7 +113,9 @@ func statusCmd() *cobra.Command {
 					return err
 				}
 			} else {
-				printGatewayStatus(cmd.OutOrStdout(), s, tok != "", time.Now())
+				if err := printGatewayStatus(cmd.OutOrStdout(), s, tok != "", time.Now()); err != nil {
+					return err
+				}
 			}
 			switch {
 			case listErr != nil:
@@ -178,8 +180,9 @@ func writeStatusJSON(w io.Writer, s gatewayStatus) error {
 }
 
 // printGatewayStatus is the screen for a person: the gateway's state, a
-// count of connectors, and one row per connector.
-func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.Time) {
+// count of connectors, and one row per connector. The error is the
+// table's, written out at the end.
+func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.Time) error {
 	state := "healthy, ready"
 	switch {
 	case !s.Healthy:
@@ -190,10 +193,10 @@ func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.T
 	fmt.Fprintf(w, "gateway     %s  %s\n", s.URL, state)
 	if !haveToken {
 		fmt.Fprintln(w, "connectors  (set UNCAGED_DASHBOARD_TOKEN to a dashboard token to list them)")
-		return
+		return nil
 	}
 	if s.Endpoints == nil {
-		return
+		return nil
 	}
 	online, replicas := 0, false
 	for _, e := range s.Endpoints {
@@ -204,7 +207,7 @@ func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.T
 	}
 	fmt.Fprintf(w, "connectors  %d online, %d offline\n", online, len(s.Endpoints)-online)
 	if len(s.Endpoints) == 0 {
-		return
+		return nil
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -220,7 +223,7 @@ func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.T
 		}
 		fmt.Fprintln(tw, row)
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
 func ago(ms int64, now time.Time) string {

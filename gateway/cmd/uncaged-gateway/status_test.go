@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,23 +14,28 @@ import (
 // fakeGateway answers the three routes status reads.
 func fakeGateway(t *testing.T, ready bool, endpoints string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write := func(body string) {
+			if _, err := io.WriteString(w, body); err != nil {
+				t.Error(err)
+			}
+		}
 		switch r.URL.Path {
 		case "/healthz":
-			w.Write([]byte(`{"ok":true}`))
+			write(`{"ok":true}`)
 		case "/readyz":
 			if !ready {
 				w.WriteHeader(http.StatusServiceUnavailable)
-				w.Write([]byte(`{"ok":false,"error":"not connected to NATS"}`))
+				write(`{"ok":false,"error":"not connected to NATS"}`)
 				return
 			}
-			w.Write([]byte(`{"ok":true}`))
+			write(`{"ok":true}`)
 		case "/api/gateway/endpoints":
 			if r.Header.Get("Authorization") != "Bearer dash" {
 				w.WriteHeader(http.StatusUnauthorized)
-				w.Write([]byte(`{"error":"invalid token"}`))
+				write(`{"error":"invalid token"}`)
 				return
 			}
-			w.Write([]byte(endpoints))
+			write(endpoints)
 		default:
 			http.NotFound(w, r)
 		}
