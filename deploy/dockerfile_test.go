@@ -10,7 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // stage is one FROM ... section of a Dockerfile.
@@ -258,12 +259,7 @@ func TestGatewayHealthcheckRuns(t *testing.T) {
 		c.Env = env
 		return c.Run()
 	}
-	for healthcheck() != nil {
-		if t.Context().Err() != nil {
-			t.Fatal("the healthcheck never passed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the healthcheck to pass", func() bool { return healthcheck() == nil })
 	stop()
 	if err := healthcheck(); err == nil {
 		t.Fatal("the healthcheck passes with the gateway gone")

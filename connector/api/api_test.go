@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"github.com/uncaged/workflow/engine/ids"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,8 +12,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // The original's connect.test.ts, ported (docs/compatibility.md), on a storage
@@ -380,10 +381,10 @@ func TestThreadListFiltersAndPaging(t *testing.T) {
 		done = append(done, id)
 	}
 	killed := f.run("slow", "k")
-	f.waitFor("a step", func() bool { return len(f.detail(killed).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(killed).roles()) > 0 })
 	f.want(http.MethodPost, "/api/threads/"+killed+"/kill", "", http.StatusOK, nil)
 	running := f.run("slow", "r")
-	f.waitFor("a step", func() bool { return len(f.detail(running).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(running).roles()) > 0 })
 	f.want(http.MethodPost, "/api/threads/"+running+"/pause", "", http.StatusOK, nil)
 	f.waitStatus(running, "paused")
 
@@ -458,7 +459,7 @@ func TestPauseResumeKill(t *testing.T) {
 	f.startHost()
 
 	id := f.run("slow", "p")
-	f.waitFor("a step", func() bool { return len(f.detail(id).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(id).roles()) > 0 })
 	var ok map[string]bool
 	f.want(http.MethodPost, "/api/threads/"+id+"/pause", "", http.StatusOK, &ok)
 	if !ok["ok"] {
@@ -475,7 +476,7 @@ func TestPauseResumeKill(t *testing.T) {
 	f.wantError(http.MethodPost, "/api/threads/"+id+"/resume", "", http.StatusBadRequest, "finished")
 
 	k := f.run("slow", "k")
-	f.waitFor("a step", func() bool { return len(f.detail(k).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(k).roles()) > 0 })
 	f.want(http.MethodPost, "/api/threads/"+k+"/kill", "", http.StatusOK, nil)
 	d = f.waitStatus(k, "killed")
 	if res := d.result(); res == nil || res["returnCode"] != float64(130) {

@@ -26,6 +26,7 @@ import (
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fixture is the API over a temporary storage root, with a real engine host
@@ -141,16 +142,14 @@ func (f *fixture) startHost() {
 		}
 	}
 	f.hostMu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := host.Dial(f.l); err == nil {
-			return
+	testkit.WaitUntil(f.t, "the engine host to answer", func() bool {
+		c, err := host.Dial(f.l)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatal("engine host did not answer")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		c.Close()
+		return true
+	})
 }
 
 // shutdownHost stops the host; its unfinished threads stay interrupted.
@@ -257,22 +256,10 @@ func (f *fixture) detail(id string) detail {
 	return d
 }
 
-// waitFor polls until cond holds (the deadline only catches hangs).
-func (f *fixture) waitFor(what string, cond func() bool) {
-	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (f *fixture) waitStatus(id string, statuses ...string) detail {
 	f.t.Helper()
 	var d detail
-	f.waitFor("thread "+id+" to be "+strings.Join(statuses, "|"), func() bool {
+	testkit.WaitUntil(f.t, "thread "+id+" to be "+strings.Join(statuses, "|"), func() bool {
 		d = f.detail(id)
 		for _, s := range statuses {
 			if d.status() == s {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // collect reads events until done (or the stream ends).
@@ -257,7 +259,7 @@ func TestLivePing(t *testing.T) {
 	f.register("slow", "slow.esm.js")
 	f.startHost()
 	id := f.run("slow", "")
-	f.waitFor("a step", func() bool { return len(f.detail(id).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(id).roles()) > 0 })
 	f.want(http.MethodPost, "/api/threads/"+id+"/pause", "", http.StatusOK, nil)
 	f.waitStatus(id, "paused")
 
@@ -288,7 +290,7 @@ func TestLiveInterruptedThenResume(t *testing.T) {
 	f.register("slow", "slow.esm.js")
 	f.startHost()
 	id := f.run("slow", "")
-	f.waitFor("a step", func() bool { return len(f.detail(id).roles()) > 0 })
+	testkit.WaitUntil(t, "a step", func() bool { return len(f.detail(id).roles()) > 0 })
 	f.shutdownHost()
 	d := f.waitStatus(id, "interrupted")
 

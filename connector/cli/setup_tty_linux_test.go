@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/uncaged/workflow/shared/testkit"
 
@@ -46,19 +45,6 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// awaitCondition polls cond until it holds, failing the test after a generous
-// deadline; it waits for a condition, never for a fixed time.
-func awaitCondition(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 	srv := modelsServer(t, "sk-secret-123", "chat-a", "chat-b")
 	usePresets(t, "- {name: local, label: Local, baseUrl: "+srv.URL+"/v1}\n")
@@ -80,26 +66,26 @@ func TestInteractiveSetupReadsTheKeyWithoutEcho(t *testing.T) {
 		}
 	}
 
-	awaitCondition(t, "the provider prompt", func() bool { return strings.Contains(stdout.String(), "Choose [1-2]: ") })
+	testkit.WaitUntil(t, "the provider prompt", func() bool { return strings.Contains(stdout.String(), "Choose [1-2]: ") })
 	typeLine("1")
-	awaitCondition(t, "the key prompt", func() bool { return strings.Contains(stdout.String(), "API key for this provider: ") })
-	awaitCondition(t, "echo to be turned off", func() bool {
+	testkit.WaitUntil(t, "the key prompt", func() bool { return strings.Contains(stdout.String(), "API key for this provider: ") })
+	testkit.WaitUntil(t, "echo to be turned off", func() bool {
 		tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 		return err == nil && tio.Lflag&unix.ECHO == 0
 	})
 	typeLine("sk-secret-123")
-	awaitCondition(t, "the model prompt", func() bool { return strings.Contains(stdout.String(), "Default model [1-2]: ") })
+	testkit.WaitUntil(t, "the model prompt", func() bool { return strings.Contains(stdout.String(), "Default model [1-2]: ") })
 	tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 	if err != nil || tio.Lflag&unix.ECHO == 0 {
 		t.Fatalf("echo not restored after the key: %v", err)
 	}
 	typeLine("2")
-	awaitCondition(t, "the workspace prompt", func() bool { return strings.Contains(stdout.String(), "Workflow workspace path") })
+	testkit.WaitUntil(t, "the workspace prompt", func() bool { return strings.Contains(stdout.String(), "Workflow workspace path") })
 	typeLine("skip")
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	awaitCondition(t, "the last answer's echo", func() bool { return strings.Contains(echoed.String(), "skip") })
+	testkit.WaitUntil(t, "the last answer's echo", func() bool { return strings.Contains(echoed.String(), "skip") })
 	if strings.Contains(echoed.String(), "sk-secret-123") || strings.Contains(stdout.String(), "sk-secret-123") {
 		t.Fatalf("the key was shown: echo %q", echoed.String())
 	}
