@@ -389,6 +389,7 @@ func checkKeyNotStored(t *testing.T, root string) {
 // file in the workspace the task names, the reviewer rejects the first
 // attempt and approves the second.
 func TestPlanCodeReviewBundleWithAFakeModel(t *testing.T) {
+	t.Parallel()
 	root, f := planCodeReviewBundleRoot(t, false)
 	workspace := filepath.Join(t.TempDir(), "project") // the coder creates it
 	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
@@ -401,11 +402,11 @@ func TestPlanCodeReviewBundleWithAFakeModel(t *testing.T) {
 // bundle gives up, whatever it answers. With no workspace in the task the
 // coder works in $WORKFLOW_WORKSPACE.
 func TestPlanCodeReviewBundleRouting(t *testing.T) {
+	t.Parallel()
 	envWorkspace := t.TempDir()
-	// The engine host the first `run` starts inherits this.
-	t.Setenv("WORKFLOW_WORKSPACE", envWorkspace)
 	root, _ := planCodeReviewBundleRoot(t, false)
-	aborted := finished(t, root, start(t, root, "plan-code-review", "--prompt", "Do something impossible.\nWorkspace: "+t.TempDir()))
+	// The engine host the first `run` starts inherits this.
+	aborted := finished(t, root, startEnv(t, root, []string{"WORKFLOW_WORKSPACE=" + envWorkspace}, "plan-code-review", "--prompt", "Do something impossible.\nWorkspace: "+t.TempDir()))
 	if roles(aborted) != "planner" || aborted.Status != "completed" || aborted.Result.ReturnCode != 0 ||
 		!strings.Contains(aborted.Steps[0].Content, `"status":"aborted"`) {
 		t.Errorf("aborted plan: thread = %+v", aborted)
@@ -426,6 +427,7 @@ func TestPlanCodeReviewBundleRouting(t *testing.T) {
 // coder works in ./workspace beside the YAML file, both forms describe the
 // same roles, and a reviewer that abandons the work ends the loop.
 func TestPlanCodeReviewYAMLWithAFakeModel(t *testing.T) {
+	t.Parallel()
 	f := newFakeModel(t, false)
 	root := engineRoot(t)
 	setupFakeProvider(t, root, f)
@@ -499,6 +501,7 @@ func descriptorRoles(t *testing.T, root, hash string) map[string]any {
 // TestKillWhileTheModelStalls: a model call that never answers must not
 // hold a killed thread; the kill cancels the HTTP request.
 func TestKillWhileTheModelStalls(t *testing.T) {
+	t.Parallel()
 	root, f := planCodeReviewBundleRoot(t, true)
 	id := start(t, root, "plan-code-review", "--prompt", "Write a greeting.\nWorkspace: "+t.TempDir())
 	select {

@@ -22,6 +22,7 @@ var buildLine = regexp.MustCompile(`(?m)^build: ([a-z0-9-]+) -> dist/([a-z0-9-]+
 // TestAuthorBuildRegisterRun is the authoring path with nothing but the
 // binary: scaffold a workspace, build it, register the bundle, run it.
 func TestAuthorBuildRegisterRun(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	parent := t.TempDir()
 	ws := filepath.Join(parent, "demo")
@@ -61,11 +62,14 @@ func TestAuthorBuildRegisterRun(t *testing.T) {
 }
 
 func TestBuildErrorsThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	parent := t.TempDir()
 	mustRunIn(t, parent, root, "init", "workspace", "ws")
 	ws := filepath.Join(parent, "ws")
-	os.WriteFile(filepath.Join(ws, "workflows", "broken-entry.ts"), []byte("export const run = (;\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(ws, "workflows", "broken-entry.ts"), []byte("export const run = (;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := runIn(t, ws, root, "build", "workflows/broken-entry.ts")
 	if r.code != 1 || !strings.Contains(r.stderr, "workflows/broken-entry.ts:1:21: error: Unexpected \";\"") || r.stdout != "" {
 		t.Fatalf("build = %+v", r)

@@ -15,6 +15,7 @@ import (
 // docker-compose.yml uses it: WebSocket tunnels, live streams unbuffered,
 // each client's own address seen by the gateway, which trusts Caddy.
 func TestThroughCaddy(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "--trusted-proxy", "127.0.0.1")
 	g.front = startCaddy(t, g.addr)
 	twoMachines(t, g)

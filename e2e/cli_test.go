@@ -19,17 +19,20 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, b := range []struct{ name, pkg string }{{"uncaged-workflow", "../connector/cmd/uncaged-workflow"}, {"uncaged-gateway", "../gateway/cmd/uncaged-gateway"}} {
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building "+b.name+":", err)
-			os.Exit(1)
-		}
+	// One build of all three: it shares their packages and compiles them
+	// in parallel. Each binary is named after its package's directory.
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"../connector/cmd/uncaged-workflow", "../gateway/cmd/uncaged-gateway", "./internal/putblob")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the binaries:", err)
+		os.Exit(1)
 	}
 	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "removing the binaries:", err)
+	}
 	os.Exit(code)
 }
 
@@ -47,9 +50,17 @@ func run(t *testing.T, root string, args ...string) result {
 // runIn runs the CLI binary in dir, as someone working in a workspace does.
 func runIn(t *testing.T, dir, root string, args ...string) result {
 	t.Helper()
+	return runEnv(t, nil, dir, root, args...)
+}
+
+// runEnv runs the CLI binary in dir with env added to its environment (and
+// so to that of an engine host it starts). Tests run side by side, so
+// they hand variables to their commands this way, never with t.Setenv.
+func runEnv(t *testing.T, env []string, dir, root string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
+	cmd.Env = append(append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root), env...)
 	return runCommand(t, cmd)
 }
 
@@ -70,6 +81,7 @@ func runCommand(t *testing.T, cmd *exec.Cmd) result {
 }
 
 func TestCasPutHelloThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if r := run(t, root, "cas", "put", "hello"); r.code != 0 || r.stdout != "SSVQ0RZ55P9Y4\n" {
 		t.Fatalf("cas put hello = %+v", r)
@@ -92,6 +104,7 @@ func TestCasPutHelloThroughTheBinary(t *testing.T) {
 // TestConcurrentProcessesRegisterWorkflows starts many CLI processes that
 // register workflows at once; the file lock must keep every registration.
 func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	src := t.TempDir()
 	const n = 12
@@ -99,7 +112,9 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 	results := make([]result, n)
 	for i := 0; i < n; i++ {
 		f := filepath.Join(src, fmt.Sprintf("w%d.esm.js", i))
-		os.WriteFile(f, []byte(fmt.Sprintf("export const descriptor = { description: \"flow %d\", roles: {}, graph: { edges: [] } };\nexport const run = async function* () { return { returnCode: 0, summary: \"%d\" }; };\n", i, i)), 0o644)
+		if err := os.WriteFile(f, []byte(fmt.Sprintf("export const descriptor = { description: \"flow %d\", roles: {}, graph: { edges: [] } };\nexport const run = async function* () { return { returnCode: 0, summary: \"%d\" }; };\n", i, i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -119,6 +134,7 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 }
 
 func TestOriginalStoreThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "root")
 	if err := os.CopyFS(root, os.DirFS("../connector/cli/testdata/original-root")); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	natsservertest "github.com/nats-io/nats-server/v2/test"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // clusterRequestTimeout is the replicas' --request-timeout: every request
@@ -34,6 +36,7 @@ type replica struct {
 // killed its connectors reconnect to the others and are reachable from
 // every survivor again, no request hanging meanwhile.
 func TestGatewayClusterOverNATS(t *testing.T) {
+	t.Parallel()
 	// The NATS server's own test helper: a real server on a random
 	// loopback port, without logs or signal handlers.
 	ns := natsservertest.RunRandClientPortServer()
@@ -101,7 +104,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 			return true
 		}
 	}
-	waitFor(t, "every replica to list every connector online", allOnline(replicas, ""))
+	testkit.WaitUntil(t, "every replica to list every connector online", allOnline(replicas, ""))
 
 	// Spread: the balancer gave each replica some connectors.
 	holder := map[string]string{}
@@ -169,7 +172,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 	}
 	victim.p.stop(syscall.SIGKILL)
 	lastWhy := ""
-	waitFor(t, "the dead replica's connectors to be reachable from every survivor", func() bool {
+	testkit.WaitUntil(t, "the dead replica's connectors to be reachable from every survivor", func() bool {
 		for _, r := range survivors {
 			for _, name := range names {
 				if ok, why := reachable(r.addr, name); !ok {
@@ -183,7 +186,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 		}
 		return true
 	})
-	waitFor(t, "the survivors to list every connector online elsewhere", allOnline(survivors, victim.id))
+	testkit.WaitUntil(t, "the survivors to list every connector online elsewhere", allOnline(survivors, victim.id))
 	for _, name := range names {
 		if holder[name] != victim.id {
 			if now := endpoints(survivors[0].addr)[name].Replica; now != holder[name] {
@@ -206,19 +209,14 @@ type clusterEndpoint struct {
 // ready (connected to NATS).
 func startReplica(t *testing.T, key, natsURL, id string) *replica {
 	t.Helper()
-	r := &replica{id: id, addr: freePort(t)}
+	r := &replica{id: id}
 	r.p = startProc(t, []string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, "uncaged-gateway", "serve",
-		"--listen", r.addr, "--replica-id", id, "--heartbeat", "1s",
+		"--listen", "127.0.0.1:0", "--replica-id", id, "--heartbeat", "1s",
 		"--request-timeout", clusterRequestTimeout.String(),
 		// Behind the balancer every connector comes from one address.
 		"--connect-rate", "-1")
-	waitFor(t, "replica "+id+" to be ready", func() bool {
-		resp, err := http.Get("http://" + r.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
+	r.addr = r.p.listening(t)
+	waitOK(t, "replica "+id+" to be ready", "http://"+r.addr+"/readyz")
 	return r
 }
 
@@ -231,19 +229,26 @@ func startBalancer(t *testing.T, backends []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() {
+		if err := ln.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	var next atomic.Uint64
+	// Closing a connection of the balancer can only fail for one closed
+	// already, by the other direction's copy or the far end; a copy ends
+	// when either side goes, and the error says only which went first.
 	serve := func(c net.Conn) {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		for range backends {
 			up, err := net.DialTimeout("tcp", backends[(next.Add(1)-1)%uint64(len(backends))], time.Second)
 			if err != nil {
 				continue
 			}
-			defer up.Close()
+			defer func() { _ = up.Close() }()
 			done := make(chan struct{}, 2)
-			go func() { io.Copy(up, c); done <- struct{}{} }()
-			go func() { io.Copy(c, up); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
 			<-done // either side closing ends both
 			return
 		}
@@ -308,12 +313,17 @@ func metricValue(t *testing.T, addr, metric, match string) float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading %s/metrics: %v", addr, err)
+	}
 	sum := 0.0
 	for _, line := range strings.Split(string(b), "\n") {
 		if (strings.HasPrefix(line, metric+" ") || strings.HasPrefix(line, metric+"{")) && strings.Contains(line, match) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("%s/metrics: %q: %v", addr, line, err)
+			}
 			sum += v
 		}
 	}

@@ -23,6 +23,7 @@ func blobFiles(t *testing.T, root string) int {
 // nodes. Now every listing names the file and line, gc and thread rm refuse
 // and delete nothing, and doctor --repair rebuilds the file from the CAS.
 func TestDamageIsReportedNeverSweptAndRepaired(t *testing.T) {
+	t.Parallel()
 	const bundle = "bundles/HEXEJQQQ6EVYJ"
 	cases := []struct {
 		name, file, line, hidden, start string

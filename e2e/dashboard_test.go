@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/uncaged/workflow/gateway/web"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // crawlBundle is a workflow slow enough to watch, pause and kill from a
@@ -167,7 +168,10 @@ func (b *browser) screenshotOnFailure() {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Logf("no screenshot: %v", err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
@@ -209,16 +213,9 @@ func eval[T any](b *browser, expr string) T {
 // until polls a JavaScript condition, then also (when given) a Go one.
 func (b *browser) until(what, expr string, also ...func() bool) {
 	b.t.Helper()
-	deadline := time.Now().Add(25 * time.Second)
-	for {
-		if eval[bool](b, "!!("+expr+")") && (len(also) == 0 || also[0]()) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("timed out waiting for %s (%s)", what, expr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.WaitUntil(b.t, what+" ("+expr+")", func() bool {
+		return eval[bool](b, "!!("+expr+")") && (len(also) == 0 || also[0]())
+	})
 }
 
 func (b *browser) click(sel string) {
@@ -248,12 +245,22 @@ func (b *browser) shot(name string) {
 	if dir == "" {
 		return
 	}
-	time.Sleep(300 * time.Millisecond) // let the graph fit and fonts settle
+	// Let the fonts load and the graph's fit-to-view settle: its
+	// transform the same on two looks in a row.
+	last := "unset"
+	testkit.WaitUntil(b.t, "the page to settle for screenshot "+name, func() bool {
+		now := eval[string](b, `document.fonts.status + " " + ((document.querySelector(".react-flow__viewport") || {}).style || {}).transform`)
+		settled := now == last && strings.HasPrefix(now, "loaded ")
+		last = now
+		return settled
+	})
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err == nil {
-		os.MkdirAll(dir, 0o755)
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
 	}
 	if err != nil {
@@ -267,6 +274,7 @@ func (b *browser) hash() string {
 }
 
 func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	exe := chromiumPath(t)
 	g := startGateway(t)
 
@@ -361,7 +369,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	// Pause it, then resume it; the page follows to the result.
 	b.until("the pause button", `document.querySelector("[data-testid=pause]")`)
 	b.confirm(`[data-testid=pause]`)
-	waitFor(t, "the thread to pause", func() bool { return show(t, laptopRoot, id).Status == "paused" })
+	testkit.WaitUntil(t, "the thread to pause", func() bool { return show(t, laptopRoot, id).Status == "paused" })
 	b.until("the page to say paused", `document.querySelector('section[data-status="paused"]')`)
 	b.click(`details.card > summary`) // the role graph, the latest step highlighted
 	b.until("the thread's graph with its current role and the path so far", `document.querySelectorAll(".react-flow__node").length === 8 && document.querySelector(".react-flow__node.gnode-active") && document.querySelector(".react-flow__edge.gedge-visited")`)
@@ -424,7 +432,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.until("sorted by status, the killed thread before the completed ones", fmt.Sprintf(`document.querySelector('th[data-sort=status]').getAttribute("aria-sort") === "ascending" && document.querySelector("tbody tr").dataset.thread === %q`, other.ThreadID))
 	// A machine going offline is named in a note; the others' threads stay.
 	ciBox.stop(syscall.SIGTERM)
-	g.waitStatus("ci-box", "offline", 35*time.Second)
+	g.waitStatus("ci-box", "offline")
 	b.until("the offline note", fmt.Sprintf(`document.querySelector('[data-testid=offline-note] li[data-machine="ci-box"]') && document.querySelector('[data-testid=offline-note]').innerText.includes("ci-box offline") && document.querySelector('tr[data-thread=%q]')`, id))
 
 	// A phone-sized window: the machine list folds behind a menu button.

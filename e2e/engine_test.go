@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,13 +10,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // engineRoot is a storage root whose background engine host is stopped
 // when the test ends.
 func engineRoot(t *testing.T) string {
+	t.Helper()
 	root := filepath.Join(t.TempDir(), "root")
-	t.Cleanup(func() { stopHost(root, syscall.SIGTERM) })
+	t.Cleanup(func() { stopHost(t, root, syscall.SIGTERM) })
 	return root
 }
 
@@ -25,19 +30,31 @@ func hostPID(root string) int {
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0 // being written, or written by no host
+	}
 	return pid
 }
 
-func stopHost(root string, sig syscall.Signal) {
+// stopHost signals root's engine host, if one runs, and waits until it
+// has exited. Only a host that still holds its lock is signalled: the pid
+// in the lock file of one that exited may be another process's by now.
+// The host was started in the background by a command and is no child of
+// this process: once it exits it stays a zombie until init reaps it,
+// which can take seconds; that it exited is what matters here.
+func stopHost(t *testing.T, root string, sig syscall.Signal) {
+	t.Helper()
 	pid := hostPID(root)
-	if pid <= 0 {
+	if pid <= 0 || !atomicfile.Held(filepath.Join(root, "engine.lock")) {
 		return
 	}
-	syscall.Kill(pid, sig)
-	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-		time.Sleep(50 * time.Millisecond)
+	if err := syscall.Kill(pid, sig); errors.Is(err, syscall.ESRCH) {
+		return
+	} else if err != nil {
+		t.Fatalf("signalling the engine host %d: %v", pid, err)
 	}
+	testkit.WaitUntil(t, "the engine host "+strconv.Itoa(pid)+" to exit", func() bool { return testkit.ProcessGone(pid) })
 }
 
 func add(t *testing.T, root, name, file string) {
@@ -56,7 +73,14 @@ func addPath(t *testing.T, root, name, path string) {
 
 func start(t *testing.T, root string, args ...string) string {
 	t.Helper()
-	r := run(t, root, append([]string{"run"}, args...)...)
+	return startEnv(t, root, nil, args...)
+}
+
+// startEnv starts a thread with env added to the command's environment:
+// when it starts the engine host, the host and its roles get env too.
+func startEnv(t *testing.T, root string, env []string, args ...string) string {
+	t.Helper()
+	r := runEnv(t, env, "", root, append([]string{"run"}, args...)...)
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || len(id) != 26 {
 		t.Fatalf("run %v: %+v", args, r)
@@ -99,21 +123,10 @@ func roles(s shown) string {
 	return strings.Join(out, ",")
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func finished(t *testing.T, root, id string) shown {
 	t.Helper()
 	var s shown
-	waitFor(t, "thread "+id+" to finish", func() bool {
+	testkit.WaitUntil(t, "thread "+id+" to finish", func() bool {
 		s = show(t, root, id)
 		return s.Result != nil
 	})
@@ -121,6 +134,7 @@ func finished(t *testing.T, root, id string) shown {
 }
 
 func TestLinearThreadRunsAndStreams(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "plan-code-review", "linear.esm.js")
 	id := start(t, root, "plan-code-review", "--prompt", "build the thing")
@@ -146,6 +160,7 @@ func TestLinearThreadRunsAndStreams(t *testing.T) {
 }
 
 func TestReviewerSendsBackTwice(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	// The runtime's own review-loop fixture, run here through the binary.
 	addPath(t, root, "review-loop", filepath.Join("..", "engine", "jsrt", "testdata", "review_loop.esm.js"))
@@ -157,6 +172,7 @@ func TestReviewerSendsBackTwice(t *testing.T) {
 }
 
 func TestThrowingBundleFailsVisibly(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "explode", "throws.esm.js")
 	id := start(t, root, "explode")
@@ -170,10 +186,11 @@ func TestThrowingBundleFailsVisibly(t *testing.T) {
 }
 
 func TestKillStopsASpinningRole(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "spin", "spin.esm.js")
 	id := start(t, root, "spin")
-	waitFor(t, "the thread to be running", func() bool {
+	testkit.WaitUntil(t, "the thread to be running", func() bool {
 		return strings.Contains(run(t, root, "thread", "ps").stdout, id)
 	})
 	began := time.Now()
@@ -191,10 +208,11 @@ func TestKillStopsASpinningRole(t *testing.T) {
 }
 
 func TestPauseHoldsAndResumeCompletes(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "slow", "slow.esm.js")
 	id := start(t, root, "slow")
-	waitFor(t, "the first step", func() bool { return len(show(t, root, id).Steps) >= 1 })
+	testkit.WaitUntil(t, "the first step", func() bool { return len(show(t, root, id).Steps) >= 1 })
 	if r := run(t, root, "thread", "ps"); !strings.HasPrefix(r.stdout, id+"\t") || !strings.HasSuffix(r.stdout, "\tslow\n") {
 		t.Fatalf("ps while running: %+v", r)
 	}
@@ -204,9 +222,15 @@ func TestPauseHoldsAndResumeCompletes(t *testing.T) {
 	if r := run(t, root, "thread", "pause", id); r.code != 0 || r.stdout != "pause sent for thread "+id+"\n" {
 		t.Fatalf("pause: %+v", r)
 	}
-	time.Sleep(1200 * time.Millisecond) // longer than a step: the step in flight lands, then nothing
+	// A second thread of the same workflow in the same host is the clock:
+	// once it has taken two steps, the step in flight at the pause has
+	// landed; while it takes its last three, the paused thread must stay.
+	clock := start(t, root, "slow")
+	testkit.WaitUntil(t, "two steps of another thread", func() bool { return len(show(t, root, clock).Steps) >= 2 })
 	held := show(t, root, id)
-	time.Sleep(1200 * time.Millisecond)
+	if c := finished(t, root, clock); c.Status != "completed" {
+		t.Fatalf("the other thread: %+v", c)
+	}
 	if again := show(t, root, id); again.Head != held.Head || again.Status != "paused" {
 		t.Fatalf("paused thread moved or status wrong: %+v then %+v", held, again)
 	}
@@ -226,11 +250,12 @@ func TestPauseHoldsAndResumeCompletes(t *testing.T) {
 }
 
 func TestHostKilledMidThreadResumesWithoutRepeating(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "slow", "slow.esm.js")
 	id := start(t, root, "slow")
-	waitFor(t, "two steps", func() bool { return len(show(t, root, id).Steps) >= 2 })
-	stopHost(root, syscall.SIGKILL)
+	testkit.WaitUntil(t, "two steps", func() bool { return len(show(t, root, id).Steps) >= 2 })
+	stopHost(t, root, syscall.SIGKILL)
 	s := show(t, root, id)
 	if s.Status != "interrupted" || s.Result != nil {
 		t.Fatalf("after kill -9 of the host: %+v", s)
@@ -246,6 +271,7 @@ func TestHostKilledMidThreadResumesWithoutRepeating(t *testing.T) {
 }
 
 func TestForkFromRole(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "plan-code-review", "linear.esm.js")
 	src := finished(t, root, start(t, root, "plan-code-review"))
@@ -264,6 +290,7 @@ func TestForkFromRole(t *testing.T) {
 }
 
 func TestChildWorkflowAndDepthLimit(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "leaf", "leaf.esm.js")
 	add(t, root, "parent", "parent.esm.js")
@@ -279,6 +306,7 @@ func TestChildWorkflowAndDepthLimit(t *testing.T) {
 }
 
 func TestUnsupportedImportIsRefusedAtAdd(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	r := run(t, root, "workflow", "add", "bad", filepath.Join("testdata", "bad-import.esm.js"))
 	if r.code != 1 || !strings.Contains(r.stderr, `"lodash"`) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,61 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/engine/cas"
-	"github.com/uncaged/workflow/engine/node"
-	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/testkit"
 )
-
-// proc is a background process of a test, stopped when the test ends.
-type proc struct {
-	cmd  *exec.Cmd
-	logs *testkit.Buffer // read while the process writes
-}
-
-func startProc(t *testing.T, env []string, name string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Env = append(os.Environ(), env...)
-	logs := &testkit.Buffer{}
-	// One writer for both streams: exec then writes from one goroutine.
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, logs: logs}
-	t.Cleanup(func() {
-		p.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("%s %v output:\n%s", name, args, logs.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) stop(sig syscall.Signal) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	p.cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // gatewayEnv holds what the tests need to talk to a gateway.
 type gatewayEnv struct {
@@ -83,7 +29,11 @@ type gatewayEnv struct {
 	dash   string
 	gw     *proc
 	client *http.Client
-	// serveArgs are extra flags of `uncaged-gateway serve`.
+	// env is added to the gateway's environment; nofile, when not 0,
+	// limits its open file descriptors; serveArgs are extra flags of
+	// `uncaged-gateway serve`.
+	env       []string
+	nofile    int
 	serveArgs []string
 }
 
@@ -99,26 +49,42 @@ func gwCLI(t *testing.T, key string, args ...string) string {
 }
 
 func startGateway(t *testing.T, serveArgs ...string) *gatewayEnv {
-	g := &gatewayEnv{t: t, addr: freePort(t), client: &http.Client{Timeout: 60 * time.Second}, serveArgs: serveArgs}
-	g.front = g.addr
+	return newGateway(t, nil, 0, serveArgs...)
+}
+
+// newGateway starts a gateway with env added to its environment and, when
+// nofile is not 0, at most nofile open file descriptors.
+func newGateway(t *testing.T, env []string, nofile int, serveArgs ...string) *gatewayEnv {
+	t.Helper()
+	g := &gatewayEnv{t: t, client: &http.Client{Timeout: 60 * time.Second}, env: env, nofile: nofile, serveArgs: serveArgs}
 	g.key = gwCLI(t, "", "key", "generate")
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	g.restart()
+	g.front = g.addr
 	return g
 }
 
+// restart stops the gateway, if one runs, and starts it again: the first
+// time on a port of its own, then on the same address.
 func (g *gatewayEnv) restart() {
+	g.t.Helper()
 	if g.gw != nil {
 		g.gw.stop(syscall.SIGTERM)
 	}
-	g.gw = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway", append([]string{"serve", "--listen", g.addr, "--heartbeat", "1s"}, g.serveArgs...)...)
-	waitFor(g.t, "the gateway to listen", func() bool {
-		resp, err := http.Get("http://" + g.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
+	listen := g.addr
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	bin := filepath.Join(binDir, "uncaged-gateway")
+	args := append([]string{"serve", "--listen", listen, "--heartbeat", "1s"}, g.serveArgs...)
+	cmd := exec.Command(bin, args...)
+	if g.nofile != 0 {
+		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, g.nofile), bin}, args...)...)
+	}
+	cmd.Env = append(append(os.Environ(), "UNCAGED_GATEWAY_KEY="+g.key), g.env...)
+	g.gw = launch(g.t, cmd, "uncaged-gateway "+strings.Join(args, " "))
+	g.addr = g.gw.listening(g.t)
+	waitOK(g.t, "the gateway to answer /healthz", "http://"+g.addr+"/healthz")
 }
 
 // connector starts `uncaged-workflow connect` for name on its own root with
@@ -131,7 +97,7 @@ func (g *gatewayEnv) connector(name string, workflows map[string]string, extra .
 	tok := gwCLI(g.t, g.key, "token", "create", "--connector", name)
 	p := startProc(g.t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
 		"uncaged-workflow", append([]string{"connect", "--name", name, "--gateway", "http://" + g.front}, extra...)...)
-	g.waitStatus(name, "online", 30*time.Second)
+	g.waitStatus(name, "online")
 	return p, root
 }
 
@@ -148,20 +114,17 @@ func (g *gatewayEnv) endpoints() map[string]string {
 	return out
 }
 
-func (g *gatewayEnv) waitStatus(name, status string, within time.Duration) {
+func (g *gatewayEnv) waitStatus(name, status string) {
 	g.t.Helper()
-	deadline := time.Now().Add(within)
-	for g.endpoints()[name] != status {
-		if time.Now().After(deadline) {
-			g.t.Fatalf("%s not %s within %s: %v", name, status, within, g.endpoints())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.WaitUntil(g.t, name+" to be "+status, func() bool { return g.endpoints()[name] == status })
 }
 
 func (g *gatewayEnv) do(method, path, body string) (*http.Response, string) {
 	g.t.Helper()
-	req, _ := http.NewRequest(method, "http://"+g.front+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, "http://"+g.front+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+g.dash)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -171,11 +134,15 @@ func (g *gatewayEnv) do(method, path, body string) (*http.Response, string) {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
 	return resp, string(b)
 }
 
 func TestTwoMachinesThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	twoMachines(t, startGateway(t))
 }
 
@@ -184,6 +151,7 @@ func TestTwoMachinesThroughTheGateway(t *testing.T) {
 // tunnels, no buffering for live streams. The gateway trusts nginx's
 // forwarding headers (--trusted-proxy) and sees each client's own address.
 func TestThroughNginx(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "--trusted-proxy", "127.0.0.1")
 	g.front = startNginx(t, g.addr)
 	twoMachines(t, g)
@@ -245,12 +213,13 @@ func twoMachines(t *testing.T, g *gatewayEnv) {
 }
 
 func TestGatewayRestartAndConnectorDeath(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t)
 	laptop, _ := g.connector("laptop", nil)
 	g.restart()
-	g.waitStatus("laptop", "online", 30*time.Second)
+	g.waitStatus("laptop", "online")
 	laptop.stop(syscall.SIGKILL)
-	g.waitStatus("laptop", "offline", 35*time.Second)
+	g.waitStatus("laptop", "offline")
 	resp, body := g.do("GET", "/api/clients/laptop/workflows", "")
 	if resp.StatusCode != 503 {
 		t.Fatalf("offline connector: %d %s", resp.StatusCode, body)
@@ -258,6 +227,7 @@ func TestGatewayRestartAndConnectorDeath(t *testing.T) {
 }
 
 func TestTokensAndNames(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t)
 	g.connector("laptop", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -266,27 +236,39 @@ func TestTokensAndNames(t *testing.T) {
 	other := gwCLI(t, g.key, "token", "create", "--connector", "ci-box")
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "uncaged-workflow"), "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT="+engineRoot(t), "UNCAGED_WORKFLOW_TOKEN="+other)
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Start()
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, readErr := bufio.NewReader(stdout).ReadString('\n')
+	// It may have exited already (the refusal can be final): then the
+	// signal fails, and its exit status says nothing the line did not.
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
 	if !strings.Contains(line, "gateway refused the connection (403)") {
-		t.Fatalf("hijack attempt printed %q", line)
+		t.Fatalf("hijack attempt printed %q (%v)", line, readErr)
 	}
 	if g.endpoints()["laptop"] != "online" {
 		t.Fatal("the real laptop was displaced")
 	}
 	expired := gwCLI(t, g.key, "token", "create", "--dashboard", "--ttl", "1ms")
-	time.Sleep(10 * time.Millisecond)
+	issued := time.Now() // after the token was made
+	testkit.WaitUntil(t, "the 1 ms token to expire", func() bool { return time.Since(issued) > time.Millisecond })
 	for tok, want := range map[string]int{"": 401, "wrong": 401, expired: 401, other: 403} {
 		req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/gateway/endpoints", nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != want {
-			t.Errorf("token %.12q: %v %v, want %d", tok, resp, err, want)
+		if err != nil {
+			t.Fatalf("token %.12q: %v", tok, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("token %.12q: %d, want %d", tok, resp.StatusCode, want)
 		}
 	}
 	if out := gwCLIStatus(t, g); !strings.Contains(out, "laptop") || !strings.Contains(out, "online") {
@@ -310,7 +292,9 @@ func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
 	bin := requireProxy(t, "nginx", "apt-get install nginx-light")
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -376,8 +360,10 @@ func runProxy(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(stop)
-		cmd.Wait()
+		// A proxy that exited early is why the test failed, and its
+		// output below says why; its exit status adds nothing.
+		_ = cmd.Process.Signal(stop)
+		_ = cmd.Wait()
 		if t.Failed() {
 			extra := ""
 			if extraLog != nil {
@@ -386,19 +372,14 @@ func runProxy(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr str
 			t.Logf("%s output:\n%s%s", name, logs.String(), extra)
 		}
 	})
-	waitFor(t, name+" to proxy", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
+	waitOK(t, name+" to proxy", "http://"+addr+"/healthz")
 }
 
 // TestLargeResponseStreamsWithBoundedGatewayMemory fetches a 50 MB CAS
 // node through the gateway and checks the gateway's peak memory grew by
 // far less than the body: the proxy streams, it does not buffer.
 func TestLargeResponseStreamsWithBoundedGatewayMemory(t *testing.T) {
+	// Serial: it measures the gateway's peak memory, which should not depend on what else the machine does.
 	g := startGateway(t)
 	_, root := g.connector("laptop", nil)
 	payload := strings.Repeat("0123456789abcdef", 50<<16) // 50 MiB
@@ -423,14 +404,18 @@ func TestLargeResponseStreamsWithBoundedGatewayMemory(t *testing.T) {
 }
 
 // putBlob writes a content node straight into a connector's CAS (the
-// API caps request bodies at 1 MiB, and argv cannot carry 50 MiB).
+// API caps request bodies at 1 MiB, and argv cannot carry 50 MiB) with
+// the putblob helper TestMain built.
 func putBlob(t *testing.T, root, payload string) string {
 	t.Helper()
-	h, err := cas.Open(storage.Layout{Root: root}.CASDir()).PutNode(node.NewContent(payload, nil))
+	cmd := exec.Command(filepath.Join(binDir, "putblob"), root)
+	cmd.Stdin = strings.NewReader(payload)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("putblob: %v", err)
 	}
-	return h
+	return strings.TrimSpace(string(out))
 }
 
 // peakRSS is a process's high-water resident memory (VmHWM).
@@ -442,7 +427,9 @@ func peakRSS(t *testing.T, pid int) int64 {
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "VmHWM:") {
 			var kb int64
-			fmt.Sscan(strings.Fields(line)[1], &kb)
+			if _, err := fmt.Sscan(strings.Fields(line)[1], &kb); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
 			return kb << 10
 		}
 	}
@@ -455,6 +442,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // connector's own metrics (on its --listen address) count the live route as
 // answered: its handler returned although the thread still runs.
 func TestClosingTheDashboardRequestStopsTheConnectorHandler(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t)
 	local := freePort(t)
 	_, root := g.connector("laptop", nil, "--listen", local)
@@ -465,26 +453,14 @@ func TestClosingTheDashboardRequestStopsTheConnectorHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(t.TempDir(), "slower.esm.js")
-	os.WriteFile(bundle, []byte(strings.Replace(string(src), "await delay(400)", "await delay(5000)", 1)), 0o644)
+	if err := os.WriteFile(bundle, []byte(strings.Replace(string(src), "await delay(400)", "await delay(5000)", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if r := run(t, root, "workflow", "add", "slow", bundle); r.code != 0 {
 		t.Fatalf("add: %+v", r)
 	}
 	liveCount := func() int {
-		resp, err := http.Get("http://" + local + "/metrics")
-		if err != nil {
-			return -1
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		n := 0
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "uncaged_connector_requests_total{") && strings.Contains(line, `/live"`) {
-				var v float64
-				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-				n += int(v)
-			}
-		}
-		return n
+		return int(metricValue(t, local, "uncaged_connector_requests_total", `/live"`))
 	}
 	id := start(t, root, "slow")
 	before := liveCount()
@@ -502,7 +478,7 @@ func TestClosingTheDashboardRequestStopsTheConnectorHandler(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the connector's live handler to return", func() bool { return liveCount() == before+1 })
+	testkit.WaitUntil(t, "the connector's live handler to return", func() bool { return liveCount() == before+1 })
 	if s := show(t, root, id); s.Result != nil {
 		t.Fatalf("the thread finished before the check, so it proves nothing: %+v", s)
 	}

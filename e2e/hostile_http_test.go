@@ -8,10 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +24,9 @@ func loopbackDialer(t *testing.T, ip string) *net.Dialer {
 	if err != nil {
 		t.Skipf("loopback address %s is not usable here: %v", ip, err)
 	}
-	probe.Close()
+	if err := probe.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
 }
 
@@ -89,7 +88,7 @@ func clientAddressesThroughProxy(t *testing.T, g *gatewayEnv) {
 		t.Fatalf("endpoints from 127.0.0.2: %d %s", code, body)
 	}
 	var line map[string]any
-	waitFor(t, "the request's log line", func() bool {
+	testkit.WaitUntil(t, "the request's log line", func() bool {
 		for _, l := range strings.Split(g.gw.logs.String(), "\n") {
 			if strings.Contains(l, `"request_id":"e2e-client-address"`) {
 				return json.Unmarshal([]byte(l), &line) == nil
@@ -109,40 +108,6 @@ func clientAddressesThroughProxy(t *testing.T, g *gatewayEnv) {
 	}
 }
 
-// startGatewayWithFDLimit starts the gateway binary with at most nofile
-// open file descriptors (the limit of the report this test reproduces).
-func startGatewayWithFDLimit(t *testing.T, nofile int, serveArgs ...string) *gatewayEnv {
-	t.Helper()
-	g := &gatewayEnv{t: t, addr: freePort(t), client: &http.Client{Timeout: 60 * time.Second}}
-	g.front = g.addr
-	g.key = gwCLI(t, "", "key", "generate")
-	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
-	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile),
-		filepath.Join(binDir, "uncaged-gateway"), "serve", "--listen", g.addr}, serveArgs...)
-	cmd := exec.Command("sh", args...)
-	cmd.Env = append(os.Environ(), "UNCAGED_GATEWAY_KEY="+g.key)
-	logs := &testkit.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g.gw = &proc{cmd: cmd, logs: logs}
-	t.Cleanup(func() {
-		g.gw.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("gateway output:\n%s", logs.String())
-		}
-	})
-	waitFor(t, "the gateway to listen", func() bool {
-		resp, err := http.Get("http://" + g.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
-	return g
-}
-
 // TestHostileHTTPClients runs what the reports did against the gateway
 // binary, with a real connector behind it:
 //
@@ -160,9 +125,11 @@ func startGatewayWithFDLimit(t *testing.T, nofile int, serveArgs ...string) *gat
 //   - rotating X-Forwarded-For with no proxy in front: never rate limited,
 //     now the peer's address is the client's.
 func TestHostileHTTPClients(t *testing.T) {
+	t.Parallel()
 	const bodyTimeout = 2 * time.Second
 	attacker := loopbackDialer(t, "127.0.0.2")
-	g := startGatewayWithFDLimit(t, 400, "--body-timeout", bodyTimeout.String())
+	// The limit of the report this test reproduces.
+	g := newGateway(t, nil, 400, "--body-timeout", bodyTimeout.String())
 	g.connector("alpha", nil)
 
 	// Expect: 100-continue.
@@ -215,7 +182,9 @@ func TestHostileHTTPClients(t *testing.T) {
 	conns := make([]net.Conn, 0, slow)
 	defer func() {
 		for _, c := range conns {
-			c.Close()
+			// Most were closed by the gateway already; this only
+			// frees this process's end.
+			_ = c.Close()
 		}
 	}()
 	for range slow {
@@ -226,7 +195,7 @@ func TestHostileHTTPClients(t *testing.T) {
 		conns = append(conns, c)
 		// Written before the server may have closed it: a failed write is
 		// a refused connection, which the read below sees too.
-		io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		_, _ = io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	}
 	health := &http.Client{Timeout: 5 * time.Second}
 	for i := range 3 {
@@ -241,7 +210,9 @@ func TestHostileHTTPClients(t *testing.T) {
 	}
 	timedOut, refused := 0, 0
 	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(10 * bodyTimeout))
+		if err := c.SetReadDeadline(time.Now().Add(10 * bodyTimeout)); err != nil {
+			t.Fatal(err)
+		}
 		b, err := io.ReadAll(c)
 		switch got := string(b); {
 		case errors.Is(err, os.ErrDeadlineExceeded):

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,55 +18,10 @@ import (
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
-// loggedProc is a background process whose output can be read at any
-// time; it is stopped when the test ends.
-type loggedProc struct {
-	cmd  *exec.Cmd
-	out  *testkit.Buffer
-	done chan struct{}
-}
-
-func startLogged(t *testing.T, env []string, name string, args ...string) *loggedProc {
-	t.Helper()
-	p := &loggedProc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &testkit.Buffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop(syscall.SIGTERM)
-		if t.Failed() {
-			out := p.out.String()
-			if len(out) > 20000 {
-				out = "…" + out[len(out)-20000:]
-			}
-			t.Logf("%s %v output:\n%s", name, args, out)
-		}
-	})
-	return p
-}
-
-func (p *loggedProc) stop(sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
 // requestLines are the JSON "request" log lines in a process's output.
-func (p *loggedProc) requestLines() []map[string]any {
+func (p *proc) requestLines() []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	for _, line := range strings.Split(p.logs.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" {
 			out = append(out, m)
@@ -79,7 +31,7 @@ func (p *loggedProc) requestLines() []map[string]any {
 }
 
 // requestLine is the request line with id (nil: none yet).
-func (p *loggedProc) requestLine(id string) map[string]any {
+func (p *proc) requestLine(id string) map[string]any {
 	for _, m := range p.requestLines() {
 		if m["request_id"] == id {
 			return m
@@ -99,11 +51,11 @@ type loadGateway struct {
 	addr      string
 	key, dash string
 	authority *auth.Authority
-	proc      *loggedProc
+	proc      *proc
 }
 
 func startLoadGateway(t *testing.T) *loadGateway {
-	g := &loadGateway{t: t, addr: freePort(t)}
+	g := &loadGateway{t: t}
 	g.key = gwCLI(t, "", "key", "generate")
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	raw, err := auth.LoadKey("", func(string) string { return g.key })
@@ -117,16 +69,18 @@ func startLoadGateway(t *testing.T) *loadGateway {
 	return g
 }
 
+// start starts the gateway: the first time on a port of its own, then on
+// the same address.
 func (g *loadGateway) start() {
-	g.proc = startLogged(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway",
-		"serve", "--listen", g.addr, "--connect-rate", "-1", "--max-conns-per-ip", "-1")
-	waitFor(g.t, "the gateway to listen", func() bool {
-		resp, err := http.Get("http://" + g.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	})
+	g.t.Helper()
+	listen := g.addr
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	g.proc = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway",
+		"serve", "--listen", listen, "--connect-rate", "-1", "--max-conns-per-ip", "-1")
+	g.addr = g.proc.listening(g.t)
+	waitOK(g.t, "the gateway to answer /healthz", "http://"+g.addr+"/healthz")
 }
 
 func (g *loadGateway) token(name string) string {
@@ -149,6 +103,7 @@ func (g *loadGateway) token(name string) string {
 // the clients under the race detector, often on a busy machine: latency
 // here says nothing (bench/cmd/loadtest measures it), errors do.
 func TestLoadAndGatewayRestartUnderLoad(t *testing.T) {
+	// Serial: a hundred connectors and 256 client connections take the machine; side by side, other tests would starve and so would it.
 	if testing.Short() {
 		t.Skip("load test")
 	}
@@ -201,7 +156,7 @@ func TestLoadAndGatewayRestartUnderLoad(t *testing.T) {
 	defer stopLoad()
 	runc := make(chan *loadgen.Run, 1)
 	go func() { runc <- loadgen.Drive(loadCtx, chaos) }()
-	waitFor(t, "the load to flow", func() bool { return okTotal.Load() >= 200 })
+	testkit.WaitUntil(t, "the load to flow", func() bool { return okTotal.Load() >= 200 })
 
 	stopped := time.Now()
 	g.proc.stop(syscall.SIGTERM)
@@ -211,7 +166,7 @@ func TestLoadAndGatewayRestartUnderLoad(t *testing.T) {
 	}
 	back := time.Now()
 	backAt.Store(&back)
-	waitFor(t, "a successful request to every connector after the restart", func() bool { return answeredAfterBack.Load() == connectors })
+	testkit.WaitUntil(t, "a successful request to every connector after the restart", func() bool { return answeredAfterBack.Load() == connectors })
 	stopLoad()
 	run = <-runc
 
@@ -259,10 +214,11 @@ func countOnline(t *testing.T, addr, dash string) int {
 // the gateway assigned, or the client's when it is sane — with no token in
 // either log.
 func TestRequestIDAcrossGatewayAndConnector(t *testing.T) {
+	t.Parallel()
 	g := startLoadGateway(t)
-	conn := startLogged(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + engineRoot(t), "UNCAGED_WORKFLOW_TOKEN=" + g.token("laptop")},
+	conn := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + engineRoot(t), "UNCAGED_WORKFLOW_TOKEN=" + g.token("laptop")},
 		"uncaged-workflow", "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
-	waitFor(t, "the connector to connect", func() bool { return countOnline(t, g.addr, g.dash) == 1 })
+	testkit.WaitUntil(t, "the connector to connect", func() bool { return countOnline(t, g.addr, g.dash) == 1 })
 
 	get := func(incoming string) string {
 		t.Helper()
@@ -290,7 +246,7 @@ func TestRequestIDAcrossGatewayAndConnector(t *testing.T) {
 		t.Fatalf("ids: assigned %q, kept %q, replaced %q", assigned, kept, replaced)
 	}
 	for _, id := range []string{assigned, kept, replaced} {
-		waitFor(t, "both request lines of "+id, func() bool { return g.proc.requestLine(id) != nil && conn.requestLine(id) != nil })
+		testkit.WaitUntil(t, "both request lines of "+id, func() bool { return g.proc.requestLine(id) != nil && conn.requestLine(id) != nil })
 		gw, cn := g.proc.requestLine(id), conn.requestLine(id)
 		if gw["connector"] != "laptop" || gw["path"] != "/api/clients/laptop/workflows" || gw["status"] != float64(200) || gw["method"] != "GET" {
 			t.Errorf("gateway line: %v", gw)
@@ -304,8 +260,8 @@ func TestRequestIDAcrossGatewayAndConnector(t *testing.T) {
 			}
 		}
 	}
-	for name, p := range map[string]*loggedProc{"gateway": g.proc, "connector": conn} {
-		if out := p.out.String(); strings.Contains(out, g.dash) || strings.Contains(out, "not a sane id") {
+	for name, p := range map[string]*proc{"gateway": g.proc, "connector": conn} {
+		if out := p.logs.String(); strings.Contains(out, g.dash) || strings.Contains(out, "not a sane id") {
 			t.Errorf("the %s log holds a token or the rejected id", name)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/uncaged/workflow/shared/testkit"
@@ -20,7 +19,7 @@ const addressSpaceCap = 2500000000
 
 // startCappedHost runs `engine serve` for root with its address space
 // capped, through prlimit when there is one, else the shell's ulimit.
-func startCappedHost(t *testing.T, root string, args ...string) *loggedProc {
+func startCappedHost(t *testing.T, root string, args ...string) *proc {
 	t.Helper()
 	bin := filepath.Join(binDir, "uncaged-workflow")
 	serve := append([]string{bin, "engine", "serve"}, args...)
@@ -30,26 +29,13 @@ func startCappedHost(t *testing.T, root string, args ...string) *loggedProc {
 	} else {
 		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressSpaceCap/1024)}, serve...)...)
 	}
-	p := &loggedProc{cmd: cmd, out: &testkit.Buffer{}, done: make(chan struct{})}
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("engine host output:\n%s", p.out.String())
-		}
-	})
+	p := launch(t, cmd, "the engine host")
 	// Commands start a host of their own when none answers: wait for this
 	// one before giving it threads.
-	waitFor(t, "the capped engine host to serve", func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("the engine host exited at start:\n%s", p.out.String())
-		default:
+	testkit.WaitUntil(t, "the capped engine host to serve", func() bool {
+		if p.exited() {
+			t.Fatalf("the engine host exited at start (%v):\n%s", p.exit, p.logs.String())
 		}
 		return hostPID(root) == cmd.Process.Pid && strings.Contains(run(t, root, "engine", "status").stdout, fmt.Sprintf("engine host pid %d", cmd.Process.Pid))
 	})
@@ -62,6 +48,7 @@ func startCappedHost(t *testing.T, root string, args ...string) *loggedProc {
 // with a summary that names the budget and how to raise it; the other
 // completes; the host stays up and runs more threads.
 func TestMemoryRunawayFailsAloneUnderACappedHost(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	add(t, root, "hog", "hog.esm.js")
 	add(t, root, "slow", "slow.esm.js")
@@ -71,11 +58,9 @@ func TestMemoryRunawayFailsAloneUnderACappedHost(t *testing.T) {
 	runaway := start(t, root, "hog")
 	// Either the runaway ends, or the host died under it.
 	var s shown
-	waitFor(t, "the runaway to end", func() bool {
-		select {
-		case <-host.done:
+	testkit.WaitUntil(t, "the runaway to end", func() bool {
+		if host.exited() {
 			t.Fatalf("the engine host died (a runaway role took it down); runaway %+v, bystander %+v", show(t, root, runaway), show(t, root, bystander))
-		default:
 		}
 		s = show(t, root, runaway)
 		return s.Result != nil
@@ -96,16 +81,14 @@ func TestMemoryRunawayFailsAloneUnderACappedHost(t *testing.T) {
 	if n := finished(t, root, next); n.Status != "completed" {
 		t.Fatalf("a thread after the runaway ended %s: %+v", n.Status, n.Result)
 	}
-	select {
-	case <-host.done:
+	if host.exited() {
 		t.Fatal("the engine host exited")
-	default:
 	}
 	if pid := hostPID(root); pid != host.cmd.Process.Pid {
 		t.Fatalf("threads ran in host %d, not the capped one (%d)", pid, host.cmd.Process.Pid)
 	}
 	// The host set Go's memory limit from the cap it runs under.
-	if out := host.out.String(); !strings.Contains(out, `"threadBudget":"48MiB (--memory-budget)"`) || !strings.Contains(out, "(from RLIMIT_AS)") {
+	if out := host.logs.String(); !strings.Contains(out, `"threadBudget":"48MiB (--memory-budget)"`) || !strings.Contains(out, "(from RLIMIT_AS)") {
 		t.Fatalf("the host's log does not show the budget and the limit it derived")
 	}
 }

@@ -90,7 +90,8 @@ func killAtCleanup(t *testing.T, pids ...int) {
 		if start := procStart(pid); start != "" && pid > 1 {
 			t.Cleanup(func() {
 				if procStart(pid) == start {
-					syscall.Kill(pid, syscall.SIGKILL)
+					// Gone meanwhile (ESRCH) is what the test wanted.
+					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			})
 		}
@@ -104,7 +105,7 @@ func blockedRun(t *testing.T, root, reports string) (id string, agent, child int
 	id = start(t, root, "block-once")
 	read := func(name string) int {
 		var pid int
-		waitFor(t, name+" pid of "+id, func() bool {
+		testkit.WaitUntil(t, name+" pid of "+id, func() bool {
 			b, err := os.ReadFile(filepath.Join(reports, id, name))
 			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 			return err == nil && pid > 0
@@ -120,7 +121,7 @@ func blockedRun(t *testing.T, root, reports string) (id string, agent, child int
 func watchdogOf(t *testing.T, host int) int {
 	t.Helper()
 	var wd int
-	waitFor(t, "the agent watchdog of host "+strconv.Itoa(host), func() bool {
+	testkit.WaitUntil(t, "the agent watchdog of host "+strconv.Itoa(host), func() bool {
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			pid, err := strconv.Atoi(e.Name())
@@ -147,8 +148,10 @@ func killHost(t *testing.T, root string) {
 	if pid <= 0 {
 		t.Fatal("no engine host to kill")
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, "the engine host to die", func() bool { return testkit.ProcessGone(pid) })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing the engine host %d: %v", pid, err)
+	}
+	testkit.WaitUntil(t, "the engine host to die", func() bool { return testkit.ProcessGone(pid) })
 }
 
 // ranOnceAtATime checks the role's reports after the thread finished: it
@@ -166,11 +169,12 @@ func ranOnceAtATime(t *testing.T, reports, id string) {
 // kill -9 of the engine host takes its agent's whole process group along,
 // before any other host starts; a resume then runs the role alone.
 func TestOrphanAgentDiesWithItsHost(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	reports := orphanFlow(t, root)
 	id, agent, child := blockedRun(t, root, reports)
 	killHost(t, root)
-	waitFor(t, "the agent and its child to die with the host", func() bool {
+	testkit.WaitUntil(t, "the agent and its child to die with the host", func() bool {
 		return testkit.ProcessGone(agent) && testkit.ProcessGone(child)
 	})
 	if r := run(t, root, "thread", "resume", id); r.code != 0 {
@@ -186,6 +190,7 @@ func TestOrphanAgentDiesWithItsHost(t *testing.T) {
 // Pdeathsig still ends the agent, and the host started for the next
 // command kills the agent's child before it resumes or kills anything.
 func TestOrphanLeftoversAreKilledBeforeTheNextCommand(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	reports := orphanFlow(t, root)
 	killHostAndWatchdog := func(agent, child int) {
@@ -193,10 +198,12 @@ func TestOrphanLeftoversAreKilledBeforeTheNextCommand(t *testing.T) {
 		host := hostPID(root)
 		wd := watchdogOf(t, host)
 		killAtCleanup(t, wd)
-		syscall.Kill(wd, syscall.SIGKILL)
-		waitFor(t, "the watchdog to die", func() bool { return testkit.ProcessGone(wd) })
+		if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing the watchdog %d: %v", wd, err)
+		}
+		testkit.WaitUntil(t, "the watchdog to die", func() bool { return testkit.ProcessGone(wd) })
 		killHost(t, root)
-		waitFor(t, "Pdeathsig to kill the agent", func() bool { return testkit.ProcessGone(agent) })
+		testkit.WaitUntil(t, "Pdeathsig to kill the agent", func() bool { return testkit.ProcessGone(agent) })
 		if testkit.ProcessGone(child) {
 			t.Fatal("the agent's child died with the host though its watchdog was dead: this test no longer tests the next host")
 		}

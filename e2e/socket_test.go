@@ -19,12 +19,17 @@ const nobody = 65534
 // still its owner's alone, and another user who gets to connect anyway is
 // refused by the host with a message saying why.
 func TestEngineSocketIsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	// Outside t.TempDir, whose parents only this user may enter.
 	base, err := os.MkdirTemp("", "uncaged-e2e-socket-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(base); err != nil {
+			t.Error(err)
+		}
+	})
 	root := filepath.Join(base, "root")
 	for _, d := range []string{base, root} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -39,17 +44,9 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 	bin := filepath.Join(binDir, "uncaged-workflow")
 	host := exec.Command("/bin/sh", "-c", `umask 000; exec "$0" engine serve --idle-exit 60s`, bin)
 	host.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root)
-	var log testkit.Buffer
-	host.Stderr = &log
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		host.Process.Signal(syscall.SIGTERM)
-		host.Wait()
-	})
+	log := launch(t, host, "the engine host").logs
 	sock := filepath.Join(root, "engine.sock")
-	waitFor(t, "the engine host to listen", func() bool { return strings.Contains(log.String(), "engine host serving") })
+	testkit.WaitUntil(t, "the engine host to listen", func() bool { return strings.Contains(log.String(), "engine host serving") })
 	fi, err := os.Stat(sock)
 	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("engine.sock under umask 000: %v %v, want a socket with mode 0600", fi.Mode(), err)
@@ -98,7 +95,7 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 				t.Fatalf("%v as uid 65534 through an open socket: %+v", args, r)
 			}
 		}
-		waitFor(t, "the host to log the refusal", func() bool {
+		testkit.WaitUntil(t, "the host to log the refusal", func() bool {
 			return strings.Contains(log.String(), "refused a connection on the engine socket") && strings.Contains(log.String(), `"peerUID":65534`)
 		})
 		if r := run(t, root, "thread", "list"); r.stdout != "(no threads found)\n" {

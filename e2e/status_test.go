@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // TestStatusFollowsARealConnect: `uncaged-workflow status` on a machine
@@ -12,6 +14,7 @@ import (
 // the gateway is down, and not running once it stopped — and counts what
 // the root holds.
 func TestStatusFollowsARealConnect(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t)
 	laptop, root := g.connector("laptop", map[string]string{"plan-code-review": "linear.esm.js"})
 
@@ -32,7 +35,7 @@ func TestStatusFollowsARealConnect(t *testing.T) {
 		}
 		return s
 	}
-	waitFor(t, "status to say connected", func() bool {
+	testkit.WaitUntil(t, "status to say connected", func() bool {
 		s := read()
 		return s.Connect != nil && s.Connect.Running && s.Connect.State == "connected"
 	})
@@ -48,12 +51,12 @@ func TestStatusFollowsARealConnect(t *testing.T) {
 	}
 
 	g.gw.stop(syscall.SIGTERM)
-	waitFor(t, "status to say retrying", func() bool {
+	testkit.WaitUntil(t, "status to say retrying", func() bool {
 		s := read()
 		return s.Connect.Running && s.Connect.State == "retrying" && s.Connect.Detail != ""
 	})
 	g.restart()
-	waitFor(t, "status to say connected again", func() bool { return read().Connect.State == "connected" })
+	testkit.WaitUntil(t, "status to say connected again", func() bool { return read().Connect.State == "connected" })
 
 	laptop.stop(syscall.SIGTERM)
 	s = read()

@@ -18,7 +18,7 @@ func stopped(t *testing.T, p *proc) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // SIGKILL follows: it ends the process either way
 		p.stop(syscall.SIGKILL)
 	})
 }
@@ -36,6 +36,7 @@ func jsonError(body []byte) bool {
 // for the name is online while the old process is still stopped, and once
 // the replacement is killed the name shows offline again.
 func TestWedgedConnectorIsDroppedAndItsNameFreed(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t)
 	old, _ := g.connector("wedge", nil)
 	stopped(t, old)
@@ -68,7 +69,7 @@ func TestWedgedConnectorIsDroppedAndItsNameFreed(t *testing.T) {
 		}()
 	}
 
-	g.waitStatus("wedge", "offline", 15*time.Second)
+	g.waitStatus("wedge", "offline")
 	fast := &http.Client{Timeout: 10 * time.Second}
 	req, _ := http.NewRequest("GET", "http://"+g.front+"/api/clients/wedge/workflows", nil)
 	req.Header.Set("Authorization", "Bearer "+g.dash)
@@ -99,5 +100,5 @@ func TestWedgedConnectorIsDroppedAndItsNameFreed(t *testing.T) {
 		t.Fatalf("through the replacement: %d %s", resp.StatusCode, body)
 	}
 	replacement.stop(syscall.SIGKILL)
-	g.waitStatus("wedge", "offline", 15*time.Second)
+	g.waitStatus("wedge", "offline")
 }

@@ -13,14 +13,15 @@ const helloWorldDir = "../examples/hello-world"
 // it (a reviewer loop of exec scripts), forks it, and runs the equivalent
 // JavaScript bundle next to it: both threads hold the same steps.
 func TestYAMLWorkflowThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	rolesDir, err := filepath.Abs(filepath.Join(helloWorldDir, "roles"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	root := engineRoot(t)
 	// The engine host the first `run` starts inherits this; the bundle
 	// version finds its scripts through it.
-	t.Setenv("HELLO_WORLD_ROLES", rolesDir)
-	root := engineRoot(t)
+	hostEnv := []string{"HELLO_WORLD_ROLES=" + rolesDir}
 
 	r := run(t, root, "workflow", "add", "hello-world", filepath.Join(helloWorldDir, "hello-world.yaml"))
 	if r.code != 0 || !strings.HasPrefix(r.stdout, `registered workflow "hello-world" from hello-world.yaml as `) {
@@ -45,7 +46,7 @@ func TestYAMLWorkflowThroughTheBinary(t *testing.T) {
 		t.Fatalf("workflow show: %+v", r)
 	}
 
-	id := start(t, root, "hello-world", "--prompt", "Say hello.")
+	id := startEnv(t, root, hostEnv, "hello-world", "--prompt", "Say hello.")
 	s := finished(t, root, id)
 	if roles(s) != "writer,reviewer,writer,reviewer" || s.Status != "completed" || s.Result.ReturnCode != 0 || s.Result.Summary != "completed: moderator returned END" {
 		t.Fatalf("thread show = %+v", s)
@@ -66,7 +67,7 @@ func TestYAMLWorkflowThroughTheBinary(t *testing.T) {
 
 	// A YAML workflow can run another one as a child thread.
 	parent := filepath.Join(t.TempDir(), "parent.yaml")
-	os.WriteFile(parent, []byte(`version: 1
+	if err := os.WriteFile(parent, []byte(`version: 1
 description: Delegates to hello-world
 roles:
   delegate:
@@ -78,7 +79,9 @@ roles:
       properties: {returnCode: {const: 0}}
       required: [returnCode, rootHash]
 graph: {__start__: delegate}
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if r := run(t, root, "workflow", "add", "delegate-hello", parent); r.code != 0 {
 		t.Fatalf("add parent: %+v", r)
 	}
@@ -105,6 +108,7 @@ graph: {__start__: delegate}
 // TestBrokenYAMLWorkflowIsRefused: a bad YAML workflow fails `workflow add`
 // with an error that says where, and leaves the store as it was.
 func TestBrokenYAMLWorkflowIsRefused(t *testing.T) {
+	t.Parallel()
 	root := engineRoot(t)
 	good, err := os.ReadFile(filepath.Join(helloWorldDir, "hello-world.yaml"))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // `workflow add` refuses the bomb with an error naming the limit, in
 // bounded memory, and registers nothing.
 func TestYAMLBombRefusedByWorkflowAdd(t *testing.T) {
+	// Serial: the child's peak RSS counts this process's pages up to its exec, and tests running beside it change how many there are between it and its baseline.
 	root := t.TempDir()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "bomb.yaml")
