@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fullDisk is the real log file with a disk that fills up: the armed write
@@ -199,20 +201,18 @@ func TestDebugLogSecondWriterWaitsForAWriteAndItsCut(t *testing.T) {
 				second.Write("B", "the other writer's")
 				close(secondDone)
 			}()
-			deadline := time.Now().Add(30 * time.Second)
-			for !waitingOn(ino) {
+			testkit.WaitUntil(t, "the second writer to wait for the lock", func() bool {
+				if waitingOn(ino) {
+					return true
+				}
 				select {
 				case <-secondDone:
 					t.Error("the second writer wrote while a record was half written")
-					return
+					return true
 				default:
+					return false
 				}
-				if time.Now().After(deadline) {
-					t.Error("the second writer never came to wait")
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
+			})
 		}}, nil
 	}
 	first.Write("C", "cut short by a full disk")

@@ -14,6 +14,7 @@ import (
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // linear is a workflow written in Go for these tests: it runs its roles in
@@ -201,18 +202,14 @@ func TestThrowEndsFailedWithTheError(t *testing.T) {
 // waitSteps waits until thread id's head has n role steps behind it.
 func waitSteps(t *testing.T, e *Executor, id string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if rec, err := threads.Resolve(e.Layout, id); err == nil {
-			if frames, _ := threads.Walk(e.CAS, rec.Head); len(frames) >= n {
-				return
-			}
+	testkit.WaitUntil(t, fmt.Sprintf("thread %s to reach %d steps", id, n), func() bool {
+		rec, err := threads.Resolve(e.Layout, id)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("thread %s never reached %d steps", id, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		frames, _ := threads.Walk(e.CAS, rec.Head)
+		return len(frames) >= n
+	})
 }
 
 func TestKillEndsWith130(t *testing.T) {
@@ -296,6 +293,8 @@ func TestPauseHoldsTheHead(t *testing.T) {
 	waitSteps(t, e, "T1", 1)
 	rec, _ := threads.Resolve(e.Layout, "T1")
 	headWhilePaused := rec.Head
+	// Not a wait for something but the span of a negative check: a paused
+	// thread that moved would most likely have done so by now.
 	time.Sleep(200 * time.Millisecond)
 	rec, _ = threads.Resolve(e.Layout, "T1")
 	if rec.Head != headWhilePaused || len(stepped) != 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // goFlow is a workflow written in Go: its roles run in order; "wait" roles
@@ -27,6 +28,7 @@ type goFlow struct {
 	roles   []string
 	release chan struct{}
 	starts  *atomic.Int32 // counts runs started, when set
+	waiting *atomic.Int32 // counts turns of "wait" begun, when set
 }
 
 func (f goFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
@@ -53,6 +55,9 @@ func (r *goRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completio
 	out := &workflow.Output{Role: role, Meta: canonyaml.Map{}}
 	switch {
 	case role == "wait":
+		if r.f.waiting != nil {
+			r.f.waiting.Add(1)
+		}
 		select {
 		case <-r.f.release:
 		case <-ctx.Done():
@@ -121,18 +126,11 @@ func (f *fixture) startHost(maxThreads int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.host, f.cancel, f.done = h, cancel, make(chan error, 1)
 	go func() { f.done <- h.Serve(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.WaitUntil(f.t, "the host's socket to answer", func() bool {
 		c, err := Dial(f.l)
-		if err == nil {
-			f.client = c
-			break
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		f.client = c
+		return err == nil
+	})
 	f.t.Cleanup(f.stopHost)
 }
 
@@ -149,13 +147,7 @@ func (f *fixture) stopHost() {
 // waitFor polls until cond holds.
 func (f *fixture) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitUntil(f.t, what, cond)
 }
 
 func (f *fixture) finished(id string) threads.Record {
@@ -193,7 +185,8 @@ func (f *fixture) chainRoles(head string) string {
 
 func TestRunListPauseResumeKill(t *testing.T) {
 	release := make(chan struct{})
-	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release}})
+	var waiting atomic.Int32
+	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release, waiting: &waiting}})
 	id, err := f.client.Run(RunRequest{Workflow: "linear", Prompt: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,10 +198,9 @@ func TestRunListPauseResumeKill(t *testing.T) {
 	if len(list) != 1 || list[0].ThreadID != id || list[0].Workflow != "linear" || list[0].Status != threads.StatusRunning {
 		t.Fatalf("list = %+v", list)
 	}
-	f.waitFor("the first step", func() bool {
-		r, _ := threads.Resolve(f.l, id)
-		return f.chainRoles(r.Head) == "a"
-	})
+	// Paused while its second step is in flight, the thread is held once
+	// that step is written.
+	f.waitFor("the second step to begin", func() bool { return waiting.Load() == 1 })
 	if err := f.client.Pause(id); err != nil {
 		t.Fatal(err)
 	}
@@ -219,17 +211,17 @@ func TestRunListPauseResumeKill(t *testing.T) {
 	if list[0].Status != threads.StatusPaused {
 		t.Fatalf("status while paused = %s", list[0].Status)
 	}
-	// The gate holds the thread after the step in flight: "a" if the pause
-	// came before the executor reached the gate, else "wait" once released.
 	close(release)
+	var held string
+	f.waitFor("the step in flight to be written", func() bool {
+		r, _ := threads.Resolve(f.l, id)
+		held = r.Head
+		return f.chainRoles(held) == "a,wait"
+	})
+	// Not a wait for something but the span of a negative check: a paused
+	// thread that took its next step would most likely have done so by now.
 	time.Sleep(300 * time.Millisecond)
-	rec, _ := threads.Resolve(f.l, id)
-	held := rec.Head
-	if got := f.chainRoles(held); got != "a" && got != "a,wait" {
-		t.Fatalf("held at %q", got)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if rec, _ = threads.Resolve(f.l, id); rec.Head != held || rec.Source != threads.SourceActive {
+	if rec, _ := threads.Resolve(f.l, id); rec.Head != held || rec.Source != threads.SourceActive {
 		t.Fatal("paused thread moved")
 	}
 	if err := f.client.Resume(id); err != nil {

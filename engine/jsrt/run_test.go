@@ -12,6 +12,7 @@ import (
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 func TestLinearFlow(t *testing.T) {
@@ -219,17 +220,15 @@ func TestKillInfiniteLoop(t *testing.T) {
 		t.Fatalf("warmup: %v %v", out, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var cancelledAt time.Time
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		cancelledAt = time.Now()
-		cancel()
-	}()
+	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := r.Next(ctx)
 		done <- err
 	}()
+	waitSpinning(t, h)
+	cancelledAt := time.Now()
+	cancel()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
@@ -249,7 +248,8 @@ func TestKillInfiniteLoop(t *testing.T) {
 
 func TestCloseInterruptsNext(t *testing.T) {
 	b := loadTestdata(t, "spin.esm.js")
-	r, err := b.Start(context.Background(), threadFor(b, "spin"), newFakeHost(t))
+	h := newFakeHost(t)
+	r, err := b.Start(context.Background(), threadFor(b, "spin"), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestCloseInterruptsNext(t *testing.T) {
 		_, _, err := r.Next(context.Background())
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitSpinning(t, h)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -524,4 +524,11 @@ export const run = () => 42;`
 	if _, err := b.Start(context.Background(), threadFor(b, ""), nil); err == nil {
 		t.Fatal("Start without a host succeeded")
 	}
+}
+
+// waitSpinning waits until spin.esm.js, run by h, has entered its endless
+// loop (it logs just before), so what interrupts it meets running code.
+func waitSpinning(t *testing.T, h *fakeHost) {
+	t.Helper()
+	testkit.WaitUntil(t, "the bundle to spin", func() bool { return len(h.logged("CONSOLE")) > 0 })
 }

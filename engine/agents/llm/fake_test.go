@@ -21,6 +21,8 @@ type step struct {
 	body   string
 	// block makes the handler wait for the request to be cancelled.
 	block bool
+	// received, when set, is closed once the request has been read.
+	received chan struct{}
 	// events, when set, are sent as a server-sent event stream, each
 	// written and flushed on its own ("data: " and the blank line added).
 	events []string
@@ -83,6 +85,9 @@ func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s, f.steps = f.steps[0], f.steps[1:]
 	f.mu.Unlock()
+	if s.received != nil {
+		close(s.received)
+	}
 	if s.block {
 		select {
 		case <-r.Context().Done():

@@ -327,13 +327,16 @@ func TestPerRequestTimeout(t *testing.T) {
 }
 
 func TestCancellationMidRequest(t *testing.T) {
-	f := newFake(t, step{block: true})
+	received := make(chan struct{})
+	f := newFake(t, step{block: true, received: received})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		for len(f.requests()) == 0 {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-received:
+			cancel()
+		case <-ctx.Done():
 		}
-		cancel()
 	}()
 	start := time.Now()
 	_, err := React(ctx, New(f.model(), fastOpts()), baseRequest())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/engine/agents/llm"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // newWorkspace makes a workspace with a.txt and sub/b.txt next to a file
@@ -280,18 +281,7 @@ func TestShellExec(t *testing.T) {
 // waitGone waits until pid no longer runs (gone or a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d still runs", pid)
+	testkit.WaitUntil(t, fmt.Sprintf("process %d to end", pid), func() bool { return testkit.ProcessGone(pid) })
 }
 
 func readPid(t *testing.T, path string) int {
@@ -324,16 +314,17 @@ func TestShellCancelKillsTheGroup(t *testing.T) {
 		_, err := w.ShellExec(ctx, "sleep 100 & echo $! > child.pid.tmp && mv child.pid.tmp child.pid; wait", time.Hour)
 		done <- err
 	}()
-	for {
+	testkit.WaitUntil(t, "the command to record its child's pid", func() bool {
 		if _, err := os.Stat(pidFile); err == nil {
-			break
+			return true
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("returned early: %v", err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
