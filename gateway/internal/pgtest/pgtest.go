@@ -1,0 +1,318 @@
+// Package pgtest runs a real PostgreSQL server for tests: one per test
+// binary, started the first time a test asks for a database, in a
+// temporary directory on a free loopback port, and a fresh database for
+// each test. A test binary that uses it calls Main from its TestMain so the
+// server stops when the tests end.
+//
+// It is for tests only: only _test.go files should import it.
+//
+// PostgreSQL's server binaries are found with pg_config --bindir, then in
+// /usr/lib/postgresql/*/bin (Debian's layout, newest first), then on PATH.
+// Without them a test is skipped, naming the package to install. initdb
+// and postgres refuse to run as root, so under uid 0 they run as an
+// unprivileged user (postgres if it exists, else nobody).
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// readyBound only turns a server that never becomes ready into a failure
+// that says so, instead of the test binary's timeout; it measures nothing.
+const readyBound = 60 * time.Second
+
+// server is the one running PostgreSQL of this test binary.
+type server struct {
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	exit chan struct{} // closed when the postgres process has exited
+}
+
+var (
+	once    sync.Once
+	srv     *server
+	srvErr  error
+	skipMsg string
+	dbSeq   atomic.Int64
+)
+
+// Main runs the tests, then stops the server if one was started, and
+// returns the exit code: func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if srv != nil {
+		srv.stop()
+	}
+	return code
+}
+
+// URL returns the URL of a new, empty database on the shared server,
+// starting the server on first use. The test is skipped if PostgreSQL is
+// not installed, and fails if it is but will not start.
+func URL(t testing.TB) string {
+	t.Helper()
+	once.Do(start)
+	if skipMsg != "" {
+		t.Skip(skipMsg)
+	}
+	if srvErr != nil {
+		t.Fatalf("pgtest: %v", srvErr)
+	}
+	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbSeq.Add(1))
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, srv.url("postgres"))
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer func() { _ = admin.Close(ctx) }() // an admin session of a test server: nothing to lose
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, srv.url("postgres"))
+		if err != nil {
+			t.Logf("pgtest: drop database %s: %v", name, err)
+			return
+		}
+		defer func() { _ = c.Close(ctx) }() // as above
+		// FORCE ends sessions a test left open (a store it did not close).
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return srv.url(name)
+}
+
+// url is the connection URL of database name.
+func (s *server) url(name string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, name)
+}
+
+// binDir finds the directory holding initdb and postgres.
+func binDir() (string, bool) {
+	has := func(dir string) bool {
+		for _, b := range []string{"initdb", "postgres"} {
+			if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		if dir := strings.TrimSpace(string(out)); has(dir) {
+			return dir, true
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin") // the pattern is valid
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, dir := range dirs {
+		if has(dir) {
+			return dir, true
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if dir := filepath.Dir(p); has(dir) {
+			return dir, true
+		}
+	}
+	return "", false
+}
+
+// versionOf reads N from /usr/lib/postgresql/N/bin, so 16 sorts above 9.
+func versionOf(dir string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(dir)), 64) // not a number sorts last
+	return v
+}
+
+// start initialises and starts the server, once per binary.
+func start() {
+	bin, ok := binDir()
+	if !ok {
+		skipMsg = "PostgreSQL server binaries (initdb, postgres) not found via pg_config, /usr/lib/postgresql/*/bin or PATH: install the postgresql package (apt-get install postgresql)"
+		return
+	}
+	srv, srvErr = launch(bin)
+}
+
+// launch runs initdb and postgres from bin; it retries on another port if
+// the free one it picked was taken meanwhile.
+func launch(bin string) (*server, error) {
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	cred, err := credential()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		// The unprivileged user must own the directory to create the
+		// cluster and its socket in it.
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	var lastErr error
+	for range 3 {
+		s, err := run(bin, dir, data, cred)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// run starts postgres on a free port and waits until it accepts
+// connections.
+func run(bin, dir, data string, cred *syscall.Credential) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{dir: dir, port: port, logs: &lockedBuffer{}, exit: make(chan struct{})}
+	// Durability is of no use to a test server; skipping fsync makes it
+	// quicker. The socket goes to the temporary directory, not /run.
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir,
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=300")
+	// Pdeathsig stops the server if the test binary dies without Main's
+	// cleanup (a timeout panic, a kill).
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	s.cmd.Stdout = s.logs
+	s.cmd.Stderr = s.logs
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	go func() {
+		_ = s.cmd.Wait() // the exit is what matters; its logs say why
+		close(s.exit)
+	}()
+	if err := s.waitReady(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitReady polls until the server accepts a connection, or fails early
+// if it exits.
+func (s *server) waitReady() error {
+	deadline := time.Now().Add(readyBound)
+	pause := 5 * time.Millisecond
+	for {
+		select {
+		case <-s.exit:
+			return fmt.Errorf("postgres exited during startup:\n%s", s.logs.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err := pgx.Connect(ctx, s.url("postgres"))
+		if err == nil {
+			err = c.Ping(ctx)
+			_ = c.Close(ctx) // a probe connection
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres not ready after %v: %v\n%s", readyBound, err, s.logs.String())
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// stop shuts the server down (fast shutdown: it ends sessions) and removes
+// its directory.
+func (s *server) stop() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGINT) // it may have exited already
+		<-s.exit
+	}
+	_ = os.RemoveAll(s.dir) // a leftover temporary directory is harmless
+}
+
+// credential is the unprivileged user to run PostgreSQL as when we are
+// root, or nil.
+func credential() (*syscall.Credential, error) {
+	if os.Getuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+	}
+	return nil, errors.New("running as root, and neither user postgres nor nobody exists to run PostgreSQL as")
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, err
+	}
+	return port, nil
+}
+
+// lockedBuffer collects the server's output, written by exec's copying
+// goroutine and read by a failing test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

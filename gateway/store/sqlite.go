@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // the pure-Go driver: the gateway builds with CGO_ENABLED=0
+)
+
+// defaultBusyTimeout is how long a SQLite statement waits for another
+// connection's lock by default: long enough to ride out a checkpoint or a
+// big resync, short enough to surface a stuck writer.
+const defaultBusyTimeout = 10_000 // milliseconds
+
+// sqliteDSN is the driver's connection string for path. Every connection
+// gets the pragmas, since each one is its own SQLite session.
+func sqliteDSN(path string, busyMS int64, txlock string) string {
+	v := url.Values{}
+	v.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyMS, 10)+")")
+	// WAL lets readers go on while the writer writes.
+	v.Add("_pragma", "journal_mode(WAL)")
+	// NORMAL is durable in WAL mode except for the last transactions
+	// before a power loss, which the fleet's memory can afford.
+	v.Add("_pragma", "synchronous(NORMAL)")
+	v.Add("_pragma", "foreign_keys(ON)")
+	v.Set("_txlock", txlock)
+	return "file:" + path + "?" + v.Encode()
+}
+
+// openSQLite opens <DataDir>/gateway.db.
+func openSQLite(ctx context.Context, cfg Config) (Store, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data directory: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, SQLiteFile)
+	busy := int64(defaultBusyTimeout)
+	if cfg.BusyTimeout > 0 {
+		busy = cfg.BusyTimeout.Milliseconds()
+	}
+	// The writer begins transactions IMMEDIATE: taking the write lock at
+	// BEGIN means a transaction never fails half-way when it first writes.
+	w, err := sql.Open("sqlite", sqliteDSN(path, busy, "immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close() // the ping's error is the one to report
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w, goose.DialectSQLite3, "sqlite"); err != nil {
+		_ = w.Close() // the migration's error is the one to report
+		return nil, fmt.Errorf("%w (database %s)", err, path)
+	}
+	r, err := sql.Open("sqlite", sqliteDSN(path, busy, "deferred"))
+	if err != nil {
+		_ = w.Close() // the open's error is the one to report
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return &sqlStore{backend: BackendSQLite, w: w, r: r, now: cfg.Now, hub: newHub()}, nil
+}

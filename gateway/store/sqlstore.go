@@ -1,0 +1,786 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/pressly/goose/v3"
+)
+
+// sqlStore is the Store over database/sql, shared by both backends: their
+// SQL differs in few places (placeholders, time values, full-text search,
+// notification), which dialect and the pg field cover.
+type sqlStore struct {
+	backend Backend
+	// w takes every write. For SQLite it has one connection, so writers
+	// queue in Go instead of failing with SQLITE_BUSY; for PostgreSQL it is
+	// the same pool as r.
+	w *sql.DB
+	// r serves reads.
+	r   *sql.DB
+	now func() time.Time
+	hub *hub
+	// pg is PostgreSQL's LISTEN side; nil for SQLite, whose changes are
+	// published in-process after commit.
+	pg *pgListener
+	// closeExtra releases what the backend holds beyond w and r.
+	closeExtra func()
+}
+
+// Backend implements Store.
+func (s *sqlStore) Backend() Backend { return s.backend }
+
+// gooseDialect and migrationDir name the backend's migrations.
+func (s *sqlStore) gooseDialect() (goose.Dialect, string) {
+	if s.backend == BackendPostgres {
+		return goose.DialectPostgres, "postgres"
+	}
+	return goose.DialectSQLite3, "sqlite"
+}
+
+// SchemaVersion implements Store.
+func (s *sqlStore) SchemaVersion(ctx context.Context) (int64, error) {
+	d, dir := s.gooseDialect()
+	return schemaVersion(ctx, s.w, d, dir)
+}
+
+// Close implements Store.
+func (s *sqlStore) Close() error {
+	s.hub.close()
+	if s.pg != nil {
+		s.pg.stop()
+	}
+	var errs []error
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if s.closeExtra != nil {
+		s.closeExtra()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// q adapts a query written with PostgreSQL's $N placeholders: SQLite
+// reads $1 as a named parameter, numbered by first appearance, which
+// breaks when one is reused; ?N is its positional form.
+func (s *sqlStore) q(query string) string {
+	if s.backend == BackendPostgres {
+		return query
+	}
+	return strings.ReplaceAll(query, "$", "?")
+}
+
+// tv is a time as the backend stores it: PostgreSQL timestamptz, SQLite
+// integer microseconds.
+func (s *sqlStore) tv(t time.Time) any {
+	t = utc(t)
+	if s.backend == BackendPostgres {
+		return t
+	}
+	return t.UnixMicro()
+}
+
+// tvp is tv for an optional time.
+func (s *sqlStore) tvp(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return s.tv(*t)
+}
+
+// timeDest scans either backend's time into a time.Time.
+type timeDest struct{ t *time.Time }
+
+// Scan implements sql.Scanner.
+func (d timeDest) Scan(v any) error {
+	switch x := v.(type) {
+	case int64:
+		*d.t = time.UnixMicro(x).UTC()
+	case time.Time:
+		*d.t = x.UTC()
+	default:
+		return fmt.Errorf("store: cannot read %T as a time", v)
+	}
+	return nil
+}
+
+// nullTimeDest scans an optional time; NULL leaves nil.
+type nullTimeDest struct{ t **time.Time }
+
+// Scan implements sql.Scanner.
+func (d nullTimeDest) Scan(v any) error {
+	if v == nil {
+		*d.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (timeDest{&t}).Scan(v); err != nil {
+		return err
+	}
+	*d.t = &t
+	return nil
+}
+
+// closeQuietly closes what has nothing left to report: rows whose Err
+// was checked, a statement that goes with its transaction anyway.
+func closeQuietly(c interface{ Close() error }) { _ = c.Close() }
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// write runs fn in a write transaction, then sends the changes it returns:
+// PostgreSQL's NOTIFY inside the transaction (delivered only if it
+// commits), SQLite's in-process fan-out after the commit.
+func (s *sqlStore) write(ctx context.Context, what string, fn func(tx *sql.Tx) ([]Change, error)) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: %s: begin: %w", what, err)
+	}
+	changes, err := fn(tx)
+	if err == nil && s.pg != nil {
+		err = notify(ctx, tx, changes)
+	}
+	if err != nil {
+		_ = tx.Rollback() // the error that made us roll back is the one to report
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: %s: commit: %w", what, err)
+	}
+	if s.pg == nil {
+		for _, c := range changes {
+			s.hub.publish(c)
+		}
+	}
+	return nil
+}
+
+// Subscribe implements Store.
+func (s *sqlStore) Subscribe(ctx context.Context) (<-chan Change, error) {
+	ch, cancel := s.hub.subscribe(ctx)
+	if s.pg != nil {
+		// Wait until this process listens: a change committed after
+		// Subscribe returns must not be missed.
+		if err := s.pg.ensure(ctx); err != nil {
+			cancel()
+			return nil, fmt.Errorf("store: subscribe: %w", err)
+		}
+	}
+	return ch, nil
+}
+
+const tokenCols = "id, kind, name, created_at, expires_at, note, revoked_at"
+
+func scanToken(row scanner) (Token, error) {
+	var t Token
+	var kind string
+	err := row.Scan(&t.ID, &kind, &t.Name, timeDest{&t.CreatedAt}, nullTimeDest{&t.ExpiresAt}, &t.Note, nullTimeDest{&t.RevokedAt})
+	t.Kind = TokenKind(kind)
+	return t, err
+}
+
+func scanTokens(rows *sql.Rows) ([]Token, error) {
+	defer closeQuietly(rows)
+	var out []Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// CreateToken implements Store.
+func (s *sqlStore) CreateToken(ctx context.Context, t Token) error {
+	if t.ID == "" {
+		return errors.New("store: create token: empty id")
+	}
+	if !t.Kind.valid() {
+		return fmt.Errorf("store: create token %s: unknown kind %q", t.ID, t.Kind)
+	}
+	res, err := s.w.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`),
+		t.ID, string(t.Kind), t.Name, s.tv(t.CreatedAt), s.tvp(t.ExpiresAt), t.Note, s.tvp(t.RevokedAt))
+	if err != nil {
+		return fmt.Errorf("store: create token %s: %w", t.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: create token %s: %w", t.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("store: create token %s: %w", t.ID, ErrExists)
+	}
+	return nil
+}
+
+// GetToken implements Store.
+func (s *sqlStore) GetToken(ctx context.Context, id string) (Token, error) {
+	t, err := scanToken(s.r.QueryRowContext(ctx, s.q(`SELECT `+tokenCols+` FROM tokens WHERE id = $1`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, fmt.Errorf("store: token %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("store: token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTokens implements Store.
+func (s *sqlStore) ListTokens(ctx context.Context, f TokenFilter) ([]Token, error) {
+	var where []string
+	var args []any
+	if f.Kind != "" {
+		args = append(args, string(f.Kind))
+		where = append(where, "kind = $"+strconv.Itoa(len(args)))
+	}
+	if f.Name != "" {
+		args = append(args, f.Name)
+		where = append(where, "name = $"+strconv.Itoa(len(args)))
+	}
+	if f.ActiveOnly {
+		where = append(where, "revoked_at IS NULL")
+	}
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT `+tokenCols+` FROM tokens`+whereClause(where)+` ORDER BY created_at DESC, id`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	out, err := scanTokens(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// whereClause joins conditions with AND, or is empty.
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// RevokeToken implements Store.
+func (s *sqlStore) RevokeToken(ctx context.Context, id string) (Token, error) {
+	var out Token
+	err := s.write(ctx, "revoke token "+id, func(tx *sql.Tx) ([]Change, error) {
+		t, err := scanToken(tx.QueryRowContext(ctx, s.q(`UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING `+tokenCols), s.tv(s.now()), id))
+		if err == nil {
+			out = t
+			return []Change{{Kind: ChangeRevocation, IDs: []string{id}}}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		// Unknown, or revoked already: tell which.
+		t, err = scanToken(tx.QueryRowContext(ctx, s.q(`SELECT `+tokenCols+` FROM tokens WHERE id = $1`), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		out = t
+		return nil, err
+	})
+	return out, err
+}
+
+// RevokeConnectorTokens implements Store.
+func (s *sqlStore) RevokeConnectorTokens(ctx context.Context, name string) ([]Token, error) {
+	return s.revokeWhere(ctx, "revoke tokens of connector "+name, `kind = 'connector' AND name = $2`, name)
+}
+
+// RevokeKind implements Store.
+func (s *sqlStore) RevokeKind(ctx context.Context, kind TokenKind) ([]Token, error) {
+	if !kind.valid() {
+		return nil, fmt.Errorf("store: revoke tokens: unknown kind %q", kind)
+	}
+	return s.revokeWhere(ctx, "revoke "+string(kind)+" tokens", `kind = $2`, string(kind))
+}
+
+// revokeWhere revokes the unrevoked tokens matching cond, whose one
+// parameter is $2 ($1 is the time).
+func (s *sqlStore) revokeWhere(ctx context.Context, what, cond string, arg any) ([]Token, error) {
+	var out []Token
+	err := s.write(ctx, what, func(tx *sql.Tx) ([]Change, error) {
+		rows, err := tx.QueryContext(ctx, s.q(`UPDATE tokens SET revoked_at = $1 WHERE `+cond+` AND revoked_at IS NULL RETURNING `+tokenCols), s.tv(s.now()), arg)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = scanTokens(rows); err != nil || len(out) == 0 {
+			return nil, err
+		}
+		ids := make([]string, len(out))
+		for i, t := range out {
+			ids[i] = t.ID
+		}
+		return []Change{{Kind: ChangeRevocation, IDs: ids}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RevokedTokenIDs implements Store.
+func (s *sqlStore) RevokedTokenIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM tokens WHERE revoked_at IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: revoked tokens: %w", err)
+	}
+	defer closeQuietly(rows)
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: revoked tokens: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: revoked tokens: %w", err)
+	}
+	return ids, nil
+}
+
+const registrationCols = "name, url, token_sealed, registered_at, last_heartbeat"
+
+func scanRegistration(row scanner) (Registration, error) {
+	var r Registration
+	err := row.Scan(&r.Name, &r.URL, &r.TokenSealed, timeDest{&r.RegisteredAt}, timeDest{&r.LastHeartbeat})
+	return r, err
+}
+
+// PutRegistration implements Store.
+func (s *sqlStore) PutRegistration(ctx context.Context, r Registration) error {
+	if r.Name == "" {
+		return errors.New("store: put registration: empty name")
+	}
+	sealed := r.TokenSealed
+	if sealed == nil {
+		sealed = []byte{} // the column is NOT NULL; no token is stored as empty
+	}
+	return s.write(ctx, "put registration "+r.Name, func(tx *sql.Tx) ([]Change, error) {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO registrations (`+registrationCols+`) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name) DO UPDATE SET url = excluded.url, token_sealed = excluded.token_sealed,
+registered_at = excluded.registered_at, last_heartbeat = excluded.last_heartbeat`),
+			r.Name, r.URL, sealed, s.tv(r.RegisteredAt), s.tv(r.LastHeartbeat))
+		if err != nil {
+			return nil, err
+		}
+		return []Change{{Kind: ChangeRegistration, IDs: []string{r.Name}}}, nil
+	})
+}
+
+// GetRegistration implements Store.
+func (s *sqlStore) GetRegistration(ctx context.Context, name string) (Registration, error) {
+	r, err := scanRegistration(s.r.QueryRowContext(ctx, s.q(`SELECT `+registrationCols+` FROM registrations WHERE name = $1`), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Registration{}, fmt.Errorf("store: registration %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Registration{}, fmt.Errorf("store: registration %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// TouchRegistration implements Store.
+func (s *sqlStore) TouchRegistration(ctx context.Context, name string, at time.Time) error {
+	res, err := s.w.ExecContext(ctx, s.q(`UPDATE registrations SET last_heartbeat = $1 WHERE name = $2`), s.tv(at), name)
+	return affectedOne(res, err, "heartbeat of registration "+name)
+}
+
+// affectedOne turns an Exec that changed no row into ErrNotFound.
+func affectedOne(res sql.Result, err error, what string) error {
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteRegistration implements Store.
+func (s *sqlStore) DeleteRegistration(ctx context.Context, name string) error {
+	return s.write(ctx, "delete registration "+name, func(tx *sql.Tx) ([]Change, error) {
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM registrations WHERE name = $1`), name)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if n == 0 {
+			return nil, ErrNotFound
+		}
+		return []Change{{Kind: ChangeRegistration, IDs: []string{name}}}, nil
+	})
+}
+
+// ListRegistrations implements Store.
+func (s *sqlStore) ListRegistrations(ctx context.Context) ([]Registration, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+registrationCols+` FROM registrations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list registrations: %w", err)
+	}
+	defer closeQuietly(rows)
+	var out []Registration
+	for rows.Next() {
+		r, err := scanRegistration(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list registrations: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list registrations: %w", err)
+	}
+	return out, nil
+}
+
+const machineCols = "name, first_seen, last_seen"
+
+func scanMachine(row scanner) (Machine, error) {
+	var m Machine
+	err := row.Scan(&m.Name, timeDest{&m.FirstSeen}, timeDest{&m.LastSeen})
+	return m, err
+}
+
+// upsertMachine marks name seen at now, recording it if new.
+const upsertMachine = `INSERT INTO machines (name, first_seen, last_seen) VALUES ($1, $2, $2)
+ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen RETURNING ` + machineCols
+
+// TouchMachine implements Store.
+func (s *sqlStore) TouchMachine(ctx context.Context, name string) (Machine, error) {
+	if name == "" {
+		return Machine{}, errors.New("store: touch machine: empty name")
+	}
+	m, err := scanMachine(s.w.QueryRowContext(ctx, s.q(upsertMachine), name, s.tv(s.now())))
+	if err != nil {
+		return Machine{}, fmt.Errorf("store: touch machine %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// ListMachines implements Store.
+func (s *sqlStore) ListMachines(ctx context.Context) ([]Machine, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+machineCols+` FROM machines ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list machines: %w", err)
+	}
+	defer closeQuietly(rows)
+	var out []Machine
+	for rows.Next() {
+		m, err := scanMachine(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list machines: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list machines: %w", err)
+	}
+	return out, nil
+}
+
+const threadCols = "machine, id, workflow, status, prompt, started_at, updated_at, duration_ns, steps, return_code, summary, usage"
+
+func scanThread(row scanner) (Thread, error) {
+	var t Thread
+	var dur int64
+	var rc sql.NullInt64
+	var usage []byte
+	err := row.Scan(&t.Machine, &t.ID, &t.Workflow, &t.Status, &t.Prompt, nullTimeDest{&t.StartedAt}, timeDest{&t.UpdatedAt},
+		&dur, &t.Steps, &rc, &t.Summary, &usage)
+	t.Duration = time.Duration(dur)
+	if rc.Valid {
+		v := int(rc.Int64)
+		t.ReturnCode = &v
+	}
+	if usage != nil {
+		t.Usage = json.RawMessage(usage)
+	}
+	return t, err
+}
+
+// SyncThreads implements Store.
+func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Thread) error {
+	if machine == "" {
+		return errors.New("store: sync threads: empty machine name")
+	}
+	for i := range threads {
+		if threads[i].ID == "" {
+			return fmt.Errorf("store: sync threads of %s: thread %d has no id", machine, i)
+		}
+		if u := threads[i].Usage; len(u) > 0 && !json.Valid(u) {
+			return fmt.Errorf("store: sync threads of %s: thread %s: usage is not valid JSON", machine, threads[i].ID)
+		}
+	}
+	// Rows whose every column is unchanged are left alone: a resync mostly
+	// repeats what is stored, and rewriting it would churn the indexes.
+	distinct := "IS NOT"
+	if s.backend == BackendPostgres {
+		distinct = "IS DISTINCT FROM"
+	}
+	var changed []string
+	for _, c := range []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code", "summary", "usage"} {
+		changed = append(changed, "threads."+c+" "+distinct+" excluded."+c)
+	}
+	upsert := s.q(`INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (machine, id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
+started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns = excluded.duration_ns, steps = excluded.steps,
+return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage
+WHERE ` + strings.Join(changed, " OR "))
+	now := s.now()
+	return s.write(ctx, "sync threads of "+machine, func(tx *sql.Tx) ([]Change, error) {
+		if _, err := tx.ExecContext(ctx, s.q(upsertMachine), machine, s.tv(now)); err != nil {
+			return nil, err
+		}
+		stmt, err := tx.PrepareContext(ctx, upsert)
+		if err != nil {
+			return nil, err
+		}
+		defer closeQuietly(stmt) // it goes with the transaction anyway
+		for _, t := range threads {
+			updated := t.UpdatedAt
+			if updated.IsZero() {
+				updated = now
+			}
+			var rc any
+			if t.ReturnCode != nil {
+				rc = int64(*t.ReturnCode)
+			}
+			var usage any
+			if len(t.Usage) > 0 {
+				usage = string(t.Usage)
+			}
+			if _, err := stmt.ExecContext(ctx, machine, t.ID, t.Workflow, t.Status,
+				truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
+				int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage); err != nil {
+				return nil, fmt.Errorf("thread %s: %w", t.ID, err)
+			}
+		}
+		return nil, nil
+	})
+}
+
+// GetThread implements Store.
+func (s *sqlStore) GetThread(ctx context.Context, machine, id string) (Thread, error) {
+	t, err := scanThread(s.r.QueryRowContext(ctx, s.q(`SELECT `+threadCols+` FROM threads WHERE machine = $1 AND id = $2`), machine, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Thread{}, fmt.Errorf("store: thread %s on %s: %w", id, machine, ErrNotFound)
+	}
+	if err != nil {
+		return Thread{}, fmt.Errorf("store: thread %s on %s: %w", id, machine, err)
+	}
+	return t, nil
+}
+
+// ftsQuery turns free text into an FTS5 query that means "every word":
+// each word is quoted, so FTS5's operators and punctuation in what a
+// person typed are never syntax.
+func ftsQuery(q string) string {
+	var parts []string
+	for _, f := range strings.Fields(q) {
+		if hasWord(f) {
+			parts = append(parts, `"`+strings.ReplaceAll(f, `"`, `""`)+`"`)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// hasWord reports whether s holds a letter or digit, i.e. something a
+// full-text index can match.
+func hasWord(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
+}
+
+// SearchThreads implements Store.
+func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if q.Machine != "" {
+		add("machine = ?", q.Machine)
+	}
+	if q.Workflow != "" {
+		add("workflow = ?", q.Workflow)
+	}
+	if q.Status != "" {
+		add("status = ?", q.Status)
+	}
+	if !q.Since.IsZero() {
+		add("updated_at >= ?", s.tv(q.Since))
+	}
+	if !q.Until.IsZero() {
+		add("updated_at < ?", s.tv(q.Until))
+	}
+	// Text without a word would be an empty query, which the two backends
+	// treat differently; it filters nothing.
+	if hasWord(q.Q) {
+		if s.backend == BackendPostgres {
+			add("search @@ plainto_tsquery('simple', ?)", q.Q)
+		} else {
+			add("seq IN (SELECT rowid FROM threads_fts WHERE threads_fts MATCH ?)", ftsQuery(q.Q))
+		}
+	}
+	limit, offset := pageBounds(q.Limit, q.Offset)
+	var page ThreadPage
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		cond := whereClause(where)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM threads`+cond), args...).Scan(&page.Total); err != nil {
+			return err
+		}
+		n := len(args)
+		rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
+			threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
+		if err != nil {
+			return err
+		}
+		defer closeQuietly(rows)
+		for rows.Next() {
+			t, err := scanThread(rows)
+			if err != nil {
+				return err
+			}
+			page.Threads = append(page.Threads, t)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return ThreadPage{}, fmt.Errorf("store: search threads: %w", err)
+	}
+	return page, nil
+}
+
+// read runs fn in a transaction that sees one snapshot, so a page and its
+// total agree.
+func (s *sqlStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var opts *sql.TxOptions
+	if s.backend == BackendPostgres {
+		// READ COMMITTED, the default, takes a snapshot per statement.
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	tx, err := s.r.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to lose
+	return fn(tx)
+}
+
+// AppendAudit implements Store.
+func (s *sqlStore) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) {
+	if e.Action == "" {
+		return 0, errors.New("store: append audit: empty action")
+	}
+	for _, f := range []string{e.TokenID, e.Actor, e.Source, e.Action, e.Machine, e.Target} {
+		if looksLikeJWT(f) {
+			return 0, errors.New("store: append audit: an entry holds what looks like a token; the log names tokens by id only")
+		}
+	}
+	if e.Time.IsZero() {
+		e.Time = s.now()
+	}
+	var id int64
+	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO audit (at, token_id, actor, source, action, machine, target, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`),
+		s.tv(e.Time), e.TokenID, e.Actor, e.Source, e.Action, e.Machine, e.Target, e.Status).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("store: append audit %s: %w", e.Action, err)
+	}
+	return id, nil
+}
+
+// ListAudit implements Store.
+func (s *sqlStore) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if q.Action != "" {
+		add("action = ?", q.Action)
+	}
+	if q.Machine != "" {
+		add("machine = ?", q.Machine)
+	}
+	if !q.Since.IsZero() {
+		add("at >= ?", s.tv(q.Since))
+	}
+	if !q.Until.IsZero() {
+		add("at < ?", s.tv(q.Until))
+	}
+	limit, offset := pageBounds(q.Limit, q.Offset)
+	var page AuditPage
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		cond := whereClause(where)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM audit`+cond), args...).Scan(&page.Total); err != nil {
+			return err
+		}
+		n := len(args)
+		rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT id, at, token_id, actor, source, action, machine, target, status
+FROM audit%s ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, cond, n+1, n+2)), append(args, limit, offset)...)
+		if err != nil {
+			return err
+		}
+		defer closeQuietly(rows)
+		for rows.Next() {
+			var e AuditEntry
+			if err := rows.Scan(&e.ID, timeDest{&e.Time}, &e.TokenID, &e.Actor, &e.Source, &e.Action, &e.Machine, &e.Target, &e.Status); err != nil {
+				return err
+			}
+			page.Entries = append(page.Entries, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return AuditPage{}, fmt.Errorf("store: list audit: %w", err)
+	}
+	return page, nil
+}
+
+// Prune implements Store.
+func (s *sqlStore) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
+	var res PruneResult
+	cut := s.tv(before)
+	err := s.write(ctx, "prune", func(tx *sql.Tx) ([]Change, error) {
+		for _, step := range []struct {
+			query string
+			n     *int64
+		}{
+			{`DELETE FROM threads WHERE updated_at < $1`, &res.Threads},
+			{`DELETE FROM audit WHERE at < $1`, &res.Audit},
+			{`DELETE FROM machines WHERE last_seen < $1 AND NOT EXISTS (SELECT 1 FROM threads WHERE threads.machine = machines.name)`, &res.Machines},
+		} {
+			r, err := tx.ExecContext(ctx, s.q(step.query), cut)
+			if err != nil {
+				return nil, err
+			}
+			if *step.n, err = r.RowsAffected(); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return PruneResult{}, err
+	}
+	return res, nil
+}
