@@ -33,7 +33,9 @@ func makeThreads(b *testing.B, root string, n int) {
 		fmt.Fprintf(files[p], `{"threadId":%q,"head":%q,"start":%q,"completedAt":%d}`+"\n", id, ids.HashString(id), ids.HashString(id+"s"), i)
 	}
 	for p, sb := range files {
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(sb.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}

@@ -235,9 +235,9 @@ func startBalancer(t *testing.T, backends []string) string {
 		}
 	})
 	var next atomic.Uint64
-	// Closing a connection of the balancer can only fail for one closed
-	// already, by the other direction's copy or the far end; a copy ends
-	// when either side goes, and the error says only which went first.
+	// Closing this process's end of a connection fails only for one
+	// closed already; a copy ends when either side goes, and its error
+	// says only which went first.
 	serve := func(c net.Conn) {
 		defer func() { _ = c.Close() }()
 		for range backends {

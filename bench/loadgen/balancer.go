@@ -47,15 +47,17 @@ func (b *Balancer) Active(backend string) int {
 	return b.active[backend]
 }
 
-// Close stops accepting and closes every connection.
+// Close stops accepting and closes every connection. Here and below, a
+// Close of a connection or the listener fails only for one closed
+// already (by the other direction's pipe, or the far end): nothing to do.
 func (b *Balancer) Close() {
 	b.mu.Lock()
 	b.closed = true
 	for c := range b.conns {
-		c.Close()
+		_ = c.Close()
 	}
 	b.mu.Unlock()
-	b.ln.Close()
+	_ = b.ln.Close()
 	b.wg.Wait()
 }
 
@@ -112,12 +114,12 @@ func (b *Balancer) track(backend string, add bool, cs ...net.Conn) bool {
 func (b *Balancer) serve(client net.Conn) {
 	backend, addr := b.pick()
 	if backend == nil {
-		client.Close()
+		_ = client.Close()
 		return
 	}
 	if !b.track(addr, true, client, backend) {
-		client.Close()
-		backend.Close()
+		_ = client.Close()
+		_ = backend.Close()
 		return
 	}
 	defer b.track(addr, false, client, backend)
@@ -125,9 +127,10 @@ func (b *Balancer) serve(client net.Conn) {
 	// connection break, as they would behind a real balancer.
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		dst.Close()
-		src.Close()
+		// Its error is one side going away, which is how a pipe ends.
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close()
+		_ = src.Close()
 		done <- struct{}{}
 	}
 	go pipe(backend, client)

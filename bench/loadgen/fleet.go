@@ -79,7 +79,8 @@ func StartFleet(o FleetOptions) *Fleet {
 			OnState: func(state, _ string) { f.onState(c, state) },
 		}
 		f.wg.Add(1)
-		go func() { defer f.wg.Done(); link.Run(ctx, lo) }()
+		// Run returns nil, once ctx ends: it never gives up on its own.
+		go func() { defer f.wg.Done(); _ = link.Run(ctx, lo) }()
 	}
 	return f
 }
@@ -200,12 +201,12 @@ func Handler(name string, served *atomic.Int64) http.Handler {
 		switch r.URL.Path {
 		case LoadPath:
 			served.Add(1)
-			w.Write([]byte(ExpectedBody(name, r.URL.Query().Get("seq"))))
+			fmt.Fprint(w, ExpectedBody(name, r.URL.Query().Get("seq")))
 		case "/api/healthz":
-			w.Write([]byte(`{"ok":true}`))
+			fmt.Fprint(w, `{"ok":true}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"error":"not found"}`))
+			fmt.Fprint(w, `{"error":"not found"}`)
 		}
 	})
 }

@@ -142,7 +142,7 @@ func TestHandlerIsDeterministic(t *testing.T) {
 // keeps working when one of them goes away.
 func TestBalancerSkipsADeadBackend(t *testing.T) {
 	backend := func(name string) *httptest.Server {
-		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }))
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
 	}
 	a, b := backend("a"), backend("b")
 	defer b.Close()
@@ -183,7 +183,9 @@ func TestBalancerWithNoBackendClosesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := ln.Addr().String()
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	lb, err := NewBalancer([]string{dead})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +195,11 @@ func TestBalancerWithNoBackendClosesTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("read from a balancer with no backend succeeded")
 	}
@@ -209,7 +215,7 @@ func fakeGateway(t *testing.T, answer func(w http.ResponseWriter, name, seq stri
 		}
 		name, _ := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/api/clients/"), "/load")
 		if answer == nil {
-			io.WriteString(w, ExpectedBody(name, r.URL.Query().Get("seq")))
+			fmt.Fprint(w, ExpectedBody(name, r.URL.Query().Get("seq")))
 			return
 		}
 		answer(w, name, r.URL.Query().Get("seq"))
@@ -229,7 +235,7 @@ func TestDriveSendsTheOfferedLoadAndChecksAnswers(t *testing.T) {
 		t.Fatalf("run: %+v (%s), observed %d", st, st.Kinds(), observed.Load())
 	}
 
-	misrouted := fakeGateway(t, func(w http.ResponseWriter, name, seq string) { io.WriteString(w, ExpectedBody("other", seq)) })
+	misrouted := fakeGateway(t, func(w http.ResponseWriter, name, seq string) { fmt.Fprint(w, ExpectedBody("other", seq)) })
 	run = Drive(context.Background(), DriveOptions{Gateway: misrouted.URL, Token: "dash", Names: []string{"a"}, Rate: 10, Duration: 300 * time.Millisecond})
 	if st := Summarize(run.Samples, nil, 0); st.Requests != 3 || st.ByKind[KindWrongBody] != 3 {
 		t.Fatalf("misrouted: %+v", st)

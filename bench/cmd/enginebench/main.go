@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/jsrt"
@@ -38,7 +40,7 @@ func main() {
 	flag.Parse()
 	work, err := os.MkdirTemp(*dir, "enginebench-")
 	check(err)
-	defer os.RemoveAll(work)
+	defer func() { check(os.RemoveAll(work)) }()
 
 	src := bundleSource(*steps)
 	fmt.Printf("enginebench: %s\n\n", work)
@@ -177,18 +179,28 @@ func firstStepLatency(work, src string, runs int) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// stop ends the engine host, if one runs, and waits until its lock is
+	// free, so the next run starts a host of its own. Only a host holding
+	// its lock is signalled: the pid an exited one left may be another
+	// process's by now. Its exit, not its reaping (the host is no child
+	// of this process, and init may take seconds), is what counts.
+	lock := filepath.Join(root, "engine.lock")
 	stop := func() {
-		b, err := os.ReadFile(filepath.Join(root, "engine.lock"))
-		if err != nil {
+		if !atomicfile.Held(lock) {
 			return
 		}
+		b, err := os.ReadFile(lock)
+		check(err)
 		var pid int
-		fmt.Sscan(string(b), &pid)
-		if pid > 0 {
-			syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(10 * time.Millisecond)
+		check2(fmt.Sscan(string(b), &pid))
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			check(err)
+		}
+		for i := 0; atomicfile.Held(lock); i++ {
+			if i == 2000 {
+				check(fmt.Errorf("the engine host %d still runs 20 s after SIGTERM", pid))
 			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	base := median(runs, func(int) { cli("version") })

@@ -151,7 +151,7 @@ func main() {
 
 	work, err := os.MkdirTemp("", "loadtest-")
 	check(err)
-	defer os.RemoveAll(work)
+	defer func() { check(os.RemoveAll(work)) }()
 	if *gatewayBin == "" {
 		*gatewayBin = filepath.Join(work, "uncaged-gateway")
 		cmd := exec.Command("go", "build", "-o", *gatewayBin, "./gateway/cmd/uncaged-gateway")
@@ -322,14 +322,21 @@ func (g *gateway) stop(sig syscall.Signal) {
 	if _, peak, err := loadgen.Memory(g.cmd.Process.Pid); err == nil {
 		g.peak = max(g.peak, peak)
 	}
-	g.cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { g.cmd.Wait(); close(done) }()
+	// A gateway that exited already makes Signal fail; Wait below reaps
+	// it and says how it ended.
+	_ = g.cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- g.cmd.Wait() }()
+	var err error
 	select {
-	case <-done:
+	case err = <-done:
 	case <-time.After(15 * time.Second):
-		g.cmd.Process.Kill()
-		<-done
+		_ = g.cmd.Process.Kill() // as above
+		err = <-done
+	}
+	if err != nil && sig != syscall.SIGKILL {
+		// Reported, not fatal: the figures so far still stand.
+		fmt.Fprintf(os.Stderr, "loadtest: gateway %s after %s: %v\n", g.addr, sig, err)
 	}
 	g.cmd = nil
 }
@@ -378,7 +385,7 @@ func execute(c config) *report {
 	if c.gatewayLog != "" {
 		logFile, err = os.OpenFile(c.gatewayLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		check(err)
-		defer logFile.Close()
+		defer func() { check(logFile.Close()) }()
 	}
 	gws := make([]*gateway, c.replicas)
 	addrs := make([]string, c.replicas)
@@ -549,8 +556,9 @@ func mb(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/(1<<20)) }
 func freePort() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
-	defer ln.Close()
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	check(ln.Close())
+	return addr
 }
 
 func waitHealthy(addr string) {

@@ -53,7 +53,7 @@ func main() {
 		if work, err = os.MkdirTemp("", "storebench-"); err != nil {
 			fail(err)
 		}
-		defer os.RemoveAll(work)
+		defer func() { must(0, os.RemoveAll(work)) }()
 	}
 	fmt.Printf("storebench: %d CPUs, %s, work dir %s\n\n", runtime.NumCPU(), runtime.Version(), work)
 	benchPutGet(filepath.Join(work, "putget"), *nPut)
@@ -87,7 +87,7 @@ func benchPutGet(root string, n int) {
 		payloads[i] = must(node.NewContent(fmt.Sprintf("step %d output\n%s", i, strings.Repeat("lorem ipsum ", i%40)), nil).Marshal())
 	}
 	baseDir := filepath.Join(root, "plain")
-	os.MkdirAll(baseDir, 0o755)
+	must(0, os.MkdirAll(baseDir, 0o755))
 	t0 := time.Now()
 	for i, b := range payloads {
 		if err := os.WriteFile(filepath.Join(baseDir, fmt.Sprintf("%d.txt", i)), b, 0o644); err != nil {
@@ -176,18 +176,18 @@ func benchThreadList(root string, n int) {
 	for key, buf := range history {
 		b, day, _ := strings.Cut(key, "/")
 		p := filepath.Join(threads.HistoryDir(l.BundleDir(b)), day+".jsonl")
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		must(0, os.MkdirAll(filepath.Dir(p), 0o755))
 		must(0, os.WriteFile(p, buf.Bytes(), 0o644))
 	}
 
 	// Baseline: only reading every index file's bytes.
 	base := timeMedian(5, func() {
-		filepath.WalkDir(l.BundlesDir(), func(p string, d os.DirEntry, err error) error {
+		must(0, filepath.WalkDir(l.BundlesDir(), func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".jsonl")) {
 				must(os.ReadFile(p))
 			}
-			return nil
-		})
+			return err
+		}))
 	})
 	env := cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		if k == storage.EnvRoot {
@@ -210,7 +210,7 @@ func benchGC(root string, n int) {
 	fmt.Printf("cas gc, ~%d blobs (target <= 10 s at 1M)\n", n)
 	l := storage.Layout{Root: root}
 	casDir := l.CASDir()
-	os.MkdirAll(casDir, 0o755)
+	must(0, os.MkdirAll(casDir, 0o755))
 	put := func(nd node.Node) string {
 		b := must(nd.Marshal())
 		h := ids.HashBytes(b)

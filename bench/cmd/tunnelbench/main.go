@@ -79,7 +79,7 @@ func main() {
 	}
 	work, err := os.MkdirTemp("", "tunnelbench-")
 	check(err)
-	defer os.RemoveAll(work)
+	defer func() { check(os.RemoveAll(work)) }()
 
 	bin := build(*src, work)
 	key := strings.TrimSpace(out(bin("uncaged-gateway"), nil, "key", "generate"))
@@ -235,22 +235,27 @@ func start(bin string, env []string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// stop ends a process the benchmark started and reaps it. How it ended
+// does not matter once its figures are taken; a failed Signal or Kill
+// means it has exited already, which Wait then reports.
 func stop(cmd *exec.Cmd) {
-	cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
 func freePort() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
-	defer ln.Close()
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	check(ln.Close())
+	return addr
 }
 
 func waitHTTP(url string) { waitAuthHTTP(url, "") }
@@ -344,9 +349,9 @@ func load(url, token string, workers, seconds int, pids []int) loadResult {
 				if err != nil {
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
+				_, err = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == 200 {
+				if err == nil && resp.StatusCode == 200 {
 					n.Add(1)
 				}
 			}
@@ -396,8 +401,9 @@ func p50(url, token string) time.Duration {
 		t0 := time.Now()
 		resp, err := c.Do(req)
 		check(err)
-		io.Copy(io.Discard, resp.Body)
+		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		check(err)
 		ds = append(ds, time.Since(t0))
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
@@ -436,7 +442,9 @@ func idleMemory(pid int, gwAddr string, n int) {
 				return
 			}
 			connected.Add(1)
-			go tunnel.Serve(ctx, ws, handler, tunnel.ServeOptions{})
+			// Idle until ctx ends, which is what ends Serve: its error
+			// then says only that.
+			go func() { _ = tunnel.Serve(ctx, ws, handler, tunnel.ServeOptions{}) }()
 		}()
 	}
 	wg.Wait()

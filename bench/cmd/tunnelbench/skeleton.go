@@ -58,13 +58,15 @@ func serveSkeletonGateway(carrier, httpAddr, tunnelAddr string) {
 		transport = cc
 	case carrierWebSocket:
 		clients := make(chan *tunnel.Client, 1)
-		go http.ListenAndServe(tunnelAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ws, err := tunnel.Accept(w, r)
-			check(err)
-			c, err := tunnel.NewClient(ws)
-			check(err)
-			clients <- c
-		}))
+		go func() {
+			check(http.ListenAndServe(tunnelAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ws, err := tunnel.Accept(w, r)
+				check(err)
+				c, err := tunnel.NewClient(ws)
+				check(err)
+				clients <- c
+			})))
+		}()
 		transport = <-clients
 	}
 	proxy := &httputil.ReverseProxy{
@@ -86,7 +88,7 @@ func serveSkeletonConnector(carrier, tunnelAddr string) {
 		check(err)
 		conn, err := ln.Accept()
 		check(err)
-		ln.Close()
+		check(ln.Close())
 		//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 		srv := &http2.Server{MaxConcurrentStreams: 250, MaxEncoderHeaderTableSize: skeletonHeaderTable, MaxDecoderHeaderTableSize: skeletonHeaderTable}
 		//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
