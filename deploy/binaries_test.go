@@ -253,6 +253,7 @@ func readsEnv(src, name string) bool {
 }
 
 func TestBinariesAreStaticAndStamped(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{gatewayBinary, workflowBinary} {
 		bin := binary(t, name)
 		static, err := isStatic(bin)
@@ -275,6 +276,7 @@ type failures []string
 func (f *failures) Errorf(format string, args ...any) { *f = append(*f, fmt.Sprintf(format, args...)) }
 
 func TestCheckArgsCatchesMistakes(t *testing.T) {
+	t.Parallel()
 	for name, args := range map[string][]string{
 		gatewayBinary:  {"serve", "--listen", ":8080", "--heartbeat=15s"},
 		workflowBinary: {"connect", "--name", "x", "--gateway", "https://gw", "--token-file", "/t"},

@@ -55,6 +55,7 @@ func stringList(v any) []string {
 }
 
 func TestComposeHangsTogether(t *testing.T) {
+	t.Parallel()
 	c := loadCompose(t)
 	services := digMap(c, "services")
 	if len(services) == 0 {
@@ -163,6 +164,7 @@ func TestComposeHangsTogether(t *testing.T) {
 // when docker-compose is installed (CI installs Debian's; the compose
 // plugin works too).
 func TestComposeConfigValidates(t *testing.T) {
+	t.Parallel()
 	var base []string
 	if p, err := exec.LookPath("docker-compose"); err == nil {
 		base = []string{p}
@@ -202,6 +204,7 @@ func TestComposeConfigValidates(t *testing.T) {
 }
 
 func TestCaddyfileAdapts(t *testing.T) {
+	t.Parallel()
 	bin, err := exec.LookPath("caddy")
 	if err != nil {
 		t.Skip("caddy not installed (e2e's TestThroughCaddy runs it when it is)")

@@ -68,6 +68,7 @@ func (s stage) last(cmd string) (instruction, bool) {
 var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+:[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func TestDockerfiles(t *testing.T) {
+	t.Parallel()
 	for name, file := range dockerfileOf {
 		t.Run(name, func(t *testing.T) {
 			src, err := os.ReadFile(file)
@@ -188,6 +189,7 @@ func TestDockerfiles(t *testing.T) {
 }
 
 func TestDockerignoreKeepsTheContextSmall(t *testing.T) {
+	t.Parallel()
 	for _, file := range dockerfileOf {
 		b, err := os.ReadFile(file + ".dockerignore")
 		if err != nil {
@@ -206,6 +208,7 @@ func TestDockerignoreKeepsTheContextSmall(t *testing.T) {
 // the image's UNCAGED_GATEWAY_LISTEN moved to a free loopback port): healthy
 // while it serves, unhealthy once it is gone.
 func TestGatewayHealthcheckRuns(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(dockerfileOf[gatewayBinary])
 	if err != nil {
 		t.Fatal(err)

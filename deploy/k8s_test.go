@@ -101,6 +101,7 @@ var gatewayRoutes = []string{"/healthz", "/readyz"}
 var podVarRef = regexp.MustCompile(`\$\(([A-Z_][A-Z0-9_]*)\)`)
 
 func TestK8sManifestsHangTogether(t *testing.T) {
+	t.Parallel()
 	objs, kustomization := loadK8s(t)
 	byKind := map[string][]object{}
 	for _, o := range objs {
@@ -283,6 +284,7 @@ func serviceHasPort(services []object, name, port string) bool {
 }
 
 func TestK8sChecksCatchMismatches(t *testing.T) {
+	t.Parallel()
 	pod := map[string]any{"containers": []any{map[string]any{"ports": []any{map[string]any{"name": "http", "containerPort": 8080}}}}}
 	if _, ok := containerPort(pod, "htp"); ok {
 		t.Error("a misspelt port name resolved")
@@ -308,6 +310,7 @@ func TestK8sChecksCatchMismatches(t *testing.T) {
 // TestK8sKustomizeBuilds renders the directory with kubectl when it is
 // installed (offline: no cluster needed).
 func TestK8sKustomizeBuilds(t *testing.T) {
+	t.Parallel()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl not installed")

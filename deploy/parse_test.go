@@ -252,6 +252,7 @@ func digMap(v any, path ...any) map[string]any {
 }
 
 func TestParseDockerfile(t *testing.T) {
+	t.Parallel()
 	ins, err := parseDockerfile("# syntax=docker/dockerfile:1\nARG X=1\nFROM golang:1 AS b\nRUN a \\\n  b \\\n  c\n\nCMD [\"x\"]\n")
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +283,7 @@ func TestParseDockerfile(t *testing.T) {
 }
 
 func TestShellWords(t *testing.T) {
+	t.Parallel()
 	w, err := shellWords(`CGO_ENABLED=0 go build -ldflags "-s -w -X a.b=${V}" -o '/out/x y' ./p && exec bin\ ary --f`)
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +303,7 @@ func TestShellWords(t *testing.T) {
 }
 
 func TestParseUnit(t *testing.T) {
+	t.Parallel()
 	u, err := parseUnit("# c\n[Unit]\nA=1\n[Service]\nExecStart=x y\nEnvironment=a=b\nEnvironment=c=d\n")
 	if err != nil {
 		t.Fatal(err)
@@ -322,6 +325,7 @@ func TestParseUnit(t *testing.T) {
 }
 
 func TestYAMLDocs(t *testing.T) {
+	t.Parallel()
 	docs, err := yamlDocs([]byte("a: 1\n---\n# empty\n---\nb: {c: [x, {d: e}]}\n"))
 	if err != nil || len(docs) != 2 || digString(docs[1], "b", "c", 1, "d") != "e" || dig(docs[1], "b", "c", 5) != nil || dig(docs[0], "a", "x") != nil {
 		t.Fatalf("%v %v", docs, err)

@@ -21,6 +21,7 @@ import (
 // TestSystemdUnitMatchesServiceInstall: the unit in deploy/systemd runs a
 // real command line, and has the same settings `service install` writes.
 func TestSystemdUnitMatchesServiceInstall(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("systemd/uncaged-workflow-connect.service")
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +93,7 @@ func nginxDirective(conf, name string) []string {
 }
 
 func TestNginxProxySettings(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("nginx/proxy.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +127,7 @@ func TestNginxProxySettings(t *testing.T) {
 // TestNginxSiteConfigLoads runs `nginx -t` on uncaged-gateway.conf, with a
 // throwaway certificate in place of the Let's Encrypt paths.
 func TestNginxSiteConfigLoads(t *testing.T) {
+	t.Parallel()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		t.Skip("nginx not installed")
@@ -190,6 +193,7 @@ var metricName = regexp.MustCompile(`Name:\s*"(uncaged_[a-z_]+)"|NewDesc\(\s*"(u
 // metric the gateway and the connector register, and no metric that does
 // not exist.
 func TestOperationsDocCoversEveryMetric(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +223,7 @@ func TestOperationsDocCoversEveryMetric(t *testing.T) {
 // TestServiceInstallUnitVerifies asks systemd itself about the unit
 // `service install` writes, where systemd-analyze is installed.
 func TestServiceInstallUnitVerifies(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skip("systemd-analyze not installed")

@@ -21,6 +21,7 @@ import (
 // The original's connect.test.ts, ported (docs/compatibility.md), on a storage
 // root that does not exist.
 func TestOriginalServeSuite(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "missing")
 	f := newFixture(t, func(o *Options) { o.Layout = storage.Layout{Root: root} })
 	f.e.GET("/boom", func(echo.Context) error { panic("kaboom") })
@@ -129,6 +130,7 @@ func TestOriginalServeSuite(t *testing.T) {
 }
 
 func TestBodyLimitWhileReading(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.BodyLimit = 64 })
 	// A chunked body declares no length; it is stopped as it is read.
 	req := httptest.NewRequest(http.MethodPost, "/api/cas", strings.NewReader(`{"content":"`+strings.Repeat("x", 100)+`"}`))
@@ -157,6 +159,7 @@ func TestBodyLimitWhileReading(t *testing.T) {
 }
 
 func TestCAS(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var hashes []string
 	for _, s := range []string{"a", "b", "c", "hello"} {
@@ -198,6 +201,7 @@ func TestCAS(t *testing.T) {
 }
 
 func TestCASGC(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("linear", "linear.esm.js")
 	f.startHost()
@@ -230,6 +234,7 @@ func TestCASGC(t *testing.T) {
 }
 
 func TestWorkflows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	first := f.register("plan-code", "linear.esm.js")
 	second := f.register("plan-code", "slow.esm.js") // a new version
@@ -532,6 +537,7 @@ func TestFork(t *testing.T) {
 }
 
 func TestNoEngine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.Engine = nil })
 	f.register("linear", "linear.esm.js")
 	f.wantError(http.MethodPost, "/api/threads", `{"workflow":"linear","prompt":""}`, http.StatusServiceUnavailable, "no engine host")
@@ -545,6 +551,7 @@ func TestNoEngine(t *testing.T) {
 // With a HostEngine and no host (and nothing to start one), reads work and
 // actions say why they cannot.
 func TestNoHost(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("linear", "linear.esm.js")
 	f.wantError(http.MethodPost, "/api/threads", `{"workflow":"linear","prompt":""}`, http.StatusBadRequest, "no engine host")
@@ -565,6 +572,7 @@ func TestNoHost(t *testing.T) {
 }
 
 func TestWorkflowRollback(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	first := f.register("plan-code", "linear.esm.js")
 	second := f.register("plan-code", "slow.esm.js")
@@ -590,6 +598,7 @@ func TestWorkflowRollback(t *testing.T) {
 // Window is the paging of both the REST API and the CLI: an offset past
 // the end gives nothing, a limit of 0 gives the rest.
 func TestWindow(t *testing.T) {
+	t.Parallel()
 	items := []int{1, 2, 3, 4, 5}
 	for _, tc := range []struct {
 		offset, limit int

@@ -325,6 +325,7 @@ func TestLiveInterruptedThenResume(t *testing.T) {
 }
 
 func TestLiveErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("linear", "linear.esm.js")
 	f.startHost()

@@ -70,6 +70,7 @@ func sample(fams map[string]*dto.MetricFamily, name string, routeCode ...string)
 }
 
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	eng := &metricsEngine{list: []host.RunningThread{{ThreadID: "a", Status: "running"}, {ThreadID: "b", Status: "paused"}}}
 	f := newFixture(t, func(o *Options) { o.Engine = eng; o.BodyLimit = 64 })
 	for _, r := range []struct {
@@ -140,6 +141,7 @@ func TestMetricsEndpoint(t *testing.T) {
 }
 
 func TestMetricsWithoutEngine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.Engine = nil })
 	if got := sample(scrapeAPI(t, f.srv.URL), "uncaged_connector_threads_running"); got != 0 {
 		t.Fatalf("threads running without an engine = %v", got)

@@ -53,6 +53,7 @@ func getWithID(t *testing.T, url, id string) *http.Response {
 }
 
 func TestRequestLogReusesTheGatewaysID(t *testing.T) {
+	t.Parallel()
 	f, logs := loggedFixture(t)
 	resp := getWithID(t, f.srv.URL+"/api/workflows?key=secret-token-value", "gw-assigned-id-1")
 	if got := resp.Header.Values(requestid.Header); resp.StatusCode != 200 || len(got) != 1 || got[0] != "gw-assigned-id-1" {
@@ -76,6 +77,7 @@ func TestRequestLogReusesTheGatewaysID(t *testing.T) {
 }
 
 func TestRequestLogAssignsAnIDWhenMissingOrNotSane(t *testing.T) {
+	t.Parallel()
 	f, logs := loggedFixture(t)
 	for _, in := range []string{"", strings.Repeat("x", 65), "two words", "line\tbreak", "<script>"} {
 		resp := getWithID(t, f.srv.URL+"/api/threads", in)
@@ -91,6 +93,7 @@ func TestRequestLogAssignsAnIDWhenMissingOrNotSane(t *testing.T) {
 }
 
 func TestRequestLogHasTheFinalStatusOfErrors(t *testing.T) {
+	t.Parallel()
 	f, logs := loggedFixture(t)
 	resp := getWithID(t, f.srv.URL+"/api/no-such-route", "missing-1")
 	line := requestLine(t, logs, "missing-1")

@@ -96,6 +96,7 @@ func (c *cli) unchanged(before map[string]string) {
 }
 
 func TestCasPutGetMatchesTheOriginal(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	if got := c.ok("cas", "put", "hello"); got != "SSVQ0RZ55P9Y4\n" {
 		t.Fatalf("cas put hello = %q", got)
@@ -131,6 +132,7 @@ func TestCasPutGetMatchesTheOriginal(t *testing.T) {
 }
 
 func TestCasBadInput(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.ok("cas", "put", "x")
 	before := c.snapshot()
@@ -149,6 +151,7 @@ func TestCasBadInput(t *testing.T) {
 }
 
 func TestUsageAndDispatch(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out, _, code := c.run()
 	if code != 1 || !strings.HasPrefix(out, "uncaged-workflow — workflow engine CLI\n\n") {
@@ -193,6 +196,7 @@ export const run = async function* () { return { returnCode: 0, summary: "` + ta
 }
 
 func TestWorkflowLifecycle(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	src := t.TempDir()
 	bundle := filepath.Join(src, "greet.esm.js")
@@ -279,6 +283,7 @@ func TestWorkflowLifecycle(t *testing.T) {
 }
 
 func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	src := t.TempDir()
 	src0 := src
@@ -357,6 +362,7 @@ func TestWorkflowAddRejectsAndChangesNothing(t *testing.T) {
 }
 
 func TestBrokenRegistryIsReportedAndKept(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	if err := os.MkdirAll(c.root, 0o755); err != nil {
 		t.Fatal(err)
@@ -381,6 +387,7 @@ func TestBrokenRegistryIsReportedAndKept(t *testing.T) {
 }
 
 func TestThreadCommandsOnOriginalStore(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	want := "06E0000000000000000000000C\tHEXEJQQQ6EVYJ\tdemo-flow\n" +
 		"06EZHZP3N4J2B8V6Q0T9W1X5Y4\tHEXEJQQQ6EVYJ\tdemo-flow\n" +
@@ -451,6 +458,7 @@ func TestThreadCommandsOnOriginalStore(t *testing.T) {
 // The original's gc-cli test: one thread whose head and start are its start
 // node, plus an orphan.
 func TestGCLineLikeTheOriginal(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	l := storage.Layout{Root: c.root}
 	prompt := strings.TrimSpace(c.ok("cas", "put", "prompt"))
@@ -472,6 +480,7 @@ func TestGCLineLikeTheOriginal(t *testing.T) {
 }
 
 func TestLiveArgumentsAndTargets(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.fails("live requires <thread-id> or --latest", "live")
 	c.fails("live --latest does not take <thread-id>", "live", "--latest", "06EZJ3QM9Q4S5XWA0R1C7D8E2G")
@@ -493,6 +502,7 @@ func TestLiveArgumentsAndTargets(t *testing.T) {
 
 // A finished thread streams its whole chain and exits at once.
 func TestLiveOnAFinishedThread(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	out := c.ok("live", "06EZHZP3N4J2B8V6Q0T9W1X5Y4")
 	lines := strings.Split(out, "\n")
@@ -505,6 +515,7 @@ func TestLiveOnAFinishedThread(t *testing.T) {
 }
 
 func TestLiveStepRendering(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	lines := make([]string, 12)
 	for i := range lines {

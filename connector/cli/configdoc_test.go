@@ -12,6 +12,7 @@ var update = flag.Bool("update", false, "rewrite this binary's part of docs/conf
 // docs/configuration.md lists every flag of the command tree, with its
 // variables and default; it is generated from the tree, so it cannot drift.
 func TestConfigurationDoc(t *testing.T) {
+	t.Parallel()
 	root := newRoot(Env{Getenv: func(string) string { return "" }})
 	err := envflag.CheckSection("../../docs/configuration.md", "uncaged-workflow", envflag.Markdown(root),
 		"go test ./connector/cli -run TestConfigurationDoc -update", *update)

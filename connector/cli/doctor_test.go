@@ -38,6 +38,7 @@ func damageFixture(t *testing.T, c *cli) (index, history, indexBefore, historyBe
 // Lists name damaged files and fail; cas gc, thread rm and thread show
 // refuse with the file and line; nothing changes on disk.
 func TestDamagedIndexesAreReportedNeverSwept(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	index, history, _, _ := damageFixture(t, c)
 	before := c.snapshot()
@@ -75,6 +76,7 @@ func TestDamagedIndexesAreReportedNeverSwept(t *testing.T) {
 // byte for byte from what was left and the CAS, keeps the damaged ones
 // aside, and every thread is back, whole.
 func TestDoctorRepairsADamagedFixture(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	if out := c.ok("doctor"); !strings.HasSuffix(out, "no problems found\n") {
 		t.Fatalf("doctor on a healthy store:\n%s", out)
@@ -127,6 +129,7 @@ func TestDoctorRepairsADamagedFixture(t *testing.T) {
 }
 
 func TestDoctorOnAMissingRoot(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.fails("does not exist: nothing to check", "doctor")
 	if _, err := os.Stat(c.root); !os.IsNotExist(err) {

@@ -160,6 +160,7 @@ func TestInitWorkspaceNames(t *testing.T) {
 }
 
 func TestInitGroupHelpAndUnknownSubcommand(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out, _, code := c.run("init")
 	if code != 1 || !strings.Contains(out, "init subcommands:") || !strings.Contains(out, "uncaged-workflow init workspace <name>") ||
@@ -247,6 +248,7 @@ func TestInitTemplate(t *testing.T) {
 }
 
 func TestWorkspaceRootDetection(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		pkg  string

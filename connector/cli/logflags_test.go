@@ -10,6 +10,7 @@ import (
 // The root's --log-level and --log-format, or their variables, decide the
 // logger every command builds; the flag wins over the variable.
 func TestLogFlags(t *testing.T) {
+	t.Parallel()
 	logLine := func(env map[string]string, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -43,6 +44,7 @@ func TestLogFlags(t *testing.T) {
 // service install's --gateway reads UNCAGED_WORKFLOW_GATEWAY when not
 // given; the flag wins.
 func TestGatewayFlagFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	s.env[EnvGateway] = "https://from-env.example.com"
 	args := []string{"service", "install", "--name", "laptop", "--token-file", s.token, "--binary", s.binary, "--dry-run"}

@@ -15,6 +15,7 @@ import (
 // Its own tools — curl or a scraper by any host name, the dashboard's dev
 // server, a browser on a loopback or LAN address — get through.
 func TestLocalAPIRefusesWebPages(t *testing.T) {
+	t.Parallel()
 	var reached atomic.Int32
 	srv := httptest.NewServer(localOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)

@@ -44,6 +44,7 @@ func (s serviceCLI) unitPath() string {
 }
 
 func TestServiceInstallWritesAUserUnit(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	out := s.ok(s.install()...)
 	if !strings.Contains(out, "wrote "+s.unitPath()) || !strings.Contains(out, "systemctl --user daemon-reload && systemctl --user enable --now uncaged-workflow-connect\n") {
@@ -76,6 +77,7 @@ func TestServiceInstallWritesAUserUnit(t *testing.T) {
 }
 
 func TestServiceInstallDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	out := s.ok(s.install("--dry-run")...)
 	if !strings.HasPrefix(out, "# uncaged-workflow connect as a systemd user service") || !strings.Contains(out, "ExecStart=") {
@@ -87,6 +89,7 @@ func TestServiceInstallDryRunWritesNothing(t *testing.T) {
 }
 
 func TestServiceInstallHonoursXDGConfigHome(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	xdg := filepath.Join(s.home, "xdg")
 	s.env["XDG_CONFIG_HOME"] = xdg
@@ -100,6 +103,7 @@ func TestServiceInstallHonoursXDGConfigHome(t *testing.T) {
 }
 
 func TestServiceInstallKeepsADifferentUnitWithoutForce(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	if err := os.MkdirAll(filepath.Dir(s.unitPath()), 0o755); err != nil {
 		t.Fatal(err)
@@ -119,6 +123,7 @@ func TestServiceInstallKeepsADifferentUnitWithoutForce(t *testing.T) {
 }
 
 func TestServiceInstallBakesInAChosenStorageRoot(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	// Environment= expands no variables: a "$" is written as it is.
 	s.env[storage.EnvRoot] = filepath.Join(s.home, "store 100% $5")
@@ -129,6 +134,7 @@ func TestServiceInstallBakesInAChosenStorageRoot(t *testing.T) {
 }
 
 func TestServiceInstallRejectsBadInputAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	empty := filepath.Join(s.home, "empty")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
@@ -162,6 +168,7 @@ func TestServiceInstallRejectsBadInputAndWritesNothing(t *testing.T) {
 }
 
 func TestServiceInstallWarnsAboutAReadableToken(t *testing.T) {
+	t.Parallel()
 	s := newServiceCLI(t)
 	if err := os.Chmod(s.token, 0o644); err != nil {
 		t.Fatal(err)
@@ -173,6 +180,7 @@ func TestServiceInstallWarnsAboutAReadableToken(t *testing.T) {
 }
 
 func TestSystemdQuote(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"plain":           "plain",
 		"/a b/c":          `"/a b/c"`,

@@ -167,6 +167,7 @@ func TestSetupInitWorkspace(t *testing.T) {
 }
 
 func TestSetupHelp(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	for _, flag := range []string{"--help", "-h"} {
 		out := c.ok("setup", flag)
@@ -304,6 +305,7 @@ func TestInteractiveSetupRejectsBadAnswers(t *testing.T) {
 }
 
 func TestProviderPresets(t *testing.T) {
+	t.Parallel()
 	presets, err := loadPresets(providersYAML)
 	if err != nil {
 		t.Fatal(err)

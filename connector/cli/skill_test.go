@@ -8,6 +8,7 @@ import (
 )
 
 func TestSkillIndexAndTopics(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	index := c.ok("skill")
 	if !strings.HasPrefix(index, "# uncaged-workflow skill\n") || !strings.Contains(index, "skill <topic>") ||
@@ -32,6 +33,7 @@ func TestSkillIndexAndTopics(t *testing.T) {
 }
 
 func TestSkillCliDocumentsEveryCommand(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	doc := c.ok("skill", "cli")
 	for _, s := range []string{"# uncaged-workflow CLI Reference", "## Core Concepts", "### workflow", "### thread", "### cas",
@@ -63,6 +65,7 @@ func TestSkillCliDocumentsEveryCommand(t *testing.T) {
 }
 
 func TestSkillGuides(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	checks := map[string][]string{
 		"develop": {"Thread ID", "Crockford Base32", "cas put", "cas get", "Meta Output"},
@@ -84,6 +87,7 @@ func TestSkillGuides(t *testing.T) {
 }
 
 func TestRootUsageListsAuthoringCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out, _, code := c.run()
 	if code != 1 {
@@ -105,6 +109,7 @@ func TestRootUsageListsAuthoringCommands(t *testing.T) {
 
 // TestAuthorYAMLExampleParses keeps the documented YAML workflow valid.
 func TestAuthorYAMLExampleParses(t *testing.T) {
+	t.Parallel()
 	doc, err := skillDoc("author", newRoot(Env{}))
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func statusJSON(t *testing.T, c *cli) Status {
 }
 
 func TestStatusOfAMissingRootCreatesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out := c.ok("status")
 	for _, want := range []string{c.root + " (not created yet)", "engine host   not running", "0 registered", "0 active, 0 finished", "connect       never run"} {
@@ -43,6 +44,7 @@ func TestStatusOfAMissingRootCreatesNothing(t *testing.T) {
 }
 
 func TestStatusCountsTheOriginalStore(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	before := c.snapshot()
 	out := c.ok("status")
@@ -62,6 +64,7 @@ func TestStatusCountsTheOriginalStore(t *testing.T) {
 }
 
 func TestStatusReportsABrokenRegistryAndTheRest(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	if err := os.WriteFile(filepath.Join(c.root, "workflow.yaml"), []byte("workflows: [\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -79,6 +82,7 @@ func TestStatusReportsABrokenRegistryAndTheRest(t *testing.T) {
 }
 
 func TestStatusShowsARunningEngineHost(t *testing.T) {
+	t.Parallel()
 	c := fixtureCLI(t)
 	l := storage.Layout{Root: c.root}
 	h, err := host.Open(host.Options{Layout: l, MaxThreads: 3})
@@ -115,6 +119,7 @@ func TestStatusShowsARunningEngineHost(t *testing.T) {
 }
 
 func TestStatusFollowsTheConnectLink(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	l := storage.Layout{Root: c.root}
 	rec, err := recordConnect(l, "laptop", "https://gw.example.com")
@@ -151,6 +156,7 @@ func TestStatusFollowsTheConnectLink(t *testing.T) {
 }
 
 func TestStatusDoesNotTrustAStaleConnectRecord(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	l := storage.Layout{Root: c.root}
 	// What a connect killed with SIGKILL leaves: "connected", and no lock
@@ -172,6 +178,7 @@ func TestStatusDoesNotTrustAStaleConnectRecord(t *testing.T) {
 }
 
 func TestStatusReportsAGarbledConnectRecord(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	if err := os.MkdirAll(c.root, 0o755); err != nil {
 		t.Fatal(err)
@@ -186,12 +193,14 @@ func TestStatusReportsAGarbledConnectRecord(t *testing.T) {
 }
 
 func TestStatusArguments(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.fails("status takes no arguments", "status", "extra")
 	c.fails("unknown flag", "status", "--bogus")
 }
 
 func TestANewRootIsPrivate(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.ok("thread", "list")
 	st, err := os.Stat(c.root)

@@ -23,6 +23,7 @@ graph: {__start__: only}
 // descriptor, its relative command made absolute, and the loader picks the
 // YAML workflow for its hash and the bundle for a bundle's.
 func TestAddYAMLWorkflow(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "tiny.yml")
@@ -82,6 +83,7 @@ export const run = async function* () { return { returnCode: 0, summary: "ok" };
 }
 
 func TestAddBrokenYAMLChangesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	src := t.TempDir()
 	good := filepath.Join(src, "good.yaml")

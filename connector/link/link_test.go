@@ -12,6 +12,7 @@ import (
 )
 
 func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
+	t.Parallel()
 	one := func() float64 { return 0.999999 }
 	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
 	for n, w := range want {
@@ -28,6 +29,7 @@ func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
 }
 
 func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
+	t.Parallel()
 	gw := newFakeGateway(t, 2) // the second attempt is refused
 	out := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())

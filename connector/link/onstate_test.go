@@ -12,6 +12,7 @@ import (
 // retrying with the gateway's reason, the second attempt as connecting and
 // then connected.
 func TestOnStateFollowsTheLink(t *testing.T) {
+	t.Parallel()
 	gw := newFakeGateway(t, 1)
 	type change struct{ state, detail string }
 	changes := make(chan change, 16)
