@@ -12,6 +12,7 @@ import (
 	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fakeLocal is a replica's own connectors, set by the test.
@@ -117,17 +118,6 @@ func wiretap(t *testing.T, url string) (*nats.Conn, *nats.Subscription) {
 	return nc, wire
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func routeOf(c *Cluster, name string) Route {
 	r, _ := c.Lookup(name)
 	return r
@@ -140,9 +130,9 @@ func TestReplicasShareWhoHoldsWhat(t *testing.T) {
 	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal(online("ci-box", 100))
 	c1 := member(t, url, "r1", time.Hour, l1)
 	c2 := member(t, url, "r2", time.Hour, l2)
-	waitUntil(t, "r1 and r2 to see each other", func() bool { return routeOf(c1, "ci-box").Online && routeOf(c2, "laptop").Online })
+	testkit.WaitUntil(t, "r1 and r2 to see each other", func() bool { return routeOf(c1, "ci-box").Online && routeOf(c2, "laptop").Online })
 	c3 := member(t, url, "r3", time.Hour, newFakeLocal())
-	waitUntil(t, "the new replica to know the world", func() bool {
+	testkit.WaitUntil(t, "the new replica to know the world", func() bool {
 		return routeOf(c3, "laptop").Replica == "r1" && routeOf(c3, "ci-box").Replica == "r2"
 	})
 	if r := routeOf(c3, "laptop"); r.Advertise != "http://127.0.0.1:11" || !r.Online {
@@ -159,7 +149,7 @@ func TestReplicasShareWhoHoldsWhat(t *testing.T) {
 	l3 := c3.local.(*fakeLocal)
 	l3.set(online("phone", 200))
 	c3.LocalChanged("phone")
-	waitUntil(t, "r1 to hear of phone", func() bool { return routeOf(c1, "phone").Replica == "r3" })
+	testkit.WaitUntil(t, "r1 to hear of phone", func() bool { return routeOf(c1, "phone").Replica == "r3" })
 
 	// The endpoints list is global, with the holder of each.
 	eps := c1.Endpoints(l1.List())
@@ -174,14 +164,14 @@ func TestReplicasShareWhoHoldsWhat(t *testing.T) {
 	// Gone offline on r3: known, not online.
 	l3.set(presence.Endpoint{Name: "phone", Status: presence.Offline, ConnectedAt: 200})
 	c3.LocalChanged("phone")
-	waitUntil(t, "r1 to see phone offline", func() bool {
+	testkit.WaitUntil(t, "r1 to see phone offline", func() bool {
 		r, known := c1.Lookup("phone")
 		return known && !r.Online
 	})
 
 	// A replica leaving takes its connectors offline at once.
 	c2.Close()
-	waitUntil(t, "r1 to see r2's connectors offline", func() bool { return !routeOf(c1, "ci-box").Online })
+	testkit.WaitUntil(t, "r1 to see r2's connectors offline", func() bool { return !routeOf(c1, "ci-box").Online })
 	if c1.Peers() != 1 {
 		t.Fatalf("r1 counts %d peers after r2 left", c1.Peers())
 	}
@@ -191,14 +181,14 @@ func TestASilentReplicaExpires(t *testing.T) {
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", 20*time.Millisecond, newFakeLocal())
 	c2 := member(t, url, "r2", 20*time.Millisecond, newFakeLocal(online("laptop", 100)))
-	waitUntil(t, "r1 to see laptop", func() bool { return routeOf(c1, "laptop").Online })
+	testkit.WaitUntil(t, "r1 to see laptop", func() bool { return routeOf(c1, "laptop").Online })
 	// Dies without a word: no leave message.
 	c2.closeOnce.Do(func() {
 		close(c2.stop)
 		<-c2.stopped
 		c2.nc.Close()
 	})
-	waitUntil(t, "laptop to expire", func() bool {
+	testkit.WaitUntil(t, "laptop to expire", func() bool {
 		r, known := c1.Lookup("laptop")
 		return known && !r.Online
 	})
@@ -214,16 +204,16 @@ func TestTheNewestConnectionWinsAcrossReplicas(t *testing.T) {
 	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal()
 	c1 := member(t, url, "r1", time.Hour, l1)
 	c2 := member(t, url, "r2", time.Hour, l2)
-	waitUntil(t, "r2 to see laptop on r1", func() bool { return routeOf(c2, "laptop").Replica == "r1" })
+	testkit.WaitUntil(t, "r2 to see laptop on r1", func() bool { return routeOf(c2, "laptop").Replica == "r1" })
 	// laptop reconnects, to r2.
 	l2.set(online("laptop", 200))
 	c2.LocalChanged("laptop")
-	waitUntil(t, "r1 to give laptop up", func() bool { return l1.replacedReason("laptop") != "" })
+	testkit.WaitUntil(t, "r1 to give laptop up", func() bool { return l1.replacedReason("laptop") != "" })
 	if why := l1.replacedReason("laptop"); !strings.HasPrefix(why, "replaced by a newer connection for laptop on replica r2") {
 		t.Fatalf("reason %q", why)
 	}
 	c1.LocalChanged("laptop")
-	waitUntil(t, "r2 to see r1's laptop offline", func() bool {
+	testkit.WaitUntil(t, "r2 to see r1's laptop offline", func() bool {
 		for _, e := range c2.Endpoints(l2.List()) {
 			if e.Name == "laptop" {
 				return e.Replica == "r2" && e.Status == presence.Online
@@ -266,7 +256,7 @@ func TestForgedPresenceIsIgnored(t *testing.T) {
 	if err := nc.PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the genuine message", func() bool { return routeOf(c1, "marker").Online })
+	testkit.WaitUntil(t, "the genuine message", func() bool { return routeOf(c1, "marker").Online })
 	if _, known := c1.Lookup("laptop"); known {
 		t.Fatal("a forged announcement was believed")
 	}
@@ -280,7 +270,7 @@ func TestALargeSnapshotArrivesInParts(t *testing.T) {
 	}
 	member(t, url, "r1", time.Hour, big)
 	c2 := member(t, url, "r2", time.Hour, newFakeLocal())
-	waitUntil(t, "r2 to know all of r1's connectors", func() bool { return len(c2.Endpoints(nil)) == 2*maxPerMessage+7 })
+	testkit.WaitUntil(t, "r2 to know all of r1's connectors", func() bool { return len(c2.Endpoints(nil)) == 2*maxPerMessage+7 })
 	for _, e := range c2.Endpoints(nil) {
 		if e.Replica != "r1" || e.Status != presence.Online {
 			t.Fatalf("%+v", e)
@@ -295,7 +285,7 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 	member(t, url, "r2", time.Hour, l2)
 	_, wire := wiretap(t, url)
 	c1.ShareRegistration(legacy.Registration{Name: "old-client", URL: "http://10.0.0.5:3000", ClientToken: "client-token-secret"})
-	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "client-token-secret" })
+	testkit.WaitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "client-token-secret" })
 	for {
 		msg, err := wire.NextMsg(5 * time.Second)
 		if err != nil {
@@ -309,7 +299,7 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 		}
 	}
 	c1.ShareRegistration(legacy.Registration{Name: "old-client", Removed: true})
-	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
+	testkit.WaitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
 }
 
 func TestOpenRegistrationRefusesBadNames(t *testing.T) {
@@ -352,9 +342,9 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 			captured = msg
 		}
 	}
-	waitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "t" })
+	testkit.WaitUntil(t, "r2 to learn the registration", func() bool { return l2.registration("old-client").ClientToken == "t" })
 	c1.ShareRegistration(legacy.Registration{Name: "old-client", Removed: true})
-	waitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
+	testkit.WaitUntil(t, "r2 to learn the removal", func() bool { return l2.registration("old-client").Removed })
 
 	replay := nats.NewMsg(subjectPresence)
 	replay.Data, replay.Header = captured.Data, captured.Header
@@ -371,7 +361,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 	if err := nc.PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "r2 to see the marker", func() bool { return routeOf(c2, "marker").Online })
+	testkit.WaitUntil(t, "r2 to see the marker", func() bool { return routeOf(c2, "marker").Online })
 	if r := l2.registration("old-client"); !r.Removed {
 		t.Fatalf("a replayed registration was applied: %+v", r)
 	}

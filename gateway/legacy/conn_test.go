@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // pair returns the gateway's Conn and the client's end of one WebSocket.
@@ -99,17 +101,6 @@ func wait(t *testing.T, ch <-chan result) result {
 	case <-time.After(5 * time.Second):
 		t.Fatal("RoundTrip did not return")
 		return result{}
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -215,7 +206,7 @@ func TestCancellationForgetsTheRequest(t *testing.T) {
 	}
 	// The late answer is dropped; the connection still works.
 	send(t, client, websocket.MessageText, map[string]any{"id": f.ID, "status": 200, "headers": map[string]string{}, "body": "late"})
-	eventually(t, "late answer not dropped", func() bool { return c.Dropped() == 1 })
+	testkit.WaitUntil(t, "the late answer to be dropped", func() bool { return c.Dropped() == 1 })
 	mu.Lock()
 	if fmt.Sprint(drops) != "[unknown_id]" {
 		t.Fatalf("drops %v", drops)

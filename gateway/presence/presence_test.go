@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fakeConn is a connection whose pings succeed until it is told to fail.
@@ -36,17 +38,6 @@ func (f *fakeConn) Close(reason string) error {
 	return nil
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 	r := New(20 * time.Millisecond)
 	var changes []string
@@ -54,13 +45,13 @@ func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 	r.OnChange = func(name, status string) { mu.Lock(); changes = append(changes, name+"="+status); mu.Unlock() }
 	c := newFake()
 	attach(t, r, "laptop", c, Info{Version: "v1", Protocol: "h2"})
-	waitFor(t, func() bool { return c.pings.Load() >= 3 })
+	testkit.WaitUntil(t, "three pings", func() bool { return c.pings.Load() >= 3 })
 	if _, online, known := r.Get("laptop"); !online || !known {
 		t.Fatal("not online while answering pings")
 	}
 	c.failing.Store(true)
-	waitFor(t, func() bool { _, online, _ := r.Get("laptop"); return !online })
-	waitFor(t, func() bool { return c.reason.Load() != nil })
+	testkit.WaitUntil(t, "laptop to be offline", func() bool { _, online, _ := r.Get("laptop"); return !online })
+	testkit.WaitUntil(t, "the connection to be closed", func() bool { return c.reason.Load() != nil })
 	if got := c.reason.Load(); got != "missed two heartbeats" {
 		t.Fatalf("close reason %v", got)
 	}
@@ -80,11 +71,12 @@ func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	old, newer := newFake(), newFake()
 	attach(t, r, "laptop", old, Info{})
 	attach(t, r, "laptop", newer, Info{})
-	waitFor(t, func() bool { return old.reason.Load() != nil })
+	testkit.WaitUntil(t, "the old connection to be closed", func() bool { return old.reason.Load() != nil })
 	if got := old.reason.Load(); got != "replaced by a newer connection for laptop" {
 		t.Fatalf("old closed with %v", got)
 	}
-	// The old connection's end does not take the name offline.
+	// The old connection's end does not take the name offline. Nothing is
+	// waited for here: the pause gives a wrong offline the time to show.
 	time.Sleep(20 * time.Millisecond)
 	c, online, _ := r.Get("laptop")
 	if !online || c != newer || r.Online() != 1 {
@@ -93,7 +85,7 @@ func TestNewerConnectionReplacesTheOlder(t *testing.T) {
 	if err := newer.Close("gone"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return r.Online() == 0 })
+	testkit.WaitUntil(t, "nobody online", func() bool { return r.Online() == 0 })
 	if _, _, known := r.Get("ghost"); known {
 		t.Fatal("unknown name known")
 	}
@@ -153,7 +145,7 @@ func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
 	if c, online, _ := r.Get("laptop"); !online || c != newer {
 		t.Fatal("the replacement does not hold the name")
 	}
-	waitFor(t, func() bool {
+	testkit.WaitUntil(t, "the old connection to start closing", func() bool {
 		select {
 		case <-old.closing:
 			return true
@@ -167,7 +159,7 @@ func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
 	t.Cleanup(func() { close(stuck.release) })
 	attach(t, r, "ci-box", stuck, Info{})
 	stuck.failing.Store(true)
-	waitFor(t, func() bool { _, online, _ := r.Get("ci-box"); return !online })
+	testkit.WaitUntil(t, "ci-box to be offline", func() bool { _, online, _ := r.Get("ci-box"); return !online })
 	// And the next connection for the name takes it at once.
 	returnsIn(t, "a reconnection", func() { attach(t, r, "ci-box", newFake(), Info{}) })
 	if _, online, _ := r.Get("ci-box"); !online {
@@ -197,7 +189,7 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 	if err := alpha.Close("gone"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return r.Online() == 0 })
+	testkit.WaitUntil(t, "nobody online", func() bool { return r.Online() == 0 })
 	if _, err := r.Attach("alpha", intruder, secret); !errors.Is(err, ErrTokenBound) {
 		t.Fatalf("the secret took an offline token's name: %v", err)
 	}
@@ -221,7 +213,7 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 	if replaced, err := r.Attach("beta", bound, token); err != nil || replaced == nil || replaced.Credential != CredentialSecret {
 		t.Fatalf("token over secret: %+v, %v", replaced, err)
 	}
-	waitFor(t, func() bool { return shared2.reason.Load() == "replaced by a newer connection for beta" })
+	testkit.WaitUntil(t, "the older beta to be replaced", func() bool { return shared2.reason.Load() == "replaced by a newer connection for beta" })
 	if _, err := r.Attach("beta", newFake(), secret); !errors.Is(err, ErrTokenBound) {
 		t.Fatalf("the secret took the name back: %v", err)
 	}

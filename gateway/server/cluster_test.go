@@ -13,6 +13,7 @@ import (
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 var clusterTestKey = []byte(strings.Repeat("k", 32))
@@ -67,16 +68,10 @@ func (f *fixture) clusterEndpoints() map[string]replicaEndpoint {
 
 func (f *fixture) waitHeld(name, replica string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if e := f.clusterEndpoints()[name]; e.Replica == replica && e.Status == presence.Online {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s never online on %s: %v", name, replica, f.clusterEndpoints())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitUntil(f.t, name+" to be online on "+replica, func() bool {
+		e := f.clusterEndpoints()[name]
+		return e.Replica == replica && e.Status == presence.Online
+	})
 }
 
 func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
@@ -149,30 +144,19 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("register: %d %s", resp.StatusCode, body)
 	}
-	waitUntil(t, "r1 to learn the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "ct-1" })
+	testkit.WaitUntil(t, "r1 to learn the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "ct-1" })
 	if resp, body := r2.do("DELETE", "/api/gateway/register/old-client", "shared-secret", nil); resp.StatusCode != 200 {
 		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
 	}
-	waitUntil(t, "r1 to forget the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "" })
+	testkit.WaitUntil(t, "r1 to forget the client token", func() bool { return r1.gw.registrations.ClientToken("old-client") == "" })
 
 	// Cut off from NATS, a replica is not ready.
 	if resp, _ := r1.do("GET", "/readyz", "", nil); resp.StatusCode != 200 {
 		t.Fatalf("readyz %d", resp.StatusCode)
 	}
 	ns.Shutdown()
-	waitUntil(t, "r1 to be unready", func() bool {
+	testkit.WaitUntil(t, "r1 to be unready", func() bool {
 		resp, body := r1.do("GET", "/readyz", "", nil)
 		return resp.StatusCode == 503 && strings.Contains(body, "NATS")
 	})
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

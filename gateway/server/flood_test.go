@@ -46,11 +46,7 @@ func TestAPingFloodGetsTheConnectorClosed(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = ws.CloseNow(); <-flooded })
 	f.waitStatus("flood", presence.Offline)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), `msg="connector dropped" connector=flood reason="tunnel: too many PING or SETTINGS frames from the connector`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the reason was not logged:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the reason to be logged", func() bool {
+		return strings.Contains(logs.String(), `msg="connector dropped" connector=flood reason="tunnel: too many PING or SETTINGS frames from the connector`)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -51,15 +52,7 @@ func benchGateway(b *testing.B) (http.Handler, string) {
 		_, _ = w.Write([]byte("{}")) // the client checks what arrives
 	})
 	go func() { _ = tunnel.Serve(ctx, ws, h, tunnel.ServeOptions{}) }() // ends with the benchmark
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, online, _ := g.Presence().Get("alpha"); online {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("connector never online")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitUntil(b, "the connector to be online", func() bool { _, online, _ := g.Presence().Get("alpha"); return online })
 	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)
 	return g.Handler(), dash
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // dialLegacy opens a WebSocket the way the original TypeScript client does:
@@ -242,13 +243,7 @@ func TestLegacyCancellationForgetsTheRequest(t *testing.T) {
 	}
 	cancel()
 	waitResult(t, res)
-	deadline := time.Now().Add(5 * time.Second)
-	for lc.Pending() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled request is still pending")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the cancelled request to be forgotten", func() bool { return lc.Pending() == 0 })
 	// The answer that comes too late is dropped; the socket lives on.
 	writeFrame(t, ws, `{"id":"`+fr.ID+`","status":200,"headers":{},"body":"late"}`)
 	res = f.goDo(context.Background(), "GET", "/api/clients/old/next", nil)
@@ -404,9 +399,9 @@ func TestLegacyClientAnswersHeartbeats(t *testing.T) {
 	f := newFixture(t, 50*time.Millisecond)
 	f.legacyConnector("old", originalAPI(""))
 	before := f.gw.Presence().List()[0].LastHeartbeat
-	time.Sleep(300 * time.Millisecond)
-	e := f.gw.Presence().List()[0]
-	if e.Status != presence.Online || e.LastHeartbeat <= before {
+	// Six heartbeat intervals on, the client has answered the pings since.
+	testkit.WaitUntil(t, "heartbeats six intervals on", func() bool { return f.gw.Presence().List()[0].LastHeartbeat >= before+300 })
+	if e := f.gw.Presence().List()[0]; e.Status != presence.Online {
 		t.Fatalf("after six heartbeats: %+v (before %d)", e, before)
 	}
 }

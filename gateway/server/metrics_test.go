@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // scrape reads /metrics with the Prometheus text parser.
@@ -137,13 +137,9 @@ func TestMetrics(t *testing.T) {
 	notFound := len("{\"error\":\"connector not found: nobody\"}\n")
 	ws := f.rawLegacy("junk")
 	writeFrame(t, ws, "junk")
-	deadline := time.Now().Add(5 * time.Second)
-	for metricValue(f.scrape(""), "uncaged_gateway_legacy_frames_dropped_total", "reason", "invalid") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("dropped frame never counted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the dropped frame to be counted", func() bool {
+		return metricValue(f.scrape(""), "uncaged_gateway_legacy_frames_dropped_total", "reason", "invalid") == 1
+	})
 
 	if err := ws.CloseNow(); err != nil {
 		t.Fatal(err)
@@ -169,17 +165,13 @@ func TestMetrics(t *testing.T) {
 	f.waitStatus("old", presence.Offline)
 	f.connector("laptop", echoAPI("laptop-again"))
 	f.do("GET", "/api/clients/old/x", f.dash, nil)
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	// The new connection is counted once it is registered, which may come
+	// a moment after the old one was dropped as replaced.
+	testkit.WaitUntil(t, "the replacement to be counted", func() bool {
 		fams = f.scrape("")
-		// The new connection is counted once it is registered, which may
-		// come a moment after the old one was dropped as replaced.
-		if (metricValue(fams, "uncaged_gateway_connector_disconnects_total", "reason", "replaced") == 1 &&
-			metricValue(fams, "uncaged_gateway_connector_connects_total", "protocol", "h2") == 2) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return metricValue(fams, "uncaged_gateway_connector_disconnects_total", "reason", "replaced") == 1 &&
+			metricValue(fams, "uncaged_gateway_connector_connects_total", "protocol", "h2") == 2
+	})
 	expect(t, fams, map[string]float64{
 		"uncaged_gateway_connectors_online":                           1,
 		"uncaged_gateway_connector_disconnects_total reason remote":   2,
@@ -188,13 +180,9 @@ func TestMetrics(t *testing.T) {
 		"uncaged_gateway_proxy_requests_total code 5xx":               1,
 	})
 	f.gw.Shutdown()
-	deadline = time.Now().Add(5 * time.Second)
-	for metricValue(f.scrape(""), "uncaged_gateway_connector_disconnects_total", "reason", "shutdown") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("shutdown disconnects: %v", metricValue(f.scrape(""), "uncaged_gateway_connector_disconnects_total", "reason", "shutdown"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the shutdown disconnect to be counted", func() bool {
+		return metricValue(f.scrape(""), "uncaged_gateway_connector_disconnects_total", "reason", "shutdown") == 1
+	})
 }
 
 func TestMetricsToken(t *testing.T) {
@@ -214,13 +202,8 @@ func TestHeartbeatDisconnectIsCounted(t *testing.T) {
 	f := newFixture(t, 50*time.Millisecond)
 	// The client never reads, so pings go unanswered.
 	f.rawLegacy("mute")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for metricValue(f.scrape(""), "uncaged_gateway_connector_disconnects_total", "reason", "heartbeat") != 1 {
-		if ctx.Err() != nil {
-			t.Fatal("a connector that misses heartbeats was not counted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the heartbeat disconnect to be counted", func() bool {
+		return metricValue(f.scrape(""), "uncaged_gateway_connector_disconnects_total", "reason", "heartbeat") == 1
+	})
 	f.waitStatus("mute", presence.Offline)
 }

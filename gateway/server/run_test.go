@@ -66,7 +66,7 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	go func() {
 		served <- tunnel.Serve(context.Background(), ws, http.NotFoundHandler(), tunnel.ServeOptions{})
 	}()
-	waitUntil(t, "the tunnel connector to be online", func() bool { return online("tunnelled") })
+	testkit.WaitUntil(t, "the tunnel connector to be online", func() bool { return online("tunnelled") })
 
 	u := "ws://" + ln.Addr().String() + "/ws/connect?" + url.Values{"name": {"original"}, "secret": {"shared-secret"}}.Encode()
 	orig, _, err := websocket.Dial(context.Background(), u, nil)
@@ -74,7 +74,7 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = orig.CloseNow() }()
-	waitUntil(t, "the original client to be online", func() bool { return online("original") })
+	testkit.WaitUntil(t, "the original client to be online", func() bool { return online("original") })
 
 	cancel()
 	select {

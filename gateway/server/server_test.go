@@ -15,6 +15,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -64,18 +65,14 @@ func (f *fixture) connector(name string, h http.Handler) context.CancelFunc {
 
 func (f *fixture) waitStatus(name, status string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitUntil(f.t, name+" to be "+status, func() bool {
 		for _, e := range f.gw.Presence().List() {
 			if e.Name == name && e.Status == status {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s never became %s: %+v", name, status, f.gw.Presence().List())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func (f *fixture) do(method, path, token string, body io.Reader) (*http.Response, string) {
@@ -133,10 +130,7 @@ func TestOfflineConnectorIs503AndHeartbeatsNoticeDeath(t *testing.T) {
 	f := newFixture(t, 100*time.Millisecond)
 	stop := f.connector("laptop", echoAPI("laptop"))
 	before := f.gw.Presence().List()[0].LastHeartbeat
-	time.Sleep(350 * time.Millisecond)
-	if after := f.gw.Presence().List()[0].LastHeartbeat; after <= before {
-		t.Fatalf("heartbeat did not advance: %d -> %d", before, after)
-	}
+	testkit.WaitUntil(t, "the heartbeat to advance", func() bool { return f.gw.Presence().List()[0].LastHeartbeat > before })
 	stop()
 	f.waitStatus("laptop", presence.Offline)
 	resp, body := f.do("GET", "/api/clients/laptop/x", f.dash, nil)
@@ -204,17 +198,10 @@ func TestSameNameReconnectReplacesTheOlder(t *testing.T) {
 	f := newFixture(t, time.Hour)
 	f.connector("laptop", echoAPI("old"))
 	f.connector("laptop", echoAPI("new"))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.WaitUntil(t, "the newer connection to take over", func() bool {
 		_, body := f.do("GET", "/api/clients/laptop/x", f.dash, nil)
-		if strings.Contains(body, `"machine":"new"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the newer connection never took over: %s", body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(body, `"machine":"new"`)
+	})
 	if n := f.gw.Presence().Online(); n != 1 {
 		t.Fatalf("%d online", n)
 	}

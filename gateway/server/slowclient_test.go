@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // newServedFixture is newFixture served the way the binary serves the
@@ -255,18 +256,11 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	if err := held[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitUntil(t, "the closed connection to give its slot back", func() bool {
 		c := f.dialFrom("127.0.0.2")
 		sendRaw(t, c, "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
-		if got := closedByServer(t, c, "after a slot was freed"); strings.HasPrefix(got, "HTTP/1.1 200") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a closed connection never gave its slot back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.HasPrefix(closedByServer(t, c, "after a slot was freed"), "HTTP/1.1 200")
+	})
 }
 
 // A keep-alive connection that sends nothing more is closed after

@@ -109,22 +109,15 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 	f.connector("delta", echoAPI("delta-2"))
 	// delta is online from the first connection already: wait for the
 	// second to take its requests.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.WaitUntil(t, "the second delta to take its requests", func() bool {
 		resp, body := f.do("GET", "/api/clients/delta/x", f.dash, nil)
-		if resp.StatusCode == 200 && strings.Contains(body, `"machine":"delta-2"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("token over token: %d %s", resp.StatusCode, body)
-		}
-	}
+		return resp.StatusCode == 200 && strings.Contains(body, `"machine":"delta-2"`)
+	})
 	for _, want := range []string{"connector=gamma address=127.0.0.1 credential=secret replaced_address=127.0.0.1 replaced_credential=secret", "connector=delta address=127.0.0.1 credential=token replaced_address=127.0.0.1 replaced_credential=token"} {
 		// The line is written just after the new connection takes over.
-		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), `msg="connector replaced" `+want); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("replacement not logged: %s\n%s", want, logs.String())
-			}
-		}
+		testkit.WaitUntil(t, "the replacement to be logged: "+want, func() bool {
+			return strings.Contains(logs.String(), `msg="connector replaced" `+want)
+		})
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 func TestPercentFor(t *testing.T) {
@@ -32,78 +35,71 @@ func TestPercentFor(t *testing.T) {
 }
 
 // The tuner changes process-wide settings, so each case runs in a child
-// process of its own.
-func TestMain(m *testing.M) {
-	switch os.Getenv("GCTUNE_CHILD") {
-	case "small":
-		os.Exit(childSmallHeap())
-	case "operator":
-		os.Exit(childOperatorGOGC())
-	}
-	os.Exit(m.Run())
-}
-
-func runChild(t *testing.T, mode string, env ...string) {
+// process of its own: the test binary again, running only the child test
+// named, which the variable GCTUNE_CHILD lets run.
+func runChild(t *testing.T, test string, env ...string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), "GCTUNE_CHILD="+mode), env...)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(append(os.Environ(), "GCTUNE_CHILD=1"), env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child %s: %v\n%s", mode, err, out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("child %s: %v\n%s", test, err, out)
 	}
 }
 
-func TestSmallHeapGetsHeadroom(t *testing.T) { runChild(t, "small", "GOGC=") }
+// child skips a child test run other than by runChild.
+func child(t *testing.T) {
+	t.Helper()
+	if os.Getenv("GCTUNE_CHILD") == "" {
+		t.Skip("runs in a child process only")
+	}
+}
 
-func TestOperatorGOGCIsLeftAlone(t *testing.T) { runChild(t, "operator", "GOGC=150") }
+func TestSmallHeapGetsHeadroom(t *testing.T) { runChild(t, "TestChildSmallHeap", "GOGC=") }
+
+func TestOperatorGOGCIsLeftAlone(t *testing.T) { runChild(t, "TestChildOperatorGOGC", "GOGC=150") }
 
 var keep [][]byte
 
-// childSmallHeap collects with a small live heap until the tuner has raised
-// GOGC, and checks the runtime runs with the value the tuner reports.
-func childSmallHeap() int {
+// TestChildSmallHeap collects with a small live heap until the tuner has
+// raised GOGC, and checks the runtime runs with the value the tuner
+// reports.
+func TestChildSmallHeap(t *testing.T) {
+	child(t)
 	if err := os.Unsetenv("GOGC"); err != nil {
-		println("unset GOGC:", err.Error())
-		return 1
+		t.Fatal(err)
 	}
 	Start()
-	deadline := time.Now().Add(20 * time.Second)
-	for Percent() <= 100 {
-		if time.Now().After(deadline) {
-			println("GOGC never raised; percent", Percent())
-			return 1
+	testkit.WaitUntil(t, "the tuner to raise GOGC", func() bool {
+		if Percent() > 100 {
+			return true
 		}
 		keep = append(keep[:0], make([]byte, 1<<20))
 		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	})
 	// The runtime runs with what the tuner reports (read without changing
 	// it; a cleanup may still be adjusting, so wait for the two to agree).
 	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	for {
+	testkit.WaitUntil(t, "the runtime's GOGC to be the tuner's", func() bool {
 		metrics.Read(gogc)
-		if got := gogc[0].Value.Uint64(); got > 100 && int64(got) == int64(Percent()) {
-			return 0
-		}
-		if time.Now().After(deadline) {
-			println("runtime GOGC", gogc[0].Value.Uint64(), "tuner", Percent())
-			return 1
-		}
-		time.Sleep(time.Millisecond)
-	}
+		got := gogc[0].Value.Uint64()
+		return got > 100 && int64(got) == int64(Percent())
+	})
 }
 
-// childOperatorGOGC checks a GOGC from the environment survives
+// TestChildOperatorGOGC checks a GOGC from the environment survives
 // collections untouched.
-func childOperatorGOGC() int {
+func TestChildOperatorGOGC(t *testing.T) {
+	child(t)
 	Start()
 	for range 5 {
 		runtime.GC()
+		// Not a wait for anything: the pause lets a tuner that wrongly
+		// runs after a collection do its harm.
 		time.Sleep(time.Millisecond)
 	}
 	if got := debug.SetGCPercent(-1); got != 150 || Percent() != 0 {
-		println("GOGC", got, "tuner", Percent())
-		return 1
+		t.Fatalf("GOGC %d, tuner %d", got, Percent())
 	}
-	return 0
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // pair starts a gateway-like server that accepts one connector and a
@@ -232,7 +234,7 @@ func TestStoppingDrainsRequestsInFlight(t *testing.T) {
 	}()
 	<-started
 	stopConnector() // a shutdown while the request runs
-	time.Sleep(50 * time.Millisecond)
+	testkit.WaitUntil(t, "the connector's GOAWAY", func() bool { return c.cc.State().Closing })
 	close(release)
 	r := <-got
 	if r.err != nil || r.body != "finished" {

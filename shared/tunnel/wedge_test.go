@@ -12,6 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/http2"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fakeConnector accepts one connection as the gateway does, with the given
@@ -84,23 +86,11 @@ func postForever(c *Client) <-chan error {
 // a send that does not finish: the connector has stopped taking data.
 func waitStuck(t *testing.T, c *Client) {
 	t.Helper()
-	within(t, "the gateway's queue to fill", 20*time.Second, func() bool {
+	testkit.WaitUntil(t, "the gateway's queue to fill", func() bool {
 		c.conn.mu.Lock()
 		defer c.conn.mu.Unlock()
 		return len(c.conn.pending) >= maxPending && c.conn.sending
 	})
-}
-
-// within waits for cond, failing the test after d.
-func within(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func wait[T any](t *testing.T, what string, ch <-chan T) T {
@@ -141,7 +131,7 @@ func TestCloseReturnsWhenTheConnectorNeverReads(t *testing.T) {
 	}
 	// What Close left to the background ends too: the queue could not be
 	// flushed, so the carrier was aborted.
-	within(t, "the close to give up on the queue", 20*time.Second, func() bool { return errors.Is(c.Err(), errStalled) })
+	testkit.WaitUntil(t, "the close to give up on the queue", func() bool { return errors.Is(c.Err(), errStalled) })
 }
 
 func TestAConnectorThatStopsTakingDataIsDropped(t *testing.T) {
@@ -152,7 +142,7 @@ func TestAConnectorThatStopsTakingDataIsDropped(t *testing.T) {
 	if err := wait(t, "the request in flight to fail", posted); err == nil {
 		t.Fatal("the request in flight succeeded")
 	}
-	within(t, "the stall to be reported", 20*time.Second, func() bool { return errors.Is(c.Err(), errStalled) })
+	testkit.WaitUntil(t, "the stall to be reported", func() bool { return errors.Is(c.Err(), errStalled) })
 	req, _ := http.NewRequest(http.MethodGet, "http://connector/api/healthz", nil)
 	if _, err := c.RoundTrip(req); err == nil {
 		t.Fatal("a request over a dropped tunnel succeeded")
