@@ -81,6 +81,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
 	roots := map[string]string{}
+	var conns []*proc
 	for _, name := range names {
 		root := engineRoot(t)
 		roots[name] = root
@@ -88,9 +89,10 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 		add(t, root, "wf-"+name, "linear.esm.js")
 		add(t, root, "slow", "slow.esm.js")
 		tok := gwCLI(t, key, "token", "create", "--connector", name)
-		startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
-			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+lb)
+		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
+			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+lb))
 	}
+	stopTogether(t, conns...)
 	allOnline := func(live []*replica, avoid string) func() bool {
 		return func() bool {
 			for _, r := range live {

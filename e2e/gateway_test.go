@@ -28,6 +28,7 @@ type gatewayEnv struct {
 	key    string
 	dash   string
 	gw     *proc
+	conns  []*proc // the connectors started by connector
 	client *http.Client
 	// env is added to the gateway's environment; nofile, when not 0,
 	// limits its open file descriptors; serveArgs are extra flags of
@@ -97,6 +98,8 @@ func (g *gatewayEnv) connector(name string, workflows map[string]string, extra .
 	tok := gwCLI(g.t, g.key, "token", "create", "--connector", name)
 	p := startProc(g.t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
 		"uncaged-workflow", append([]string{"connect", "--name", name, "--gateway", "http://" + g.front}, extra...)...)
+	g.conns = append(g.conns, p)
+	stopTogether(g.t, g.conns...)
 	g.waitStatus(name, "online")
 	return p, root
 }

@@ -21,6 +21,8 @@ type proc struct {
 	logs *testkit.Buffer // both output streams, read while the process writes
 	done chan struct{}   // closed once the process has exited and been reaped
 	exit error           // what Wait returned; read only after done
+	// endSig is what stops it when the test ends (0: SIGTERM).
+	endSig syscall.Signal
 }
 
 // startProc runs one of the binaries built for the tests in the
@@ -45,7 +47,7 @@ func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
 	}
 	go func() { p.exit = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.stop(syscall.SIGTERM)
+		p.stop(p.endSignal())
 		if t.Failed() {
 			out := p.logs.String()
 			if len(out) > 20000 {
@@ -55,6 +57,13 @@ func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
 		}
 	})
 	return p
+}
+
+func (p *proc) endSignal() syscall.Signal {
+	if p.endSig == 0 {
+		return syscall.SIGTERM
+	}
+	return p.endSig
 }
 
 // exited reports whether the process has ended.
@@ -81,6 +90,22 @@ func (p *proc) stop(sig syscall.Signal) {
 		_ = p.cmd.Process.Kill() // as above
 		<-p.done
 	}
+}
+
+// stopTogether stops procs at once when the test ends, before their own
+// cleanups run (which then find them gone): a connector takes about a
+// second to exit on SIGTERM, and one after the other that adds up.
+func stopTogether(t *testing.T, procs ...*proc) {
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if !p.exited() {
+				_ = p.cmd.Process.Signal(p.endSignal()) // as in stop
+			}
+		}
+		for _, p := range procs {
+			p.stop(p.endSignal())
+		}
+	})
 }
 
 // listening waits for a gateway's "gateway listening" log line and returns

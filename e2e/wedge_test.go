@@ -17,6 +17,7 @@ func stopped(t *testing.T, p *proc) {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	p.endSig = syscall.SIGKILL // SIGTERM would wait for it to go on
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT) // SIGKILL follows: it ends the process either way
 		p.stop(syscall.SIGKILL)
