@@ -23,7 +23,14 @@ const backgroundIdleExit = 30 * time.Second
 // engineClient connects to the root's engine host, starting one in the
 // background when none runs, so threads outlive this command.
 func (a *app) engineClient(l storage.Layout) (*host.Client, error) {
-	return host.Ensure(l, host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String()))
+	return host.Ensure(l, spawnEngine(l))
+}
+
+// spawnEngine starts `engine serve` for l in the background. The root goes
+// on its command line: it may have come from this process's --storage-root
+// rather than from a variable the child would inherit.
+func spawnEngine(l storage.Layout) func() error {
+	return host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String(), "--"+storageRootFlag, l.Root)
 }
 
 // runningThreads asks a running host what it executes; with no host,

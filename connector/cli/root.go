@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,6 +60,9 @@ type app struct {
 	// they parse to, set before any command runs.
 	logFlags logging.Flags
 	log      logging.Options
+	// storageRoot is the root's --storage-root, set from its variables
+	// when not given; "" means the default under the home directory.
+	storageRoot string
 }
 
 // logger is the one way commands build their logger, so the root's flags
@@ -80,14 +84,26 @@ func (a *app) layout() (storage.Layout, error) {
 }
 
 // lookLayout resolves the storage root without creating it, for commands
-// that only look (status).
+// that only look (status). --storage-root (or its variables, which
+// envflag has applied to it) names the root; else it is the default one.
 func (a *app) lookLayout() (storage.Layout, error) {
-	root, err := storage.ResolveRoot(a.env.Getenv)
+	root := a.storageRoot
+	if root == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return storage.Layout{}, errors.New("cannot find the home directory for the default storage root; pass --storage-root or set " + storage.EnvRoot)
+		}
+		root = storage.DefaultRoot(home)
+	}
+	abs, err := filepath.Abs(root)
 	if err != nil {
 		return storage.Layout{}, err
 	}
-	return storage.Layout{Root: root}, nil
+	return storage.Layout{Root: abs}, nil
 }
+
+// storageRootFlag is the root's flag naming the storage root.
+const storageRootFlag = "storage-root"
 
 func (a *app) out() io.Writer { return a.env.Stdout }
 
@@ -126,6 +142,9 @@ func (a *app) root() *cobra.Command {
 		},
 	}
 	a.logFlags.Register(root.PersistentFlags(), EnvPrefix)
+	root.PersistentFlags().StringVar(&a.storageRoot, storageRootFlag, "", "the storage root: workflows, threads and everything they store")
+	envflag.Bind(root.PersistentFlags(), storageRootFlag, storage.EnvRoot, storage.EnvLegacyRoot)
+	envflag.DocDefault(root.PersistentFlags(), storageRootFlag, "`~/.uncaged/workflow`")
 	// Flags bound to variables take them here, once the command line is
 	// parsed and before any command runs.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -259,7 +278,7 @@ func rootUsage(root *cobra.Command) string {
 	}
 	b.WriteString("Use <command> --help for subcommand details.\n\n")
 	b.WriteString("Environment variables:\n")
-	fmt.Fprintf(&b, "  %-31s  %s\n", storage.EnvRoot, "storage root (takes priority)")
+	fmt.Fprintf(&b, "  %-31s  %s\n", storage.EnvRoot, "storage root (takes priority; --storage-root wins over both)")
 	fmt.Fprintf(&b, "  %-31s  %s\n", storage.EnvLegacyRoot, "storage root (default ~/.uncaged/workflow)")
 	return b.String()
 }

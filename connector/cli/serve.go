@@ -94,7 +94,7 @@ func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http
 
 // apiHandler is the connector's REST API over the storage root.
 func (a *app) apiHandler(l storage.Layout, logger *slog.Logger) http.Handler {
-	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String())), Logger: logger})
+	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, spawnEngine(l)), Logger: logger})
 }
 
 // listen serves h on addr until the returned stop is called.

@@ -239,7 +239,7 @@ func (a *app) serviceUnit(name, gateway, tokenFile, binary string) (serviceUnit,
 		fmt.Fprintf(a.env.Stderr, "warning: %s is a temporary build; install the binary and pass --binary\n", binary)
 	}
 	u := serviceUnit{Binary: binary, Name: name, Gateway: gateway, TokenFile: tokenPath}
-	if a.env.Getenv(storage.EnvRoot) != "" || a.env.Getenv(storage.EnvLegacyRoot) != "" {
+	if a.storageRoot != "" { // chosen by --storage-root or its variables
 		l, err := a.layout()
 		if err != nil {
 			return serviceUnit{}, err

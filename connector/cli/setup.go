@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/uncaged/workflow/engine/registry"
@@ -72,7 +73,7 @@ Non-interactive (agent mode):
 
 Interactive: run with no flags (prompts for each value).
 
-Storage: uses the same root as other commands (see UNCAGED_WORKFLOW_STORAGE_ROOT).`
+Storage: uses the same root as other commands (--storage-root, else UNCAGED_WORKFLOW_STORAGE_ROOT).`
 
 // setupArgs are the values setup writes.
 type setupArgs struct {
@@ -85,80 +86,80 @@ type setupArgs struct {
 	initWorkspace string
 }
 
-// setupMode is what the command line asks for.
-type setupMode int
+// setupFlagNames are setup's own flags, in the order its usage lists them.
+var setupFlagNames = []string{"provider", "base-url", "api-key", "default-model", "init-workspace"}
 
-const (
-	setupFlags setupMode = iota
-	setupHelp
-	setupInteractive
-)
-
-// parseSetupArgv parses setup's own argument syntax: every flag takes the
-// next token as its value, and no flags at all means interactive.
-func parseSetupArgv(argv []string) (setupArgs, setupMode, error) {
-	var args setupArgs
-	fields := map[string]*string{
-		"--provider":       &args.provider,
-		"--base-url":       &args.baseURL,
-		"--api-key":        &args.apiKey,
-		"--default-model":  &args.defaultModel,
-		"--init-workspace": &args.initWorkspace,
-	}
+// setupInteractive reports whether the command line asks for the prompts
+// (none of setup's own flags given), and otherwise checks that it is a
+// complete non-interactive one, with the original's messages: every flag
+// takes the next token as its value, and a value may not start with "--".
+func setupInteractive(fs *pflag.FlagSet, positional []string) (bool, error) {
 	given := map[string]bool{}
-	for i := 0; i < len(argv); i++ {
-		tok := argv[i]
-		if tok == "--help" || tok == "-h" {
-			return setupArgs{}, setupHelp, nil
+	for _, name := range setupFlagNames {
+		f := fs.Lookup(name)
+		if !f.Changed {
+			continue
 		}
-		dst, ok := fields[tok]
-		if !ok {
-			return setupArgs{}, 0, fmt.Errorf("unknown argument: %s", tok)
+		if strings.HasPrefix(f.Value.String(), "--") {
+			return false, fmt.Errorf("--%s requires a value", name)
 		}
-		if i+1 >= len(argv) || strings.HasPrefix(argv[i+1], "--") {
-			return setupArgs{}, 0, fmt.Errorf("%s requires a value", tok)
-		}
-		*dst = argv[i+1]
-		given[tok] = true
-		i++
+		given[name] = true
+	}
+	if len(positional) > 0 {
+		return false, fmt.Errorf("unknown argument: %s", positional[0])
 	}
 	if len(given) == 0 {
-		return setupArgs{}, setupInteractive, nil
+		return true, nil
 	}
-	if !given["--provider"] {
-		return setupArgs{}, 0, errors.New("non-interactive setup requires --provider (or omit all flags for interactive mode)")
+	if !given["provider"] {
+		return false, errors.New("non-interactive setup requires --provider (or omit all flags for interactive mode)")
 	}
 	var missing []string
-	for _, f := range []string{"--base-url", "--api-key", "--default-model"} {
-		if !given[f] {
-			missing = append(missing, f)
+	for _, name := range []string{"base-url", "api-key", "default-model"} {
+		if !given[name] {
+			missing = append(missing, "--"+name)
 		}
 	}
 	if len(missing) > 0 {
-		return setupArgs{}, 0, fmt.Errorf("missing required flag(s): %s", strings.Join(missing, ", "))
+		return false, fmt.Errorf("missing required flag(s): %s", strings.Join(missing, ", "))
 	}
-	return args, setupFlags, nil
+	return false, nil
+}
+
+// setupFlagError words a flag the parser refused as the original did.
+func setupFlagError(err error) error {
+	var unknown *pflag.NotExistError
+	var noValue *pflag.ValueRequiredError
+	switch {
+	case errors.As(err, &unknown) && unknown.GetSpecifiedShortnames() != "":
+		return fmt.Errorf("unknown argument: -%s", unknown.GetSpecifiedShortnames())
+	case errors.As(err, &unknown):
+		return fmt.Errorf("unknown argument: --%s", unknown.GetSpecifiedName())
+	case errors.As(err, &noValue):
+		return fmt.Errorf("--%s requires a value", noValue.GetFlag().Name)
+	}
+	return err
 }
 
 func (a *app) setupCmd() *cobra.Command {
-	return &cobra.Command{
+	var args setupArgs
+	// usageError prints a command-line mistake followed by the usage.
+	usageError := func(err error) error {
+		fmt.Fprintf(a.env.Stderr, "%s\n\n%s\n", err, setupUsage)
+		return exitError{1}
+	}
+	cmd := &cobra.Command{
 		Use:         "setup [--provider <name>] [--base-url <url>] [--api-key <key>] [--default-model <provider/model>] [--init-workspace <name>]",
 		Short:       "Configure workflow.yaml LLM providers and default model (interactive when no flags)",
 		Long:        setupUsage,
 		Annotations: map[string]string{groupAnnotation: "Configuration:"},
-		// setup keeps the original's own flag syntax and messages.
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			args, mode, err := parseSetupArgv(argv)
+		Args:        cobra.ArbitraryArgs, // setupInteractive names an extra argument the original's way
+		RunE: func(cmd *cobra.Command, positional []string) error {
+			interactive, err := setupInteractive(cmd.Flags(), positional)
 			if err != nil {
-				fmt.Fprintf(a.env.Stderr, "%s\n\n%s\n", err, setupUsage)
-				return exitError{1}
+				return usageError(err)
 			}
-			switch mode {
-			case setupHelp:
-				fmt.Fprintln(a.out(), setupUsage)
-				return nil
-			case setupInteractive:
+			if interactive {
 				if args, err = a.collectInteractiveSetup(); err != nil {
 					return err
 				}
@@ -166,6 +167,16 @@ func (a *app) setupCmd() *cobra.Command {
 			return a.runSetup(args)
 		},
 	}
+	fs := cmd.Flags()
+	fs.StringVar(&args.provider, "provider", "", "the provider's name in workflow.yaml; giving it (with --base-url, --api-key and --default-model) skips the prompts")
+	fs.StringVar(&args.baseURL, "base-url", "", "the provider's OpenAI-compatible API base URL")
+	fs.StringVar(&args.apiKey, "api-key", "", "the provider's API key")
+	fs.StringVar(&args.defaultModel, "default-model", "", "the default model, as provider/model")
+	fs.StringVar(&args.initWorkspace, "init-workspace", "", "also create a workflow workspace of this name in the current directory")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(setupFlagError(err)) })
+	// setup's help is the original's usage text.
+	cmd.SetHelpFunc(func(*cobra.Command, []string) { fmt.Fprintln(a.out(), setupUsage) })
+	return cmd
 }
 
 // setupResult is what runSetup wrote, for the summary.
