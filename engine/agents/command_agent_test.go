@@ -154,6 +154,7 @@ func cmdMetaJSON(t *testing.T, m canonyaml.Map) string {
 }
 
 func TestExecAgentMetaFromStdout(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindExec, Command: fakeAgent(t, "echo_env.sh"), Env: map[string]string{"EXTRA": "from-spec"}})
 	res, err := a.Run(context.Background(), cmdCall(h, "coder", `{"type":"object","required":["role"]}`))
@@ -170,6 +171,7 @@ func TestExecAgentMetaFromStdout(t *testing.T) {
 }
 
 func TestExecAgentGetsThreadContextOnStdin(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindExec, Command: fakeAgent(t, "stdin.sh")})
 	schema := `{"type":"object","required":["threadId","role","depth","prompt","steps"]}`
@@ -184,6 +186,7 @@ func TestExecAgentGetsThreadContextOnStdin(t *testing.T) {
 }
 
 func TestExecAgentIsStrict(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct{ output, schema, want string }{
 		"prose":         {"I fixed it.", "", "not JSON"},
 		"array":         {"[1,2]", "", "not an object"},
@@ -209,6 +212,7 @@ func TestExecAgentIsStrict(t *testing.T) {
 }
 
 func TestCLIAgentFindsMetaInOutput(t *testing.T) {
+	t.Parallel()
 	schema := `{"type":"object","required":["status"],"properties":{"status":{"type":"string"}}}`
 	cases := map[string]struct{ output, want string }{
 		"whole output":  {`{"status":"done"}`, `{"status":"done"}`},
@@ -236,6 +240,7 @@ func TestCLIAgentFindsMetaInOutput(t *testing.T) {
 }
 
 func TestCLIAgentExtractsProse(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	out := "I fixed the bug in main.go.\n{\"status\": 1}" // JSON, but not valid against the schema
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "print.sh"), Args: []string{"{prompt}"}, Env: map[string]string{"AGENT_OUTPUT": out}})
@@ -265,6 +270,7 @@ func TestCLIAgentExtractsProse(t *testing.T) {
 }
 
 func TestCLIAgentExtractFailure(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	h.extractFn = func(string) (canonyaml.Map, error) { return nil, errors.New("no extract model configured") }
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "print.sh"), Args: []string{"x"}, Env: map[string]string{"AGENT_OUTPUT": "prose only"}})
@@ -275,6 +281,7 @@ func TestCLIAgentExtractFailure(t *testing.T) {
 }
 
 func TestCLIAgentPromptOnStdinWithoutPromptArg(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "stdin.sh")})
 	call := cmdCall(h, "coder", "")
@@ -288,6 +295,7 @@ func TestCLIAgentPromptOnStdinWithoutPromptArg(t *testing.T) {
 }
 
 func TestCLIAgentArgSubstitution(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	ws := t.TempDir()
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -335,6 +343,7 @@ func checkArgvFile(t *testing.T, argvOut string, want []string, cwd string) {
 }
 
 func TestCursorPresetArgv(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	ws := t.TempDir()
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -352,6 +361,7 @@ func TestCursorPresetArgv(t *testing.T) {
 }
 
 func TestCursorPresetEnvDefaults(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	ws := t.TempDir()
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -387,6 +397,7 @@ func TestCursorPresetEnvDefaults(t *testing.T) {
 }
 
 func TestCursorWorkspaceFromThread(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	ws := t.TempDir()
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -422,6 +433,7 @@ func TestCursorWorkspaceFromThread(t *testing.T) {
 }
 
 func TestCursorWorkspaceExtractionFails(t *testing.T) {
+	t.Parallel()
 	const want = "cursor-agent: failed to extract workspace path from context. Ensure the task prompt or previous steps include a project path."
 	gone := filepath.Join(t.TempDir(), "gone")
 	cases := map[string]struct {
@@ -467,6 +479,7 @@ func TestCursorWorkspaceExtractionFails(t *testing.T) {
 }
 
 func TestHermesPresetArgv(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	argvOut := filepath.Join(t.TempDir(), "argv")
 	a := mustCommandAgent(t, Spec{Kind: KindHermes, Command: fakeAgent(t, "argv.sh"), Env: map[string]string{"ARGV_OUT": argvOut}})
@@ -485,6 +498,7 @@ func TestHermesPresetArgv(t *testing.T) {
 }
 
 func TestHermesDefaultCommandOnPath(t *testing.T) {
+	// Serial: sets PATH (t.Setenv).
 	h := newCmdHost(t)
 	bin := t.TempDir()
 	argvOut := filepath.Join(t.TempDir(), "argv")
@@ -507,6 +521,7 @@ func TestHermesDefaultCommandOnPath(t *testing.T) {
 }
 
 func TestCommandAgentValidation(t *testing.T) {
+	t.Parallel()
 	bad := map[string]struct {
 		spec Spec
 		want string
@@ -545,6 +560,7 @@ func TestCommandAgentValidation(t *testing.T) {
 }
 
 func TestCommandAgentNonZeroExit(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "fail.sh")})
 	_, err := a.Run(context.Background(), cmdCall(h, "coder", ""))
@@ -564,6 +580,7 @@ func TestCommandAgentNonZeroExit(t *testing.T) {
 }
 
 func TestCommandAgentTimeout(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindExec, Command: fakeAgent(t, "sleep.sh"), TimeoutMs: 50})
 	_, err := a.Run(context.Background(), cmdCall(h, "coder", ""))
@@ -577,6 +594,7 @@ func TestCommandAgentTimeout(t *testing.T) {
 }
 
 func TestCommandAgentSpawnFailed(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	dir := t.TempDir()
 	bogus := filepath.Join(dir, "bogus")
@@ -593,6 +611,7 @@ func TestCommandAgentSpawnFailed(t *testing.T) {
 }
 
 func TestAPromptTooLongForTheCommandLineSaysSo(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "print.sh"), Args: []string{"{prompt}"}})
 	call := cmdCall(h, "coder", "")
@@ -606,6 +625,7 @@ func TestAPromptTooLongForTheCommandLineSaysSo(t *testing.T) {
 }
 
 func TestCommandAgentCancelKillsGroup(t *testing.T) {
+	// Serial: shortens the package-level killGrace.
 	// The script ignores SIGTERM; a short grace keeps the test quick
 	// without changing what it checks.
 	defer func(g time.Duration) { killGrace = g }(killGrace)
@@ -638,6 +658,7 @@ func TestCommandAgentCancelKillsGroup(t *testing.T) {
 }
 
 func TestCommandAgentStreamsLinesWhileRunning(t *testing.T) {
+	t.Parallel()
 	h := newCmdHost(t)
 	release := filepath.Join(t.TempDir(), "release")
 	a := mustCommandAgent(t, Spec{Kind: KindCLI, Command: fakeAgent(t, "lines.sh"), Env: map[string]string{"RELEASE": release}})
@@ -674,6 +695,7 @@ func TestCommandAgentStreamsLinesWhileRunning(t *testing.T) {
 }
 
 func TestLineLogBounds(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	l := &lineLog{tag: "t", log: func(_, c string) { lines = append(lines, c) }, keep: 10}
 	_, _ = l.Write([]byte("abc\r\ndef\n0123456789xyz"))
@@ -697,6 +719,7 @@ func TestLineLogBounds(t *testing.T) {
 }
 
 func TestLineLogStopsLoggingFloods(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	l := &lineLog{tag: "t", log: func(_, c string) { lines = append(lines, c) }, keep: 8, logCap: 100}
 	chunk := bytes.Repeat([]byte("y\n"), 25)

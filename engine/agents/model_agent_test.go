@@ -201,6 +201,7 @@ func newAgent(t *testing.T, spec Spec) Agent {
 const verdictSchema = `{"type":"object","properties":{"verdict":{"type":"string","enum":["ok","bad"]},"score":{"type":"number"}},"required":["verdict"],"additionalProperties":false}`
 
 func TestLLMAgentReturnsTheValidatedResult(t *testing.T) {
+	t.Parallel()
 	// Keys come back in the order the model wrote them, not the schema's.
 	f := newFakeModel(t, calls([3]string{"c1", "resolve", `{"score":0.5, "verdict":"ok"}`}))
 	h := newHost(t, f)
@@ -237,6 +238,7 @@ func TestLLMAgentReturnsTheValidatedResult(t *testing.T) {
 }
 
 func TestLLMAgentRecoversFromBadOutput(t *testing.T) {
+	t.Parallel()
 	schema := `{"title":"review","description":"The verdict.","type":"object","properties":{"verdict":{"type":"string","enum":["ok","bad"]}},"required":["verdict"]}`
 	f := newFakeModel(t,
 		text("I think it is fine."),
@@ -270,6 +272,7 @@ func TestLLMAgentRecoversFromBadOutput(t *testing.T) {
 }
 
 func TestLLMAgentFailures(t *testing.T) {
+	t.Parallel()
 	// The model never produces a result within MaxRounds.
 	f := newFakeModel(t, text("no"), text("still no"))
 	h := newHost(t, f)
@@ -308,6 +311,7 @@ func TestLLMAgentFailures(t *testing.T) {
 }
 
 func TestModelAgentTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
 	f := newFakeModel(t, reply{block: true})
 	_, err := newAgent(t, Spec{Kind: KindLLM, TimeoutMs: 50}).Run(context.Background(), Call{Thread: testThread(), Host: newHost(t, f)})
 	if err == nil || !strings.Contains(err.Error(), "timed out after 50 ms") || !errors.Is(err, context.DeadlineExceeded) {
@@ -333,6 +337,7 @@ func TestModelAgentTimeoutAndCancel(t *testing.T) {
 }
 
 func TestReactSpecChecks(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Spec{Kind: KindReact}); err == nil || !strings.Contains(err.Error(), "needs a workspace") {
 		t.Fatalf("err = %v", err)
 	}
@@ -357,6 +362,7 @@ func TestReactSpecChecks(t *testing.T) {
 }
 
 func TestReactAgentEditsItsWorkspace(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -427,6 +433,7 @@ func TestReactAgentEditsItsWorkspace(t *testing.T) {
 }
 
 func TestReactAgentToolSubset(t *testing.T) {
+	t.Parallel()
 	f := newFakeModel(t, calls([3]string{"s1", "shell_exec", `{"command":"touch x"}`}), text(`{}`))
 	ws := t.TempDir()
 	_, err := newAgent(t, Spec{Kind: KindReact, Workspace: ws, Tools: []string{"read_file"}, MaxRounds: 2}).Run(context.Background(),

@@ -9,6 +9,7 @@ import (
 )
 
 func TestThreadInput(t *testing.T) {
+	t.Parallel()
 	base := workflow.ThreadContext{ThreadID: "01TEST000000000000000000TR", Start: workflow.StartStep{Content: "fix the bug"}}
 	if got, want := ThreadInput(base), "## Task\nfix the bug"; got != want {
 		t.Fatalf("no steps: got %q, want %q", got, want)

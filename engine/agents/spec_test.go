@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseSpec(t *testing.T) {
+	t.Parallel()
 	good := []string{
 		`{"type":"llm","model":"default"}`,
 		`{"type":"react","model":"openai/gpt-4o","workspace":"/tmp/w","tools":["read_file"],"maxRounds":8}`,

@@ -10,6 +10,7 @@ import (
 )
 
 func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "f.json")
 	if err := Write(p, []byte("one"), 0o644); err != nil {
@@ -33,6 +34,7 @@ func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
 }
 
 func TestWriteIntoMissingParentThatIsAFileFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")
 	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
@@ -44,6 +46,7 @@ func TestWriteIntoMissingParentThatIsAFileFails(t *testing.T) {
 }
 
 func TestUpdateSerialisesGoroutines(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "counter")
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {

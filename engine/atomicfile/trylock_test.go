@@ -7,6 +7,7 @@ import (
 )
 
 func TestTryLockAndHeld(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "sub", "owner.lock")
 	if Held(p) {
 		t.Fatal("a missing lock file is reported held")
@@ -39,6 +40,7 @@ func TestTryLockAndHeld(t *testing.T) {
 }
 
 func TestTryLockBadPath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := TryLock(dir); err == nil || errors.Is(err, ErrLocked) {
 		t.Errorf("TryLock on a directory: got %v, want an open error", err)

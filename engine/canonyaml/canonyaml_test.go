@@ -28,6 +28,7 @@ func envelope(payload any, refs []string) Map {
 
 // The examples of the original engine's specification.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		value any
 		want  string
@@ -71,6 +72,7 @@ func TestExamples(t *testing.T) {
 }
 
 func TestMarshalGoTypes(t *testing.T) {
+	t.Parallel()
 	want := mustMarshal(t, Map{{"n", 42.0}}, Options{})
 	for _, n := range []any{42.0, float32(42), 42, int64(42), int32(42), uint(42), uint32(42), uint64(42)} {
 		if got := mustMarshal(t, Map{{"n", n}}, Options{}); got != want {
@@ -89,6 +91,7 @@ func TestMarshalGoTypes(t *testing.T) {
 }
 
 func TestMarshalErrors(t *testing.T) {
+	t.Parallel()
 	type point struct{ X int }
 	for _, v := range []any{
 		point{1}, &Map{}, []int{1}, map[string]string{"a": "b"}, int8(1), make(chan int),
@@ -114,6 +117,7 @@ func TestMarshalErrors(t *testing.T) {
 }
 
 func TestNumbers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		f    float64
 		want string
@@ -133,6 +137,7 @@ func TestNumbers(t *testing.T) {
 }
 
 func TestMapGet(t *testing.T) {
+	t.Parallel()
 	m := Map{{"a", 1.0}, {"b", nil}, {"a", 2.0}}
 	if v, ok := m.Get("a"); !ok || v != 2.0 {
 		t.Errorf("Get(a) = %v, %v", v, ok)
@@ -149,6 +154,7 @@ func TestMapGet(t *testing.T) {
 }
 
 func TestFromJSON(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want any
@@ -196,6 +202,7 @@ func TestFromJSON(t *testing.T) {
 }
 
 func TestFromJSONErrors(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		``, ` `, `{`, `}`, `[1,]`, `[1 2]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `{"a":1 "b":2}`, `01`, `1.`, `.5`, `-`,
 		`+1`, `1e`, `1e+`, `0x10`, `tru`, `nul`, `True`, `NaN`, `Infinity`, `'a'`, `"abc`, `"\x"`, `"\u12"`,
@@ -219,6 +226,7 @@ func TestFromJSONErrors(t *testing.T) {
 }
 
 func TestMapMarshalJSON(t *testing.T) {
+	t.Parallel()
 	m := Map{
 		{"z", "a\"b\\c\n\t\x01\x1f\u2028<>&é😀"},
 		{"a", []any{1.0, 1e21, 1e-7, math.Copysign(0, -1), math.NaN(), math.Inf(1), int64(3), true, nil}},
@@ -260,6 +268,7 @@ func parseYAML(t *testing.T, src string) *yaml.Node {
 }
 
 func TestFromYAML(t *testing.T) {
+	t.Parallel()
 	src := `
 z: 1
 a: &anchor
@@ -324,6 +333,7 @@ true: bool key
 }
 
 func TestFromYAMLRoundTrip(t *testing.T) {
+	t.Parallel()
 	// Parsing yaml's output and writing it again gives the same bytes.
 	checked := 0
 	for _, v := range loadVectors(t) {
@@ -365,6 +375,7 @@ func TestFromYAMLRoundTrip(t *testing.T) {
 }
 
 func TestFromYAMLErrors(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"a: 1\na: 2\n":              "duplicate",
 		"? [a]\n: 1\n":              "key",

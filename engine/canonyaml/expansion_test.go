@@ -25,6 +25,7 @@ func allocated(fn func()) uint64 {
 // FromYAML on a tree parsed without the check, with an error naming the
 // limit, after allocating little more than the document's own tree.
 func TestAliasBombRefusedBySize(t *testing.T) {
+	t.Parallel()
 	src := []byte("default:\n" + testkit.AliasBomb("  ", 6))
 	var err error
 	if n := allocated(func() { _, err = ParseYAML(src) }); n > 16<<20 {
@@ -65,6 +66,7 @@ func TestAliasBombRefusedBySize(t *testing.T) {
 // one more does not; documents without aliases pass whatever their size;
 // ordinary reuse passes.
 func TestAliasExpansionLimit(t *testing.T) {
+	t.Parallel()
 	// 256 aliases to a string of L bytes add 256·L bytes (each alias
 	// is a value as written and as expanded).
 	for _, c := range []struct {
@@ -102,6 +104,7 @@ func TestAliasExpansionLimit(t *testing.T) {
 // A subtree whose aliases point outside it is measured with their targets,
 // and a recursive alias is an error, not a hang.
 func TestCheckAliasExpansionEdges(t *testing.T) {
+	t.Parallel()
 	doc := parseYAML(t, "s: &s "+strings.Repeat("z", 64<<10)+"\nsub: ["+strings.Repeat("*s, ", 300)+"*s]\n")
 	sub := doc.Content[0].Content[3]
 	if err := CheckAliasExpansion(sub); !errors.Is(err, ErrAliasExpansion) {

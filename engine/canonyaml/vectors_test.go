@@ -52,6 +52,7 @@ func styleOptions(t testing.TB, style string) Options {
 
 // TestVectors checks the output against yaml 2.8.4 byte for byte.
 func TestVectors(t *testing.T) {
+	t.Parallel()
 	const maxReported = 15
 	vs := loadVectors(t)
 	failed := 0

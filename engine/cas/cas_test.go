@@ -14,6 +14,7 @@ import (
 )
 
 func TestPutWrapsRawTextLikeTheOriginal(t *testing.T) {
+	t.Parallel()
 	s := Open(filepath.Join(t.TempDir(), "cas"))
 	h, err := s.Put("hello")
 	if err != nil || h != "SSVQ0RZ55P9Y4" {
@@ -37,6 +38,7 @@ func TestPutWrapsRawTextLikeTheOriginal(t *testing.T) {
 }
 
 func TestGetDeleteListExists(t *testing.T) {
+	t.Parallel()
 	s := Open(filepath.Join(t.TempDir(), "cas"))
 	if l, err := s.List(); err != nil || len(l) != 0 {
 		t.Fatalf("missing dir list = %v, %v", l, err)
@@ -79,6 +81,7 @@ func TestGetDeleteListExists(t *testing.T) {
 }
 
 func TestBadHashesAreRejectedBeforeTouchingDisk(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	secret := filepath.Join(root, "secret.txt")
 	if err := os.WriteFile(secret, []byte("do not read"), 0o644); err != nil {
@@ -107,6 +110,7 @@ func TestBadHashesAreRejectedBeforeTouchingDisk(t *testing.T) {
 }
 
 func TestGetNodeOnGarbage(t *testing.T) {
+	t.Parallel()
 	s := Open(filepath.Join(t.TempDir(), "cas"))
 	h, _ := s.PutBytes([]byte("::: not yaml [\n"))
 	if _, err := s.GetNode(h); !errors.Is(err, node.ErrNotNode) {
@@ -115,6 +119,7 @@ func TestGetNodeOnGarbage(t *testing.T) {
 }
 
 func TestConcurrentPutsOfSameAndDifferentContent(t *testing.T) {
+	t.Parallel()
 	s := Open(filepath.Join(t.TempDir(), "cas"))
 	var wg sync.WaitGroup
 	hashes := make([]string, 64)
@@ -154,6 +159,7 @@ func TestConcurrentPutsOfSameAndDifferentContent(t *testing.T) {
 }
 
 func TestRefsIndex(t *testing.T) {
+	t.Parallel()
 	s := Open(filepath.Join(t.TempDir(), "cas"))
 	a, _ := s.Put("a")
 	b, _ := s.PutNode(node.NewContent("b", []string{a}))
@@ -203,6 +209,7 @@ func TestRefsIndex(t *testing.T) {
 // blob is there afterwards. Each case runs the put at one point of the
 // collection's work.
 func TestRePutRacingCollectionKeepsBlob(t *testing.T) {
+	// Serial: sets the package-level testHookSweep.
 	defer func() { testHookSweep = nil }()
 	for _, c := range []struct {
 		point string

@@ -27,6 +27,7 @@ func age(t *testing.T, s *cas.Store, h string) {
 // holds, and link it a moment later. The collection's grace period must
 // cover that second put as it covers a first one.
 func TestCollectionSparesContentStoredAgainWithinGrace(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	s := cas.Open(l.CASDir())
 	h, err := s.Put("step output written twice")
@@ -56,6 +57,7 @@ func TestCollectionSparesContentStoredAgainWithinGrace(t *testing.T) {
 }
 
 func TestDeleteUnlessNewer(t *testing.T) {
+	t.Parallel()
 	s := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	old, _ := s.Put("old")
 	young, _ := s.Put("young")

@@ -12,6 +12,7 @@ import (
 
 // A check of the refs index names every line a collection has to skip.
 func TestCheckRefsIndexNamesUnusableLines(t *testing.T) {
+	t.Parallel()
 	s := Open(t.TempDir())
 	a, _ := s.Put("a")
 	b, _ := s.PutNode(node.NewContent("b", []string{a}))
@@ -35,6 +36,7 @@ func TestCheckRefsIndexNamesUnusableLines(t *testing.T) {
 // A rebuild writes what the caller read from the blobs, replacing a wrong
 // entry, and indexes a blob stored since from its own bytes.
 func TestRebuildRefsIndexTrustsOnlyBlobs(t *testing.T) {
+	t.Parallel()
 	s := Open(t.TempDir())
 	a, _ := s.Put("a")
 	b, _ := s.PutNode(node.NewContent("b", []string{a}))
@@ -60,6 +62,7 @@ func TestRebuildRefsIndexTrustsOnlyBlobs(t *testing.T) {
 // it would drop the blob's remaining refs, and a collection trusting it
 // would sweep what they name.
 func TestATornAppendNeverReadsAsAWrongEntry(t *testing.T) {
+	t.Parallel()
 	s := Open(t.TempDir())
 	r1, _ := s.Put("first ref")
 	r2, _ := s.Put("second ref")

@@ -86,6 +86,7 @@ func wholeLines(t *testing.T, path string) []string {
 // A write that runs out of disk part-way leaves nothing of its record, and
 // the next record lands on a line of its own.
 func TestDebugLogWriteCutShortLeavesNoPartialLine(t *testing.T) {
+	t.Parallel()
 	l, path, room, _ := newFullDiskLog(t)
 	l.Write("A", "first")
 	*room = 10
@@ -110,6 +111,7 @@ func TestDebugLogWriteCutShortLeavesNoPartialLine(t *testing.T) {
 // When the cut fails as well, the partial record is removed before the next
 // one starts.
 func TestDebugLogNeverAppendsAfterAPartialLine(t *testing.T) {
+	t.Parallel()
 	l, path, room, failTruncate := newFullDiskLog(t)
 	l.Write("A", "first")
 	*room, *failTruncate = 7, true
@@ -146,6 +148,7 @@ func TestDebugLogNeverAppendsAfterAPartialLine(t *testing.T) {
 
 // A log whose file cannot be opened drops the record and keeps going.
 func TestDebugLogUnwritableIsIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := NewDebugLog(filepath.Join(dir, "file", "T.info.jsonl"), time.Now)
 	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
@@ -177,6 +180,7 @@ func waitingOn(ino uint64) bool {
 // way, the other waits for it, and a record cut back off takes no one
 // else's with it.
 func TestDebugLogSecondWriterWaitsForAWriteAndItsCut(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/locks"); err != nil {
 		t.Skip("no /proc/locks to see a waiting writer")
 	}

@@ -96,6 +96,7 @@ func roles(t *testing.T, e *Executor, head string) []string {
 }
 
 func TestLinearRunWritesChainAndHistory(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
 	// The start node: refs[0] is the prompt's content node.
@@ -180,6 +181,7 @@ func walk(dir string, fn func(string)) error {
 }
 
 func TestThrowEndsFailedWithTheError(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
 	res, err := e.Run(context.Background(), linear{roles: []string{"planner", "coder"}, failAt: "coder"}, th, Env{})
@@ -213,6 +215,7 @@ func waitSteps(t *testing.T, e *Executor, id string, n int) {
 }
 
 func TestKillEndsWith130(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -233,6 +236,7 @@ func TestKillEndsWith130(t *testing.T) {
 }
 
 func TestShutdownLeavesThreadResumableWithoutRepeatingSteps(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -274,6 +278,7 @@ func TestShutdownLeavesThreadResumableWithoutRepeatingSteps(t *testing.T) {
 }
 
 func TestPauseHoldsTheHead(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
 	gate := &PauseGate{}
@@ -326,6 +331,7 @@ func runToEnd(t *testing.T, e *Executor, id string, roleNames ...string) threads
 }
 
 func TestForkFromRoleAndRetryLast(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	src := runToEnd(t, e, "SRC", "planner", "coder", "reviewer")
 	wf := linear{roles: []string{"planner", "coder", "reviewer"}}

@@ -40,6 +40,7 @@ func fakeModel(t *testing.T, args string) (*httptest.Server, *[]map[string]any) 
 }
 
 func TestExtractUsesTheConfiguredModel(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	srv, seen := fakeModel(t, `{"confidence":0.9}`)
 	err := registry.Update(e.Layout.RegistryFile(), func(r *registry.Registry) error {
@@ -74,6 +75,7 @@ func TestExtractUsesTheConfiguredModel(t *testing.T) {
 }
 
 func TestExtractWithoutConfigSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	content, _ := e.CAS.Put("x")
 	r := &run{e: e, log: NewDebugLog(e.Layout.InfoLog("B", "T"), time.Now)}

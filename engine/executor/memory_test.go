@@ -49,6 +49,7 @@ func heapObjects() uint64 {
 // what happened and how to raise it, and a thread running beside it
 // completes.
 func TestRunawayThreadFailsWithTheBudgetOfWorkflowYAML(t *testing.T) {
+	// Serial: measures the process-wide heap.
 	const budget = 16 << 20
 	e := newExec(t)
 	setBudget(t, e, "16MiB")
@@ -116,6 +117,7 @@ func TestRunawayThreadFailsWithTheBudgetOfWorkflowYAML(t *testing.T) {
 // TestHostFlagOverridesWorkflowYAML: the host's --memory-budget wins over
 // workflow.yaml for every thread.
 func TestHostFlagOverridesWorkflowYAML(t *testing.T) {
+	// Serial: sets the process-wide membudget override.
 	e := newExec(t)
 	setBudget(t, e, "8MiB")
 	mem := loadBundle(t, "memory.esm.js")

@@ -121,6 +121,7 @@ func endOf(t *testing.T, e *Executor, root string) (int, string) {
 }
 
 func TestSupervisorKillsTheThread(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"supervisor_decision": `{"decision":"kill","reason":"planner and coder loop"}`})
 	configure(t, e, m, 2, SceneSupervisor, SceneSummarizer)
@@ -156,6 +157,7 @@ func TestSupervisorKillsTheThread(t *testing.T) {
 }
 
 func TestSupervisorRunsEveryIntervalAndContinues(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"supervisor_decision": `{"decision":"continue"}`})
 	configure(t, e, m, 2, SceneSupervisor)
@@ -170,6 +172,7 @@ func TestSupervisorRunsEveryIntervalAndContinues(t *testing.T) {
 }
 
 func TestSupervisorErrorIsSkipped(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, nil) // every request gets HTTP 400
 	configure(t, e, m, 1, SceneSupervisor)
@@ -186,6 +189,7 @@ func TestSupervisorErrorIsSkipped(t *testing.T) {
 }
 
 func TestSupervisorAndSummarizerNeedTheirOwnScenes(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"supervisor_decision": `{"decision":"kill"}`, "workflow_summary": `{"summary":"x"}`})
 	configure(t, e, m, 1) // models.default only: no fallback for these
@@ -207,6 +211,7 @@ func TestSupervisorAndSummarizerNeedTheirOwnScenes(t *testing.T) {
 }
 
 func TestSummarizerReplacesTheSummary(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"workflow_summary": `{"summary":"Planned and coded the fix."}`})
 	configure(t, e, m, 3, SceneSummarizer)
@@ -231,6 +236,7 @@ func TestSummarizerReplacesTheSummary(t *testing.T) {
 }
 
 func TestSummarizerFailureKeepsTheWorkflowSummary(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"workflow_summary": `{"summary":"   "}`})
 	configure(t, e, m, 0, SceneSummarizer)
@@ -255,6 +261,7 @@ func TestSummarizerFailureKeepsTheWorkflowSummary(t *testing.T) {
 }
 
 func TestSummarizerKeyFromMissingEnvIsAFailure(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"workflow_summary": `{"summary":"never"}`})
 	err := registry.Update(e.Layout.RegistryFile(), func(r *registry.Registry) error {
@@ -275,6 +282,7 @@ func TestSummarizerKeyFromMissingEnvIsAFailure(t *testing.T) {
 }
 
 func TestKillDuringSupervisorEndsWith130(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"supervisor_decision": answerBlock, "workflow_summary": answerBlock})
 	configure(t, e, m, 1, SceneSupervisor, SceneSummarizer)
@@ -298,6 +306,7 @@ func TestKillDuringSupervisorEndsWith130(t *testing.T) {
 }
 
 func TestKillDuringSummarizerEndsWith130(t *testing.T) {
+	t.Parallel()
 	e := newExec(t)
 	m := newOversightModel(t, map[string]string{"workflow_summary": answerBlock})
 	configure(t, e, m, 0, SceneSummarizer)

@@ -47,6 +47,7 @@ func blobCount(t *testing.T, store *cas.Store) int {
 // collection deleted the thread's every node. It must refuse instead, name
 // the file and line, and delete nothing.
 func TestRefusesToSweepPastADamagedIndex(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	start, head := chain(t, store, "active")
 	if _, err := store.Put("an orphan"); err != nil {
@@ -76,6 +77,7 @@ func TestRefusesToSweepPastADamagedIndex(t *testing.T) {
 
 // A finished thread whose history line lost a quote must survive too.
 func TestRefusesToSweepPastADamagedHistoryLine(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	start, head := chain(t, store, "finished")
 	dir := l.BundleDir("B")
@@ -104,6 +106,7 @@ func TestRefusesToSweepPastADamagedHistoryLine(t *testing.T) {
 // Once a repair has set a damaged file aside, whatever it names stays
 // collectable only when nothing else names it: its hashes are roots.
 func TestNodesNamedByAKeptAsideFileSurvive(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	store := cas.Open(l.CASDir())
 	start, head := chain(t, store, "aside")
@@ -133,6 +136,7 @@ func TestNodesNamedByAKeptAsideFileSurvive(t *testing.T) {
 }
 
 func TestHashLikeTokens(t *testing.T) {
+	t.Parallel()
 	got := HashLikeTokens([]byte(`{"06EZJ3QM9Q4S5XWA0R1C7D8E2G": {"head": "YQDQ3X4EH1VP2,"start":"ab2bp0y50psy6", "updatedAt": 17780001`))
 	if strings.Join(got, " ") != "YQDQ3X4EH1VP2 AB2BP0Y50PSY6" {
 		t.Fatalf("tokens = %v", got)

@@ -129,6 +129,7 @@ func newDamagedRoot(t *testing.T) damagedRoot {
 
 // Doctor without --repair reports every kind of damage and changes nothing.
 func TestDoctorFindsEveryKindOfDamageAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	r := newDamagedRoot(t)
 	before := snapshot(t, r.l.Root)
 	var steps []string
@@ -179,6 +180,7 @@ func TestDoctorFindsEveryKindOfDamageAndChangesNothing(t *testing.T) {
 // refs index, removes the old temporary file, and leaves what it cannot
 // repair reported. A collection afterwards keeps every thread whole.
 func TestDoctorRepairRebuildsFromTheCAS(t *testing.T) {
+	t.Parallel()
 	r := newDamagedRoot(t)
 	dir := r.l.BundleDir("B")
 	rep, err := Doctor(context.Background(), r.l, r.store, DoctorOptions{Repair: true})
@@ -233,6 +235,7 @@ func TestDoctorRepairRebuildsFromTheCAS(t *testing.T) {
 // line whose crash-torn end had the next append glued to it, are rebuilt
 // from the head nodes in the CAS.
 func TestRepairRecoversCutEntriesFromTheChain(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	dir := l.BundleDir("B")
 	aStart, aHead := chain(t, store, "active")

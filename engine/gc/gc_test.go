@@ -25,6 +25,7 @@ func newRoot(t *testing.T) (storage.Layout, *cas.Store) {
 
 // The original's test "keeps CAS entries reachable from threads.json roots".
 func TestKeepsReachableFromThreadsJSON(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	prompt, _ := store.Put("prompt")
 	start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt))
@@ -52,6 +53,7 @@ func TestKeepsReachableFromThreadsJSON(t *testing.T) {
 // The original's "shared CAS prefix survives when one fork thread index
 // entry is removed".
 func TestForkPrefixSurvives(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	prompt, _ := store.Put("p")
 	start, _ := store.PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "B"}, prompt))
@@ -83,6 +85,7 @@ func TestForkPrefixSurvives(t *testing.T) {
 }
 
 func TestRootsFromHistoryAndMissingBlobs(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	kept, _ := store.Put("kept")
 	// A history row pointing at a missing head and an existing start.
@@ -103,6 +106,7 @@ func TestRootsFromHistoryAndMissingBlobs(t *testing.T) {
 }
 
 func TestEmptyRoot(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	res, err := Collect(context.Background(), l, store, Options{})
 	if err != nil || res.String() != "scanned 0 threads, 0 active refs, deleted 0 entries" {
@@ -115,6 +119,7 @@ func TestEmptyRoot(t *testing.T) {
 // collection every blob reachable from a root is still there and every
 // unreachable one is gone.
 func TestNeverDeletesReachable(t *testing.T) {
+	t.Parallel()
 	// Modes: the refs index as written; no index at all (a store the
 	// original wrote); an index that also lists blobs deleted behind its
 	// back.
@@ -217,6 +222,7 @@ func TestNeverDeletesReachable(t *testing.T) {
 }
 
 func TestProgressAndCancellation(t *testing.T) {
+	t.Parallel()
 	l, store := newRoot(t)
 	if _, err := store.Put("x"); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ func statFields(t *testing.T, pid int) (sid int, start uint64) {
 // A host that opens a root kills what the agents of the root's dead host
 // left running before it does anything else.
 func TestOpenKillsWhatADeadHostsAgentsLeft(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	orphan := exec.Command("sleep", "600")
 	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

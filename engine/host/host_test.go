@@ -184,6 +184,7 @@ func (f *fixture) chainRoles(head string) string {
 }
 
 func TestRunListPauseResumeKill(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var waiting atomic.Int32
 	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release, waiting: &waiting}})
@@ -268,6 +269,7 @@ func TestRunListPauseResumeKill(t *testing.T) {
 }
 
 func TestSecondHostIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 0, map[string]goFlow{"x": {roles: []string{"a"}}})
 	if _, err := Open(Options{Layout: f.l}); !errors.Is(err, ErrHostRunning) {
 		t.Fatalf("second host: %v", err)
@@ -285,6 +287,7 @@ func TestSecondHostIsRefused(t *testing.T) {
 }
 
 func TestHostDeathLeavesThreadResumable(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release}})
 	id, _ := f.client.Run(RunRequest{Workflow: "linear"})
@@ -312,6 +315,7 @@ func TestHostDeathLeavesThreadResumable(t *testing.T) {
 // thread does not start it again: a second run would run its roles twice
 // at once.
 func TestASecondResumeWhileTheFirstStartsRunsNothing(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var starts atomic.Int32
 	f := newFixture(t, 0, map[string]goFlow{"linear": {roles: []string{"a", "wait", "b"}, release: release, starts: &starts}})
@@ -349,6 +353,7 @@ func TestASecondResumeWhileTheFirstStartsRunsNothing(t *testing.T) {
 }
 
 func TestChildWorkflowsAndDepthLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, map[string]goFlow{
 		"parent": {roles: []string{"plan", "child:leaf", "wrap"}},
 		"leaf":   {roles: []string{"work"}},
@@ -379,6 +384,7 @@ func TestChildWorkflowsAndDepthLimit(t *testing.T) {
 }
 
 func TestKillingTheParentKillsTheChild(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 0, map[string]goFlow{
 		"parent": {roles: []string{"child:slow"}},
 		"slow":   {roles: []string{"wait"}, release: make(chan struct{})},
@@ -410,6 +416,7 @@ func TestKillingTheParentKillsTheChild(t *testing.T) {
 }
 
 func TestConcurrencyCapQueuesThreads(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	f := newFixture(t, 2, map[string]goFlow{"w": {roles: []string{"wait"}, release: release}})
 	var ids []string
@@ -434,6 +441,7 @@ func TestConcurrencyCapQueuesThreads(t *testing.T) {
 }
 
 func TestIdleExit(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	h, err := Open(Options{Layout: l, IdleExit: 300 * time.Millisecond, Load: func(string) (workflow.Workflow, error) { return nil, errors.New("none") }})
 	if err != nil {
@@ -452,6 +460,7 @@ func TestIdleExit(t *testing.T) {
 }
 
 func TestADeepRootsSocketLivesInAPrivateDirectory(t *testing.T) {
+	// Serial: sets XDG_RUNTIME_DIR and TMPDIR (t.Setenv).
 	tmp := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", "")
 	t.Setenv("TMPDIR", tmp)
@@ -491,6 +500,7 @@ func TestADeepRootsSocketLivesInAPrivateDirectory(t *testing.T) {
 }
 
 func TestASocketInTheRootNeedsNoPrivateDirectory(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -506,6 +516,7 @@ func TestASocketInTheRootNeedsNoPrivateDirectory(t *testing.T) {
 // The socket is its owner's alone even when the host runs under umask 000
 // (which would leave a plain bind's socket file open to everyone).
 func TestTheSocketIsOwnerOnlyWhateverTheUmask(t *testing.T) {
+	// Serial: changes the process-wide umask.
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	f := newFixture(t, 1, map[string]goFlow{})

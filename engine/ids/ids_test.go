@@ -8,6 +8,7 @@ import (
 )
 
 func TestHashVectors(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"", "XX3DPDTHV3MSJ"},
 		{"hello", "4V3R4ZC8KXPT6"},
@@ -26,6 +27,7 @@ func TestHashVectors(t *testing.T) {
 }
 
 func TestEncodeUint64Vectors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		v    uint64
 		want string
@@ -52,6 +54,7 @@ func TestEncodeUint64Vectors(t *testing.T) {
 }
 
 func TestDecodeUint64Errors(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"":               "encoded length does not match",
 		"ABC":            "encoded length does not match",
@@ -69,6 +72,7 @@ func TestDecodeUint64Errors(t *testing.T) {
 }
 
 func TestParseHash(t *testing.T) {
+	t.Parallel()
 	got, err := ParseHash("ssvq0rz55p9y4")
 	if err != nil || got != "SSVQ0RZ55P9Y4" {
 		t.Fatalf("ParseHash lower = %q, %v", got, err)
@@ -90,6 +94,7 @@ func TestParseHash(t *testing.T) {
 }
 
 func TestThreadIDs(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1778000000000)
 	prev := ""
 	for i := 0; i < 1000; i++ {
@@ -135,6 +140,7 @@ func FuzzParseHash(f *testing.F) {
 }
 
 func TestThreadIDTime(t *testing.T) {
+	t.Parallel()
 	at := time.UnixMilli(1796032800123)
 	got, ok := ThreadIDTime(NewThreadID(at))
 	if !ok || !got.Equal(at) {

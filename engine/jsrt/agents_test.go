@@ -25,6 +25,7 @@ func metaText(t *testing.T, m canonyaml.Map) string {
 }
 
 func TestAgentAdaptersRunWorkflow(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "agents_exec.esm.js")
 	h := newFakeHost(t)
 	th := threadFor(b, "ship it")
@@ -116,6 +117,7 @@ func TestAgentAdaptersRunWorkflow(t *testing.T) {
 }
 
 func TestAgentZodSafeParseFailure(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "agents_zod_fail.esm.js")
 	h := newFakeHost(t)
 	_, _, err := drive(t, b, h, threadFor(b, "x"))
@@ -125,6 +127,7 @@ func TestAgentZodSafeParseFailure(t *testing.T) {
 }
 
 func TestAgentAdapterSpecErrors(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		`execAdapter({ command: "./role.sh" })`:              `must be an absolute path or a program name found on PATH`,
 		`cursorAdapter({ workspace: "proj" })`:               `workspace must be an absolute path`,
@@ -169,6 +172,7 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 }
 
 func TestCollectCasRefs(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "casrefs.esm.js")
 	h := newFakeHost(t)
 	outs, _, err := drive(t, b, h, threadFor(b, "x"))
@@ -208,6 +212,7 @@ func TestCollectCasRefs(t *testing.T) {
 }
 
 func TestAgentCasRefMustBeHash(t *testing.T) {
+	t.Parallel()
 	src := `import { createWorkflow, execAdapter, START, END } from "@uncaged/workflow-runtime";
 const definition = {
   description: "d",
@@ -228,6 +233,7 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 }
 
 func TestAgentFailureRejects(t *testing.T) {
+	t.Parallel()
 	src := `import { createWorkflow, execAdapter, START, END } from "@uncaged/workflow-runtime";
 const definition = {
   description: "d",
@@ -265,6 +271,7 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 }
 
 func TestKillCancelsAgentProcess(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "agents_kill.esm.js")
 	h := newFakeHost(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -293,6 +300,7 @@ func TestKillCancelsAgentProcess(t *testing.T) {
 }
 
 func TestAgentRejectsBadThreadContext(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		`{}`:                           "threadId is required",
 		`{ threadId: "t", start: {} }`: "start.content is required",

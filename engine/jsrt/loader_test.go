@@ -19,6 +19,7 @@ func loadInvalid(t *testing.T, file string, opts Options) error {
 }
 
 func TestLoadErrorsExact(t *testing.T) {
+	t.Parallel()
 	allowed := strings.Join(AvailableModules(), ", ")
 	for file, want := range map[string]string{
 		"default_export.esm.js":          `workflow bundle must not use default export; use "export const run" instead`,
@@ -46,6 +47,7 @@ func TestLoadErrorsExact(t *testing.T) {
 }
 
 func TestLoadSuffix(t *testing.T) {
+	t.Parallel()
 	src := readTestdata(t, "linear.esm.js")
 	for _, name := range []string{"linear.js", "linear.mjs", "linear.esm.ts", ""} {
 		if _, err := Load(src, name, Options{}); err == nil || err.Error() != `workflow bundle file must use the ".esm.js" suffix` {
@@ -55,6 +57,7 @@ func TestLoadSuffix(t *testing.T) {
 }
 
 func TestLoadParseError(t *testing.T) {
+	t.Parallel()
 	err := loadInvalid(t, "parse_error.esm.js", Options{})
 	want := `failed to parse module: Expected identifier but found ";" (parse_error.esm.js:2:10)`
 	if err.Error() != want {
@@ -63,6 +66,7 @@ func TestLoadParseError(t *testing.T) {
 }
 
 func TestLoadTopLevelThrow(t *testing.T) {
+	t.Parallel()
 	err := loadInvalid(t, "toplevel_throw.esm.js", Options{})
 	line := lineOf(t, "invalid/toplevel_throw.esm.js", "throw new Error")
 	want := fmt.Sprintf("failed to import bundle: Error: configuration exploded at load (toplevel_throw.esm.js:%d:", line)
@@ -72,6 +76,7 @@ func TestLoadTopLevelThrow(t *testing.T) {
 }
 
 func TestLoadTopLevelEnv(t *testing.T) {
+	// Serial: unsets a variable of the process environment.
 	const key = "JSRT_TEST_SURELY_UNSET_KEY"
 	if err := os.Unsetenv(key); err != nil {
 		t.Fatal(err)
@@ -95,6 +100,7 @@ func TestLoadTopLevelEnv(t *testing.T) {
 }
 
 func TestLoadTopLevelHostCallsFail(t *testing.T) {
+	t.Parallel()
 	src := `import { spawn } from "node:child_process";
 export const run = async function* () {};
 spawn("true");
@@ -106,6 +112,7 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 }
 
 func TestLoadValidationTimeout(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	err := loadInvalid(t, "toplevel_spin.esm.js", Options{ValidationTimeout: 200 * time.Millisecond})
 	if !strings.Contains(err.Error(), "failed to import bundle: evaluating the top level did not finish within 200ms") {
@@ -117,6 +124,7 @@ func TestLoadValidationTimeout(t *testing.T) {
 }
 
 func TestTransformIsCached(t *testing.T) {
+	// Serial: other tests loading bundles could evict its entry from the shared cache.
 	// Unique bytes, so no other test has transformed them already.
 	src := append(readTestdata(t, "linear.esm.js"), fmt.Sprintf("\n// %s %d\n", t.Name(), time.Now().UnixNano())...)
 	before := TransformCount()
@@ -148,6 +156,7 @@ func TestTransformIsCached(t *testing.T) {
 }
 
 func TestAvailableModulesResolveWithAndWithoutPrefix(t *testing.T) {
+	t.Parallel()
 	var imports strings.Builder
 	for i, m := range AvailableModules() {
 		fmt.Fprintf(&imports, "import * as m%d from %q;\n", 2*i, m)

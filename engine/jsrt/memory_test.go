@@ -32,6 +32,7 @@ func liveHeap() uint64 {
 // waits on a timer the whole time. The runaway fails with an error that
 // says what happened and how to raise the budget; the others finish.
 func TestRunawayFailsWithinItsBudget(t *testing.T) {
+	// Serial: measures the process-wide heap.
 	const budget = 16 << 20
 	mem := loadTestdata(t, "memory.esm.js")
 	h := newFakeHost(t)
@@ -122,6 +123,7 @@ func TestRunawayFailsWithinItsBudget(t *testing.T) {
 // TestMemoryWithinBudgetIsLeftAlone: a role that keeps 12 MiB and makes
 // eight times as much garbage finishes within a 32 MiB budget.
 func TestMemoryWithinBudgetIsLeftAlone(t *testing.T) {
+	// Serial: measures the process-wide heap.
 	mem := loadTestdata(t, "memory.esm.js")
 	h := newFakeHost(t)
 	r, err := mem.Start(context.Background(), threadFor(mem, "hold 12 96"), budgetHost{h, 32 << 20})
@@ -144,6 +146,7 @@ func TestMemoryWithinBudgetIsLeftAlone(t *testing.T) {
 // TestBundleTopLevelHasABudget: the top level runs in the host at every
 // load, so it is held to a budget too.
 func TestBundleTopLevelHasABudget(t *testing.T) {
+	// Serial: sets the process-wide membudget override.
 	membudget.SetOverride(16 << 20)
 	defer membudget.ClearOverride()
 	src := `const keep = []; for (;;) keep.push(new Array(1 << 20));

@@ -19,6 +19,7 @@ import (
 // A bundle's child process is recorded as an agent's program is, so a
 // later engine host can kill it if this one dies (package procgroup).
 func TestAChildProcessIsRecordedAsAProcessGroup(t *testing.T) {
+	// Serial: opens a tracker, and the open trackers are process-wide (see procgroup's trackerFor).
 	if runtime.GOOS != "linux" {
 		t.Skip("process groups are recorded on Linux only")
 	}

@@ -54,6 +54,7 @@ func wantFields(t *testing.T, got map[string]any, want map[string]any) {
 }
 
 func TestTimers(t *testing.T) {
+	t.Parallel()
 	got := check(t, newFakeHost(t), "timers")
 	wantFields(t, got, map[string]any{
 		"order":            []string{"timeout", "microtask", "immediate"},
@@ -63,6 +64,7 @@ func TestTimers(t *testing.T) {
 }
 
 func TestFetch(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -96,6 +98,7 @@ func TestFetch(t *testing.T) {
 }
 
 func TestSpawn(t *testing.T) {
+	t.Parallel()
 	got := check(t, newFakeHost(t), "spawn")
 	wantFields(t, got, map[string]any{
 		"out":      "hi\n",
@@ -112,6 +115,7 @@ func TestSpawn(t *testing.T) {
 }
 
 func TestKillChildProcessOnCancel(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "host_apis.esm.js")
 	h := newFakeHost(t)
 	_, cancel, errc := startKillable(t, b, h, threadFor(b, "sleeper"))
@@ -152,6 +156,7 @@ func TestKillChildProcessOnCancel(t *testing.T) {
 }
 
 func TestRoundTrips(t *testing.T) {
+	t.Parallel()
 	h := newFakeHost(t)
 	wd, _ := os.Getwd()
 	h.env["EXPECTED_CWD"] = wd
@@ -195,6 +200,7 @@ func TestRoundTrips(t *testing.T) {
 }
 
 func TestConsole(t *testing.T) {
+	t.Parallel()
 	h := newFakeHost(t)
 	check(t, h, "console")
 	logs := h.logged("CONSOLE")
@@ -205,6 +211,7 @@ func TestConsole(t *testing.T) {
 }
 
 func TestMetaConversion(t *testing.T) {
+	t.Parallel()
 	// JSON.stringify's rules: toJSON, dropped undefined and functions,
 	// null for non-finite numbers, key order preserved.
 	src := `
@@ -237,6 +244,7 @@ export const run = async function* (thread, runtime) {
 }
 
 func TestRequireAtRuntimeNamesAvailableModules(t *testing.T) {
+	t.Parallel()
 	src := `
 export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 export const run = async function* () {
@@ -257,6 +265,7 @@ export const run = async function* () {
 }
 
 func TestProcessEnvIsReadOnly(t *testing.T) {
+	t.Parallel()
 	src := `
 export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 export const run = async function* () {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLinearFlow(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "linear.esm.js")
 	h := newFakeHost(t)
 	outs, done, err := drive(t, b, h, threadFor(b, "build a thing"))
@@ -80,6 +81,7 @@ func TestLinearFlow(t *testing.T) {
 }
 
 func TestReviewLoop(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "review_loop.esm.js")
 	outs, done, err := drive(t, b, newFakeHost(t), threadFor(b, "fix the bug"))
 	if err != nil {
@@ -109,6 +111,7 @@ func TestReviewLoop(t *testing.T) {
 }
 
 func TestResumeFromSteps(t *testing.T) {
+	t.Parallel()
 	// A resumed thread (or a fork) starts with steps already done; the
 	// moderator continues from the last one.
 	b := loadTestdata(t, "linear.esm.js")
@@ -131,6 +134,7 @@ func TestResumeFromSteps(t *testing.T) {
 }
 
 func TestRoleThrowsMidRun(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "throws.esm.js")
 	h := newFakeHost(t)
 	outs, _, err := drive(t, b, h, threadFor(b, "the prompt"))
@@ -158,6 +162,7 @@ func TestRoleThrowsMidRun(t *testing.T) {
 }
 
 func TestErrorIsSticky(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "async_errors.esm.js")
 	h := newFakeHost(t)
 	ctx := context.Background()
@@ -174,6 +179,7 @@ func TestErrorIsSticky(t *testing.T) {
 }
 
 func TestAsyncErrors(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "async_errors.esm.js")
 	for _, c := range []struct {
 		prompt string
@@ -209,6 +215,7 @@ func TestAsyncErrors(t *testing.T) {
 }
 
 func TestKillInfiniteLoop(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "spin.esm.js")
 	h := newFakeHost(t)
 	r, err := b.Start(context.Background(), threadFor(b, "spin"), h)
@@ -247,6 +254,7 @@ func TestKillInfiniteLoop(t *testing.T) {
 }
 
 func TestCloseInterruptsNext(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "spin.esm.js")
 	h := newFakeHost(t)
 	r, err := b.Start(context.Background(), threadFor(b, "spin"), h)
@@ -276,6 +284,7 @@ func TestCloseInterruptsNext(t *testing.T) {
 }
 
 func TestAlreadyCancelledContext(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "linear.esm.js")
 	r, err := b.Start(context.Background(), threadFor(b, "x"), newFakeHost(t))
 	if err != nil {
@@ -290,6 +299,7 @@ func TestAlreadyCancelledContext(t *testing.T) {
 }
 
 func TestRuntimeAPI(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "runtime_api.esm.js")
 	h := newFakeHost(t)
 	th := threadFor(b, "old style")
@@ -338,6 +348,7 @@ func TestRuntimeAPI(t *testing.T) {
 }
 
 func TestBadYields(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "bad_yield.esm.js")
 	for prompt, want := range map[string]string{
 		"notObject":     "the workflow yielded number 42; a step must be a RoleOutput",
@@ -363,6 +374,7 @@ func TestBadYields(t *testing.T) {
 }
 
 func TestChildWorkflow(t *testing.T) {
+	t.Parallel()
 	parent := loadTestdata(t, "child_workflow.esm.js")
 	child := loadTestdata(t, "linear.esm.js")
 	h := newFakeHost(t)
@@ -401,6 +413,7 @@ func TestChildWorkflow(t *testing.T) {
 }
 
 func TestUnhandledRejectionIsLogged(t *testing.T) {
+	t.Parallel()
 	src := `
 export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 export const run = async function* (thread, runtime) {
@@ -425,6 +438,7 @@ export const run = async function* (thread, runtime) {
 }
 
 func TestConcurrentRuns(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "review_loop.esm.js")
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
@@ -445,6 +459,7 @@ func TestConcurrentRuns(t *testing.T) {
 }
 
 func TestRunLifecycle(t *testing.T) {
+	t.Parallel()
 	b := loadTestdata(t, "linear.esm.js")
 	h := newFakeHost(t)
 	ctx := context.Background()
@@ -484,6 +499,7 @@ func TestRunLifecycle(t *testing.T) {
 }
 
 func TestStartIsInterruptible(t *testing.T) {
+	t.Parallel()
 	// The top level spins only when the run's environment asks for it, so
 	// Load (which sees no such variable) succeeds.
 	src := `
@@ -509,6 +525,7 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 }
 
 func TestStartErrors(t *testing.T) {
+	t.Parallel()
 	src := `
 export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 export const run = () => 42;`

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSmallestLimitWalksUpToTheMount(t *testing.T) {
+	t.Parallel()
 	mount := t.TempDir()
 	write := func(dir, v string) {
 		if err := os.MkdirAll(filepath.Join(mount, dir), 0o755); err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -38,6 +39,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestFormatSize(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{512 << 20: "512MiB", 1 << 30: "1GiB", 3 << 29: "1.5GiB", 100: "100B", 1536: "1.5KiB"} {
 		if got := FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
@@ -51,6 +53,7 @@ func TestFormatSize(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	defer ClearOverride()
 	if got := Resolve(""); got != DefaultBudget {
 		t.Fatalf("Resolve(\"\") = %d", got)
@@ -68,6 +71,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestExceededErrorSaysWhatAndHow(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("workflow run failed: %w", &ExceededError{Budget: 64 << 20, Held: 70 << 20})
 	if !errors.Is(err, ErrExceeded) {
 		t.Fatal("errors.Is(ErrExceeded) is false")

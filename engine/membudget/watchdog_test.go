@@ -62,6 +62,7 @@ func tick(w *Watchdog, h *fakeHeap) {
 }
 
 func TestRunawayIsStoppedOnWhatACollectionFoundLive(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var st stops
@@ -96,6 +97,7 @@ func TestRunawayIsStoppedOnWhatACollectionFoundLive(t *testing.T) {
 }
 
 func TestWaitingThreadIsNeverCharged(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var runaway, waiting stops
@@ -119,6 +121,7 @@ func TestWaitingThreadIsNeverCharged(t *testing.T) {
 }
 
 func TestGarbageIsNotHeld(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var st stops
@@ -151,6 +154,7 @@ func TestGarbageIsNotHeld(t *testing.T) {
 }
 
 func TestBriefStepsBesideARunawayAreChargedLittle(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var runaway, stepper stops
@@ -175,6 +179,7 @@ func TestBriefStepsBesideARunawayAreChargedLittle(t *testing.T) {
 }
 
 func TestOneStopAtATimeAndTheBystanderIsJudgedAgain(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var st [2]stops
@@ -238,6 +243,7 @@ func TestOneStopAtATimeAndTheBystanderIsJudgedAgain(t *testing.T) {
 }
 
 func TestLegitimateHolderIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var st stops
@@ -264,6 +270,7 @@ func TestLegitimateHolderIsLeftAlone(t *testing.T) {
 }
 
 func TestHostLimitStopsTheBiggest(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	w.SetHostLimit(200 * mib)
@@ -295,6 +302,7 @@ func TestHostLimitStopsTheBiggest(t *testing.T) {
 }
 
 func TestTickerStopsWithTheLastAccount(t *testing.T) {
+	t.Parallel()
 	w := newWatchdog(readMetrics, func() {})
 	a := w.Open(64*mib, func(*ExceededError) {})
 	a.Enter()
@@ -315,6 +323,7 @@ func TestTickerStopsWithTheLastAccount(t *testing.T) {
 // TestHostLimitSparesAThreadThatOnlyHolds: the host's limit stops what is
 // growing, not a thread that holds more but waits on an agent.
 func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	w.SetHostLimit(300 * mib)
@@ -350,6 +359,7 @@ func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
 // a closed runtime's memory also finds what another grew meanwhile; the
 // one must not hide the other.
 func TestGrowthWhileAnotherRuntimeIsFreedIsCharged(t *testing.T) {
+	t.Parallel()
 	h := &fakeHeap{}
 	w := newTestWatchdog(h)
 	var first, second stops

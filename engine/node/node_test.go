@@ -22,6 +22,7 @@ func hashOf(t *testing.T, n Node) (string, string) {
 // Nodes hashed by the original implementation (its yaml library, 2.8.4);
 // docs/compatibility.md, "Store".
 func TestContentVectors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		payload string
 		refs    []string
@@ -54,6 +55,7 @@ func TestContentVectors(t *testing.T) {
 }
 
 func TestStartStateEndVectors(t *testing.T) {
+	t.Parallel()
 	start := NewStart(StartPayload{Name: "demo", Hash: "BUNDLEAAAAAAA", Depth: 0}, "SSVQ0RZ55P9Y4")
 	y, h := hashOf(t, start)
 	wantStart := "type: start\npayload:\n  name: demo\n  hash: BUNDLEAAAAAAA\n  depth: 0\n  parentState: null\nrefs:\n  - SSVQ0RZ55P9Y4\n"
@@ -87,6 +89,7 @@ func TestStartStateEndVectors(t *testing.T) {
 }
 
 func TestCollectRefs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		p    StatePayload
 		want []string
@@ -105,6 +108,7 @@ func TestCollectRefs(t *testing.T) {
 }
 
 func TestStartRefs(t *testing.T) {
+	t.Parallel()
 	if got := NewStart(StartPayload{Name: "a"}, "P").Refs; !reflect.DeepEqual(got, []string{"P"}) {
 		t.Errorf("refs without parent = %v", got)
 	}
@@ -114,6 +118,7 @@ func TestStartRefs(t *testing.T) {
 }
 
 func TestAncestorsCap(t *testing.T) {
+	t.Parallel()
 	var chain []string
 	parent := ""
 	for i := 0; i < 20; i++ {
@@ -136,6 +141,7 @@ func TestAncestorsCap(t *testing.T) {
 }
 
 func TestParseRoundTrip(t *testing.T) {
+	t.Parallel()
 	start := NewStart(StartPayload{Name: "demo", Hash: "BUNDLEAAAAAAA", Depth: 2, ParentState: "EY4NX8J6373TT"}, "SSVQ0RZ55P9Y4")
 	state := NewState(StatePayload{
 		Role: "coder", Meta: canonyaml.Map{{Key: "z", Value: "last"}, {Key: "a", Value: canonyaml.Map{{Key: "n", Value: 1.5}}}, {Key: "list", Value: []any{"x", true, nil}}},
@@ -164,6 +170,7 @@ func TestParseRoundTrip(t *testing.T) {
 }
 
 func TestParseLegacyAndExtraFields(t *testing.T) {
+	t.Parallel()
 	legacyStart := "type: start\npayload:\n  name: demo\n  hash: H\n  depth: 0\n  maxRounds: 5\nrefs:\n  - P\n"
 	n, err := Parse([]byte(legacyStart))
 	if err != nil {
@@ -198,6 +205,7 @@ func TestParseLegacyAndExtraFields(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"":                            "empty document",
 		"just text":                   "not a mapping",
@@ -234,6 +242,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestScanRefsFallsBackOnOddTails(t *testing.T) {
+	t.Parallel()
 	// A hand-written node whose refs are not canonical hashes still yields them via YAML.
 	odd := "type: content\npayload: x\nrefs:\n  - not-a-hash\n"
 	if got := RefsOf([]byte(odd)); !reflect.DeepEqual(got, []string{"not-a-hash"}) {

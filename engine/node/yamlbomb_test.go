@@ -13,6 +13,7 @@ import (
 // node: reading it fails with the limit named instead of expanding a
 // gigabyte, and it counts as plain content.
 func TestAliasBombInMetaIsNotANode(t *testing.T) {
+	t.Parallel()
 	blob := []byte("type: state\npayload:\n  role: r\n  meta:\n" + testkit.AliasBomb("    ", 6) +
 		"  start: S\n  content: C\n  ancestors: []\n  compact: null\n  timestamp: 5\nrefs: [S, C]\n")
 	_, err := Parse(blob)

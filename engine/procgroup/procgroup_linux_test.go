@@ -136,6 +136,7 @@ func watchdogOf(t *testing.T, host int) int {
 }
 
 func TestTheWatchdogKillsTheGroupsOfAHostKilledHard(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	host, log, leader, child := startFakeHost(t, dir)
 	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
@@ -157,6 +158,7 @@ func TestTheWatchdogKillsTheGroupsOfAHostKilledHard(t *testing.T) {
 // be), Pdeathsig still ends the leader, and the next host kills the rest
 // before doing anything.
 func TestTheNextHostKillsWhatADeadHostLeft(t *testing.T) {
+	// Serial: opens a tracker, and the open trackers are process-wide (see trackerFor).
 	dir := t.TempDir()
 	host, _, leader, child := startFakeHost(t, dir)
 	wd := watchdogOf(t, host.Process.Pid)
@@ -225,6 +227,7 @@ func recordOf(t *testing.T, dir string, pid int, start uint64) {
 }
 
 func TestALeftoverRecordOfAReusedPidKillsNothing(t *testing.T) {
+	// Serial: opens a tracker, and the open trackers are process-wide (see trackerFor).
 	dir := filepath.Join(t.TempDir(), "records")
 	other := startAlone(t, "sleep", "600") // holds the recorded pid now; it is not the recorded process
 	st, err := readStat(other.Process.Pid)
@@ -256,6 +259,7 @@ func TestALeftoverRecordOfAReusedPidKillsNothing(t *testing.T) {
 }
 
 func TestALiveHostsRecordsAreLeftAlone(t *testing.T) {
+	// Serial: opens a tracker, and the open trackers are process-wide (see trackerFor).
 	dir := filepath.Join(t.TempDir(), "records")
 	tr, err := Open(dir, nil)
 	if err != nil {
@@ -289,6 +293,7 @@ func TestALiveHostsRecordsAreLeftAlone(t *testing.T) {
 // The thread that forks a leader may be retired by Go (here: a goroutine
 // locked to it ends); Pdeathsig must not take the leader with it.
 func TestALeaderOutlivesTheThreadThatStartedIt(t *testing.T) {
+	// Serial: a group it starts would be recorded by another test's tracker (see trackerFor).
 	type started struct {
 		g   *Group
 		tid int
@@ -341,6 +346,7 @@ func TestALeaderOutlivesTheThreadThatStartedIt(t *testing.T) {
 }
 
 func TestWaitKillsTheRestOfTheGroup(t *testing.T) {
+	// Serial: a group it starts would be recorded by another test's tracker (see trackerFor).
 	var out bytes.Buffer
 	cmd := exec.Command("/bin/sh", "-c", "sleep 600 & echo $!")
 	cmd.Stdout = &out
@@ -367,6 +373,7 @@ func TestWaitKillsTheRestOfTheGroup(t *testing.T) {
 // With several hosts in one process (tests run them), a group is recorded
 // in its own thread's host's root, and one of an unknown thread nowhere.
 func TestAGroupIsRecordedWithItsThreadsTracker(t *testing.T) {
+	// Serial: opens trackers, and the open trackers are process-wide (see procgroup's trackerFor).
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	a, err := Open(dirA, nil)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestConfigMemoryBudget(t *testing.T) {
+	t.Parallel()
 	const base = "workflows: {}\nconfig: {maxDepth: 1, providers: {}, models: {}"
 	for in, want := range map[string]string{
 		base + "}\n":                             "",
@@ -44,6 +45,7 @@ func TestConfigMemoryBudget(t *testing.T) {
 // TestSetConfigKeepsMemoryBudget: setup rewrites the config section, and
 // a budget written by hand must survive it, as a number when it was one.
 func TestSetConfigKeepsMemoryBudget(t *testing.T) {
+	t.Parallel()
 	for _, budget := range []string{"768MiB", "off", "1073741824"} {
 		r := New()
 		if err := r.SetConfig(Config{MaxDepth: 3, Providers: map[string]Provider{}, Models: map[string]string{}, MemoryBudget: budget}); err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"solve-issue", "a", "a1", "fix-bug-2", "x9-y8"} {
 		if err := ValidateName(ok); err != nil {
 			t.Errorf("%q rejected: %v", ok, err)
@@ -25,6 +26,7 @@ func TestValidateName(t *testing.T) {
 }
 
 func TestParseEmptyAndErrors(t *testing.T) {
+	t.Parallel()
 	for _, blank := range []string{"", "  \n\t\n"} {
 		r, err := Parse([]byte(blank))
 		if err != nil || len(r.Names()) != 0 || r.Config() != nil {
@@ -89,6 +91,7 @@ workflows:
 `
 
 func TestRoundTripKeepsConfigAndEnvReferences(t *testing.T) {
+	t.Parallel()
 	r, err := Parse([]byte(sampleRegistry))
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +124,7 @@ func TestRoundTripKeepsConfigAndEnvReferences(t *testing.T) {
 }
 
 func TestResolveModel(t *testing.T) {
+	t.Parallel()
 	r, _ := Parse([]byte(sampleRegistry))
 	c := r.Config()
 	env := map[string]string{"DASH_KEY": "sk-1"}
@@ -148,6 +152,7 @@ func TestResolveModel(t *testing.T) {
 }
 
 func TestRegisterRollbackUnregister(t *testing.T) {
+	t.Parallel()
 	r := New()
 	r.Register("solve", "H1", 1)
 	r.Register("solve", "H2", 2)
@@ -200,6 +205,7 @@ func TestRegisterRollbackUnregister(t *testing.T) {
 }
 
 func TestUpdateIsSerialisedAndBadFileChangesNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflow.yaml")
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -234,6 +240,7 @@ func TestUpdateIsSerialisedAndBadFileChangesNothing(t *testing.T) {
 }
 
 func TestStoreFile(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "bundles", "H.esm.js")
 	if err := StoreFile(p, "bundle", []byte("a")); err != nil {
 		t.Fatal(err)
@@ -248,6 +255,7 @@ func TestStoreFile(t *testing.T) {
 }
 
 func TestSetConfigRoundTrips(t *testing.T) {
+	t.Parallel()
 	r := New()
 	c := Config{MaxDepth: 2, SupervisorInterval: 4, Providers: map[string]Provider{"p": {BaseURL: "u", APIKey: "env:K"}}, Models: map[string]string{"default": "p/m"}}
 	if err := r.SetConfig(c); err != nil {
@@ -270,6 +278,7 @@ func TestSetConfigRoundTrips(t *testing.T) {
 // it, and a file an older version wrote world-readable is tightened on the
 // next write.
 func TestSaveIsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflow.yaml")
 	if err := os.WriteFile(path, []byte("workflows: {}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCompile(t *testing.T) {
+	t.Parallel()
 	s, err := Compile([]byte(`{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"integer"}},"required":["n"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestCompile(t *testing.T) {
 }
 
 func TestCompileRefusesBadSchemasAndOutsideRefs(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "other.json")
 	if err := os.WriteFile(file, []byte(`{"type":"string"}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,6 +41,7 @@ func TestCompileRefusesBadSchemasAndOutsideRefs(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	s, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a","b"]}`))
 	if err != nil {
 		t.Fatal(err)

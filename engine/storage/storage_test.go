@@ -7,6 +7,7 @@ import (
 )
 
 func TestResolveRootPriority(t *testing.T) {
+	// Serial: sets HOME (t.Setenv).
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -39,6 +40,7 @@ func TestResolveRootPriority(t *testing.T) {
 }
 
 func TestLayoutPaths(t *testing.T) {
+	t.Parallel()
 	l := Layout{Root: "/tmp/wf-root"}
 	checks := map[string]string{
 		l.CASDir():                "/tmp/wf-root/cas",
@@ -59,6 +61,7 @@ func TestLayoutPaths(t *testing.T) {
 }
 
 func TestHasBundle(t *testing.T) {
+	t.Parallel()
 	l := Layout{Root: t.TempDir()}
 	if err := os.MkdirAll(l.BundlesDir(), 0o755); err != nil {
 		t.Fatal(err)
@@ -77,6 +80,7 @@ func TestHasBundle(t *testing.T) {
 }
 
 func TestEnsureRootCreatesAPrivateRootAndLeavesAnExistingOneAlone(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	fresh := Layout{Root: filepath.Join(base, "home", ".uncaged", "workflow")}
 	if err := fresh.EnsureRoot(); err != nil {

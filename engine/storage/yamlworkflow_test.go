@@ -7,6 +7,7 @@ import (
 )
 
 func TestHasBundleFindsYAMLWorkflows(t *testing.T) {
+	t.Parallel()
 	l := Layout{Root: t.TempDir()}
 	if got := l.YAMLWorkflowFile("SSVQ0RZ55P9Y4"); got != filepath.Join(l.Root, "bundles", "SSVQ0RZ55P9Y4.workflow.yaml") {
 		t.Fatalf("YAMLWorkflowFile = %s", got)

@@ -46,6 +46,7 @@ func historyIDs(t *testing.T, dir string) ([]string, []*DamageError) {
 // What the original writes, or may leave, reads without complaint: empty
 // files, blank lines, a complete last line without its newline.
 func TestHistoryAcceptsWhatWritersLeave(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeHistory(t, dir, "2026-01-01.jsonl", "")
 	writeHistory(t, dir, "2026-01-02.jsonl", lineA+"\n\n  \n"+lineB+"\n")
@@ -59,6 +60,7 @@ func TestHistoryAcceptsWhatWritersLeave(t *testing.T) {
 // A line that cannot be read is damage with its file and line: strict
 // readers stop, tolerant ones report it and read on.
 func TestHistoryDamageNamesFileAndLine(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, line, reason string
 	}{
@@ -89,6 +91,7 @@ func TestHistoryDamageNamesFileAndLine(t *testing.T) {
 // A crash mid-append leaves a last line cut short: that is damage, and a
 // later append starts a fresh line so the new entry stays readable.
 func TestTornLastLineIsDamageAndLaterAppendsStayReadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := writeHistory(t, dir, "1970-01-01.jsonl", lineA+"\n"+lineB[:20])
 	ids, damaged := historyIDs(t, dir)
@@ -107,6 +110,7 @@ func TestTornLastLineIsDamageAndLaterAppendsStayReadable(t *testing.T) {
 // Listing shows what it can and names the damage; List, ListBundle and
 // Latest, whose callers need every thread, refuse.
 func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	if err := Upsert(l.BundleDir("GOOD"), "G", Entry{Head: "HG", Start: "S", UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
@@ -149,6 +153,7 @@ func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
 }
 
 func TestKeptAsideNames(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeHistory(t, dir, "2026-05-09.jsonl.damaged-20260509T120000Z", "x")
 	if err := os.WriteFile(filepath.Join(dir, "threads.json.damaged-20260509T120000Z"), []byte("{"), 0o644); err != nil {

@@ -56,6 +56,7 @@ func FuzzHistoryFastPathAgrees(f *testing.F) {
 }
 
 func TestFastPathTakesTheCommonLayouts(t *testing.T) {
+	t.Parallel()
 	for _, s := range indexSeeds[:4] {
 		if _, fl, ok := scanIndex([]byte(s)); !ok || fl != nil {
 			t.Errorf("fast path refused %q", s)

@@ -11,6 +11,7 @@ import (
 // TestConcurrentProcessesLoseNoThreads starts several copies of this test
 // binary that all add threads to one threads.json at the same time.
 func TestConcurrentProcessesLoseNoThreads(t *testing.T) {
+	t.Parallel()
 	const procs, perProc = 8, 40
 	dir := t.TempDir()
 	cmds := make([]*exec.Cmd, procs)

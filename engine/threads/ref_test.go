@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckRef(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"01JABCDEFGHJKMNPQRSTVWXYZ0", "01jabcdefghjkmnpqrstvwxyz0", "nonexistent-id", "a_b", strings.Repeat("a", MaxRefLen)} {
 		if err := CheckRef(id); err != nil {
 			t.Errorf("CheckRef(%q) = %v, want nil", id, err)
@@ -23,6 +24,7 @@ func TestCheckRef(t *testing.T) {
 }
 
 func TestResolveRefRefusesBeforeLookingAndIsNotFoundOtherwise(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	if _, err := ResolveRef(l, "../x"); !errors.Is(err, ErrInvalidRef) {
 		t.Fatalf("ResolveRef(../x) = %v, want ErrInvalidRef", err)

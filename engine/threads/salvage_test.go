@@ -33,6 +33,7 @@ func storedChain(t *testing.T, store *cas.Store) (start, head string) {
 // Whichever single quote of a threads.json or history line is lost, the
 // repair rebuilds the exact bytes both implementations write.
 func TestRepairRebuildsEveryLostQuote(t *testing.T) {
+	t.Parallel()
 	store := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	start, head := storedChain(t, store)
 	const id = "06EZJ3QM9Q4S5XWA0R1C7D8E2G"
@@ -74,6 +75,7 @@ func TestRepairRebuildsEveryLostQuote(t *testing.T) {
 // However much of a threads.json's end is cut off, the repair keeps every
 // entry whose head survived, taking the rest from the head node.
 func TestRepairRebuildsACutIndex(t *testing.T) {
+	t.Parallel()
 	store := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	start, head := storedChain(t, store)
 	b, _ := marshalIndex(Index{"T1": {Head: head, Start: start, UpdatedAt: 1778000100000}})

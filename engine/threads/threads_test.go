@@ -17,6 +17,7 @@ import (
 )
 
 func TestUpsertAndRemove(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "bundles", "H")
 	if err := Upsert(dir, "T1", Entry{Head: "A", Start: "S", UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestUpsertAndRemove(t *testing.T) {
 // What both implementations write, and what JSON allows them to, reads
 // without complaint.
 func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
+	t.Parallel()
 	cases := map[string]Index{
 		"{}":        {},
 		"{}\n":      {},
@@ -85,6 +87,7 @@ func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 // A threads.json that cannot be read completely is damage with its file and
 // line, never an empty index: GC would take it for "no threads".
 func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
+	t.Parallel()
 	canonical := "{\n  \"T1\": {\n    \"head\": \"H1\",\n    \"start\": \"S\",\n    \"updatedAt\": 1\n  },\n  \"T2\": {\n    \"head\": \"H2\",\n    \"start\": \"S\",\n    \"updatedAt\": 2\n  }\n}\n"
 	cases := []struct {
 		name, in string
@@ -133,6 +136,7 @@ func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 // Writing to a damaged index would replace every entry it still holds with
 // one: Upsert and Remove refuse and leave the file as it was.
 func TestModifyRefusesADamagedIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := Upsert(dir, "T1", Entry{Head: "H1", Start: "S", UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
@@ -154,6 +158,7 @@ func TestModifyRefusesADamagedIndex(t *testing.T) {
 }
 
 func TestHistoryAppendReadRemove(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC).UnixMilli()
 	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T1", Head: "E1", Start: "S", CompletedAt: ts}); err != nil {
@@ -198,6 +203,7 @@ func TestHistoryAppendReadRemove(t *testing.T) {
 }
 
 func TestResolveListLatestAndWalk(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	l := storage.Layout{Root: root}
 	store := cas.Open(l.CASDir())
@@ -264,6 +270,7 @@ func TestResolveListLatestAndWalk(t *testing.T) {
 }
 
 func TestDeriveStatusReturnCodes(t *testing.T) {
+	t.Parallel()
 	mk := func(meta canonyaml.Map) *node.State {
 		return &node.State{Payload: node.StatePayload{Role: node.RoleEnd, Meta: meta}}
 	}
@@ -289,6 +296,7 @@ func TestDeriveStatusReturnCodes(t *testing.T) {
 }
 
 func TestListOrdersAndDeduplicates(t *testing.T) {
+	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	dir := l.BundleDir("B")
 	if err := Upsert(dir, "C", Entry{Head: "HC", Start: "S", UpdatedAt: 3}); err != nil {

@@ -21,6 +21,7 @@ func mustJSON(t *testing.T, s string) any {
 const okRoles = `{"a": {"description": "A", "schema": {"type": "object"}}}`
 
 func TestValidateDescriptorErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, json, want string
 	}{
@@ -66,6 +67,7 @@ func TestValidateDescriptorErrors(t *testing.T) {
 }
 
 func TestValidateDescriptorNonJSONValueIsNotAnObject(t *testing.T) {
+	t.Parallel()
 	type function struct{} // stands in for a JavaScript function
 	v := canonyaml.Map{{Key: "description", Value: "x"}, {Key: "roles", Value: canonyaml.Map{{Key: "r", Value: function{}}}}}
 	if _, err := ValidateDescriptor(v); err == nil || err.Error() != "descriptor.roles.r must be a non-array object" {
@@ -74,6 +76,7 @@ func TestValidateDescriptorNonJSONValueIsNotAnObject(t *testing.T) {
 }
 
 func TestValidateDescriptorOK(t *testing.T) {
+	t.Parallel()
 	d, err := ValidateDescriptor(mustJSON(t, `{
 		"description": "two roles",
 		"roles": {
@@ -127,6 +130,7 @@ func sampleDescriptor() Descriptor {
 }
 
 func TestDescriptorMarshalYAMLMatchesSidecar(t *testing.T) {
+	t.Parallel()
 	got, err := sampleDescriptor().MarshalYAML()
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +155,7 @@ func TestDescriptorMarshalYAMLMatchesSidecar(t *testing.T) {
 }
 
 func TestDescriptorEmptyCollectionsYAML(t *testing.T) {
+	t.Parallel()
 	got, err := Descriptor{Description: "fixture"}.MarshalYAML()
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +174,7 @@ func TestDescriptorEmptyCollectionsYAML(t *testing.T) {
 }
 
 func TestDescriptorRoundTrips(t *testing.T) {
+	t.Parallel()
 	d := sampleDescriptor()
 	cd := "reviewer approved"
 	d.Roles = append(d.Roles, RoleDescriptor{
@@ -209,6 +215,7 @@ func TestDescriptorRoundTrips(t *testing.T) {
 }
 
 func TestParseDescriptorYAMLErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"", "descriptor must be a non-array object"},
 		{"- 1\n", "descriptor must be a non-array object"},

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCollectCASRefs(t *testing.T) {
+	t.Parallel()
 	const a, b, c = "AAAAAAAAAAAAA", "BBBBBBBBBBBBB", "CCCCCCCCCCCCC"
 	cases := []struct {
 		name, schema, meta, want string

@@ -78,6 +78,7 @@ func runThread(t *testing.T, wf workflow.Workflow, hash string, env map[string]s
 // sequence (a routing loop: the first draft is rejected), the meta, the
 // content hashes and the content nodes' refs must be identical.
 func TestYAMLAndBundleStoreIdenticalSteps(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs(exampleDir)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +166,7 @@ var casRefCases = []struct{ Schema, Meta string }{
 // TestCASRefRulesMatchTheRuntime runs the runtime's own collectCasRefs over
 // the cases in a bundle and compares with CollectCASRefs.
 func TestCASRefRulesMatchTheRuntime(t *testing.T) {
+	t.Parallel()
 	cases, err := json.Marshal(casRefCases)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ graph:
 `
 
 func TestParseValid(t *testing.T) {
+	t.Parallel()
 	def, err := Parse([]byte(validYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +80,7 @@ func TestParseValid(t *testing.T) {
 // TestParseErrors: every way a workflow can be wrong gets an error naming
 // where, and none is accepted.
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	base := func(mutate func(string) string) string { return mutate(validYAML) }
 	repl := func(old, new string) string {
 		return base(func(s string) string {
@@ -170,6 +172,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestErrorsCarryLines(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(strings.Replace(validYAML, "agent: script", "agent: writr", 1)))
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Path != "roles.reviewer.agent" || pe.Line != 19 {
@@ -183,6 +186,7 @@ func TestErrorsCarryLines(t *testing.T) {
 // TestParseAccepts: forms beside the reference example that must parse,
 // and what each must come to.
 func TestParseAccepts(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, yaml string
 		check      func(t *testing.T, def *Definition)
@@ -277,6 +281,7 @@ graph: {__start__: one, one: two}
 }
 
 func TestResolvePaths(t *testing.T) {
+	t.Parallel()
 	src := []byte(`# a comment survives
 version: 1
 description: d
@@ -329,6 +334,7 @@ graph: {__start__: a, a: b, b: c, c: d}
 }
 
 func TestVersionTagIsTheParsersNotOurs(t *testing.T) {
+	t.Parallel()
 	// The version check relies on yaml.v3 resolving plain scalars' tags
 	// when decoding into a node.
 	var n yaml.Node

@@ -68,6 +68,7 @@ func step(role, metaJSON string) workflow.RoleStep {
 }
 
 func TestRoutingTable(t *testing.T) {
+	t.Parallel()
 	w, err := Load([]byte(`version: 1
 description: routing
 agent: {type: exec, command: x}
@@ -169,6 +170,7 @@ func startThread(prompt string) workflow.ThreadContext {
 }
 
 func TestRunLoopStoresStepsLikeCreateWorkflow(t *testing.T) {
+	t.Parallel()
 	var calls []agents.Call
 	w, err := Load([]byte(loopYAML), Options{NewAgent: factory(loopFakes(t, &calls))})
 	if err != nil {
@@ -273,6 +275,7 @@ func runOne(t *testing.T, output string, fn agentFunc, ctx context.Context) (*wo
 }
 
 func TestMetaIsValidatedAgainstOutput(t *testing.T) {
+	t.Parallel()
 	schema := "    output:\n      type: object\n      properties: {status: {enum: [approved]}}\n      required: [status]\n"
 	_, err := runOne(t, schema, func(context.Context, agents.Call) (agents.Result, error) {
 		return agents.Result{Meta: canonyaml.Map{{Key: "status", Value: "maybe"}}}, nil
@@ -289,6 +292,7 @@ func TestMetaIsValidatedAgainstOutput(t *testing.T) {
 }
 
 func TestAgentErrorFailsTheStep(t *testing.T) {
+	t.Parallel()
 	_, err := runOne(t, "", func(context.Context, agents.Call) (agents.Result, error) {
 		return agents.Result{}, errors.New("exit status 3: boom")
 	}, context.Background())
@@ -298,6 +302,7 @@ func TestAgentErrorFailsTheStep(t *testing.T) {
 }
 
 func TestAgentFactoryErrorFailsTheStep(t *testing.T) {
+	t.Parallel()
 	src := "version: 1\ndescription: d\nagent: {type: exec, command: missing}\nroles:\n  only: {description: d, prompt: p}\ngraph: {__start__: only}\n"
 	w, err := Load([]byte(src), Options{NewAgent: factory(nil)})
 	if err != nil {
@@ -310,6 +315,7 @@ func TestAgentFactoryErrorFailsTheStep(t *testing.T) {
 }
 
 func TestBadCASRefFailsTheStep(t *testing.T) {
+	t.Parallel()
 	schema := "    output:\n      type: object\n      properties: {file: {type: string, casRef: true}}\n"
 	_, err := runOne(t, schema, func(context.Context, agents.Call) (agents.Result, error) {
 		return agents.Result{Meta: canonyaml.Map{{Key: "file", Value: "../../etc/passwd"}}}, nil
@@ -320,6 +326,7 @@ func TestBadCASRefFailsTheStep(t *testing.T) {
 }
 
 func TestKillCancelsTheRunningAgent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	go func() { <-started; cancel() }()
@@ -343,6 +350,7 @@ func TestKillCancelsTheRunningAgent(t *testing.T) {
 }
 
 func TestStartRequiresStartRole(t *testing.T) {
+	t.Parallel()
 	w, err := Load([]byte(loopYAML), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +365,7 @@ func TestStartRequiresStartRole(t *testing.T) {
 // TestResumedThreadContinuesFromItsSteps: a fork or resumed thread starts
 // with steps already done, and routing continues from the last one.
 func TestResumedThreadContinuesFromItsSteps(t *testing.T) {
+	t.Parallel()
 	var calls []agents.Call
 	w, err := Load([]byte(loopYAML), Options{NewAgent: factory(loopFakes(t, &calls))})
 	if err != nil {
@@ -382,6 +391,7 @@ func TestResumedThreadContinuesFromItsSteps(t *testing.T) {
 }
 
 func TestDescriptor(t *testing.T) {
+	t.Parallel()
 	w, err := Load([]byte(validYAML), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -421,6 +431,7 @@ func TestDescriptor(t *testing.T) {
 // TestFallbackEdgeComesLast: FALLBACK is tried after every status, so the
 // graph shows it last wherever it was written.
 func TestFallbackEdgeComesLast(t *testing.T) {
+	t.Parallel()
 	w, err := Load([]byte(`version: 1
 description: d
 agent: {type: exec, command: x}

@@ -12,6 +12,7 @@ import (
 // Parse and ResolvePaths refuse the bomb with an error naming the limit,
 // without ever expanding it.
 func TestAliasBombInSchemaDefaultIsRefused(t *testing.T) {
+	// Serial: measures the process's allocations.
 	data := []byte(testkit.AliasBombWorkflow())
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -47,6 +47,7 @@ func baseRequest() Request {
 }
 
 func TestReactPlainStructuredReply(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, contentReply("```json\n{\"decision\": \"stop\"}\n```"))
 	sink := &logSink{}
 	opts := fastOpts()
@@ -67,6 +68,7 @@ func TestReactPlainStructuredReply(t *testing.T) {
 }
 
 func TestReactRequestShape(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, contentReply(`{"decision":"continue"}`))
 	req := baseRequest()
 	req.Tools = []Tool{{Name: "lookup", Description: "Look up.", Parameters: json.RawMessage(`{"type":"object"}`),
@@ -108,6 +110,7 @@ func TestReactRequestShape(t *testing.T) {
 }
 
 func TestOutputToolDefaultName(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, callReply([3]string{"c1", "extract", `{"n":1}`}))
 	req := Request{User: "x", Output: Output{Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)}}
 	got, err := React(context.Background(), New(f.model(), fastOpts()), req)
@@ -121,6 +124,7 @@ func TestOutputToolDefaultName(t *testing.T) {
 }
 
 func TestReactToolCallThenOutputTool(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		callReply([3]string{"c1", "lookup", `{"q":"a"}`}, [3]string{"c2", "nope", `{}`}, [3]string{"c3", "broken", `{}`}),
 		callReply([3]string{"c4", "supervisor_decision", `{"decision": "continue"}`}),
@@ -177,6 +181,7 @@ func TestReactToolCallThenOutputTool(t *testing.T) {
 }
 
 func TestReactInvalidOutputThenCorrection(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		callReply([3]string{"c1", "supervisor_decision", `{"decision":"maybe"}`}),
 		callReply([3]string{"c2", "supervisor_decision", `not json`}),
@@ -221,6 +226,7 @@ func TestReactInvalidOutputThenCorrection(t *testing.T) {
 }
 
 func TestReactMaxRounds(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, contentReply("no"), contentReply("still no"), contentReply("never"))
 	req := baseRequest()
 	req.MaxRounds = 3
@@ -234,6 +240,7 @@ func TestReactMaxRounds(t *testing.T) {
 }
 
 func TestReactBadSchema(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	req := baseRequest()
 	req.Output.Schema = json.RawMessage(`{"type": 12}`)
@@ -246,6 +253,7 @@ func TestReactBadSchema(t *testing.T) {
 }
 
 func TestRetryAfter429ThenSuccess(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		step{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "1"}, body: `{"error":"slow down"}`},
 		contentReply(`{"decision":"stop"}`),
@@ -268,6 +276,7 @@ func TestRetryAfter429ThenSuccess(t *testing.T) {
 }
 
 func TestServerErrorRetried(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		step{status: 500, body: "boom"},
 		step{status: 502, body: "bad gateway"},
@@ -283,6 +292,7 @@ func TestServerErrorRetried(t *testing.T) {
 }
 
 func TestRetriesExhaustedAndNonRetryable(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{status: 503, body: "down"}, step{status: 503, body: "still down " + strings.Repeat("x", 2000)})
 	opts := fastOpts()
 	opts.MaxAttempts = 2
@@ -300,6 +310,7 @@ func TestRetriesExhaustedAndNonRetryable(t *testing.T) {
 }
 
 func TestNetworkErrorRetried(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	m := f.model()
 	f.srv.Close()
@@ -317,6 +328,7 @@ func TestNetworkErrorRetried(t *testing.T) {
 }
 
 func TestPerRequestTimeout(t *testing.T) {
+	// Serial: a 100 ms request timeout that load from parallel tests can exceed.
 	f := newFake(t, step{block: true}, contentReply("ok"))
 	opts := fastOpts()
 	opts.Timeout = 100 * time.Millisecond
@@ -327,6 +339,7 @@ func TestPerRequestTimeout(t *testing.T) {
 }
 
 func TestCancellationMidRequest(t *testing.T) {
+	t.Parallel()
 	received := make(chan struct{})
 	f := newFake(t, step{block: true, received: received})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -358,6 +371,7 @@ func TestCancellationMidRequest(t *testing.T) {
 }
 
 func TestKeyNotLeaked(t *testing.T) {
+	t.Parallel()
 	// The server echoes the Authorization header back in error bodies.
 	echo := fmt.Sprintf(`{"error":"invalid key Bearer %s"}`, testKey)
 	f := newFake(t, step{status: 401, body: echo}, step{status: 500, body: echo}, step{status: 500, body: echo}, step{status: 500, body: echo})
@@ -389,6 +403,7 @@ func TestKeyNotLeaked(t *testing.T) {
 }
 
 func TestParseResponseErrors(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		`nope`:                           "invalid_response_json:",
 		`null`:                           "invalid_response_top_level",
@@ -415,6 +430,7 @@ func TestParseResponseErrors(t *testing.T) {
 }
 
 func TestCasGetTool(t *testing.T) {
+	t.Parallel()
 	store := cas.Open(t.TempDir())
 	h, err := store.Put("model says hello")
 	if err != nil {
@@ -488,6 +504,7 @@ func FuzzParseResponse(f *testing.F) {
 }
 
 func TestHandlerPanicAndCancel(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		callReply([3]string{"c1", "boom", `{}`}),
 		contentReply(`{"decision":"stop"}`),
@@ -519,6 +536,7 @@ func TestHandlerPanicAndCancel(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := map[string]time.Duration{
 		"":     0,
@@ -538,6 +556,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestRetryAfterCapped(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{status: 429, header: map[string]string{"Retry-After": "3600"}}, contentReply("ok"))
 	opts := fastOpts()
 	opts.MaxRetryAfter = 10 * time.Millisecond
@@ -554,6 +573,7 @@ func TestRetryAfterCapped(t *testing.T) {
 }
 
 func TestExtract(t *testing.T) {
+	t.Parallel()
 	store := cas.Open(t.TempDir())
 	h, err := store.PutNode(node.NewContent("model says hello", nil))
 	if err != nil {
@@ -590,6 +610,7 @@ func TestExtract(t *testing.T) {
 }
 
 func TestRequestLogGetsRetryLines(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{status: 500, body: "oops " + testKey}, contentReply(`{"decision":"stop"}`))
 	sink := &logSink{}
 	req := baseRequest()

@@ -16,6 +16,7 @@ func chat(t *testing.T, f *fakeServer, opts Options) (Message, error) {
 }
 
 func TestStreamAssemblesContentAndToolCalls(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{events: []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
 		textChunk("Let me "),
@@ -58,6 +59,7 @@ func TestStreamAssemblesContentAndToolCalls(t *testing.T) {
 }
 
 func TestReasoningIsLoggedNotReturned(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{events: []string{
 		`{"choices":[{"index":0,"delta":{"reasoning":"First I read "}}]}`,
 		`{"choices":[{"index":0,"delta":{"reasoning_content":"the file."}}]}`,
@@ -77,6 +79,7 @@ func TestReasoningIsLoggedNotReturned(t *testing.T) {
 }
 
 func TestNoStreamOptionAndJSONFallback(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, contentReply("plain"))
 	opts := fastOpts()
 	opts.NoStream = true
@@ -92,6 +95,7 @@ func TestNoStreamOptionAndJSONFallback(t *testing.T) {
 // A slow stream shows in the log while it is still running: the server
 // holds the rest of the reply until the first line has been logged.
 func TestSlowStreamIsLoggedBeforeItEnds(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	s := streamReply("Thinking about ", "the task\nstill ", "going", "\ndone")
 	s.hold, s.holdAfter = release, 2
@@ -118,6 +122,7 @@ func TestSlowStreamIsLoggedBeforeItEnds(t *testing.T) {
 }
 
 func TestStalledStreamHitsIdleWatchdogAndIsRetried(t *testing.T) {
+	// Serial: a 50 ms idle timeout that load from parallel tests can exceed.
 	stalled := step{events: []string{textChunk("partial")}, stall: true}
 	f := newFake(t, stalled, streamReply("second try"))
 	sink := &logSink{}
@@ -143,6 +148,7 @@ func TestStalledStreamHitsIdleWatchdogAndIsRetried(t *testing.T) {
 
 // The header timeout does not cut off a stream that keeps producing data.
 func TestLongStreamOutlivesHeaderTimeout(t *testing.T) {
+	// Serial: a 20 ms header timeout that load from parallel tests can exceed.
 	release := make(chan struct{})
 	s := streamReply("slow ", "but steady")
 	s.hold, s.holdAfter = release, 1
@@ -162,6 +168,7 @@ func TestLongStreamOutlivesHeaderTimeout(t *testing.T) {
 }
 
 func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, step{events: []string{textChunk("working\n")}, stall: true}, streamReply("unused"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -181,6 +188,7 @@ func TestCancelMidStream(t *testing.T) {
 }
 
 func TestStreamErrorsRetried(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		step{events: []string{`{"error":{"message":"overloaded ` + testKey + `"}}`}},
 		step{events: []string{textChunk("cut short")}},
@@ -203,6 +211,7 @@ func TestStreamErrorsRetried(t *testing.T) {
 }
 
 func TestStreamedReactRun(t *testing.T) {
+	t.Parallel()
 	f := newFake(t,
 		step{events: []string{textChunk("not json"), finishChunk("stop")}},
 		step{events: []string{callChunk(0, "c1", "supervisor_decision", `{"decision"`), callChunk(0, "", "", `:"kill"}`), "[DONE]"}},
@@ -218,6 +227,7 @@ func TestStreamedReactRun(t *testing.T) {
 }
 
 func TestReadStreamShapes(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		in         string
 		text, args string
@@ -260,6 +270,7 @@ func TestReadStreamShapes(t *testing.T) {
 }
 
 func TestReadStreamErrors(t *testing.T) {
+	t.Parallel()
 	var manyCalls strings.Builder
 	for i := 0; i <= maxStreamToolCalls; i++ {
 		manyCalls.WriteString("data: " + callChunk(i, "c", "f", "{}") + "\n\n")
@@ -294,6 +305,7 @@ func TestReadStreamErrors(t *testing.T) {
 }
 
 func TestTextLogLines(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	tl := newTextLog(func(s string) { lines = append(lines, s) })
 	tl.write("one\ntw")
@@ -337,6 +349,7 @@ func FuzzReadStream(f *testing.F) {
 }
 
 func TestResultGist(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"":                       `""`,
 		"one line":               `"one line"`,

@@ -46,6 +46,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "f")
 	must(t, os.WriteFile(file, nil, 0o644))
 	for dir, want := range map[string]string{
@@ -63,6 +64,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	w, base := newWorkspace(t)
 	inside := map[string]string{
 		"a.txt":                         "a.txt",
@@ -97,6 +99,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestReadFile(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	cases := []struct {
 		offset, limit int
@@ -148,6 +151,7 @@ func TestReadFile(t *testing.T) {
 }
 
 func TestWriteFile(t *testing.T) {
+	t.Parallel()
 	w, base := newWorkspace(t)
 	got, err := w.WriteFile("deep/new/file.txt", "héllo")
 	if err != nil || got != "Successfully wrote 6 bytes to deep/new/file.txt" {
@@ -198,6 +202,7 @@ func TestWriteFile(t *testing.T) {
 // file tool at once: opening it would wait for a reader or writer that
 // never comes, and cancelling the run cannot interrupt an open.
 func TestFileToolsRefuseAFIFO(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	must(t, syscall.Mkfifo(filepath.Join(w.Dir(), "pipe"), 0o644))
 	done := make(chan error, 3)
@@ -222,6 +227,7 @@ func TestFileToolsRefuseAFIFO(t *testing.T) {
 }
 
 func TestPatchFile(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	got, err := w.PatchFile("a.txt", "beta", "BETA")
 	if err != nil || got != "Successfully patched a.txt" {
@@ -249,6 +255,7 @@ func TestPatchFile(t *testing.T) {
 }
 
 func TestShellExec(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	ctx := context.Background()
 	out, err := w.ShellExec(ctx, "pwd; cat a.txt | head -1; echo oops >&2", 0)
@@ -294,6 +301,7 @@ func readPid(t *testing.T, path string) int {
 }
 
 func TestShellTimeoutKillsTheGroup(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	// The child is started in the background and its pid recorded before
 	// the shell itself blocks.
@@ -305,6 +313,7 @@ func TestShellTimeoutKillsTheGroup(t *testing.T) {
 }
 
 func TestShellCancelKillsTheGroup(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -348,6 +357,7 @@ func call(t *testing.T, tools []llm.Tool, name, args string) string {
 }
 
 func TestToolHandlers(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	tl, err := w.Tools(nil)
 	if err != nil || len(tl) != 4 {
@@ -391,6 +401,7 @@ func TestToolHandlers(t *testing.T) {
 }
 
 func TestHandlerReturnsCancellation(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	tl, _ := w.Tools([]string{ShellExec})
 	ctx, cancel := context.WithCancel(context.Background())
