@@ -17,6 +17,7 @@ func newAuthority(t *testing.T, secret string) *Authority {
 }
 
 func TestIssueAndVerify(t *testing.T) {
+	t.Parallel()
 	a := newAuthority(t, "")
 	tok, err := a.Issue(RoleConnector, "laptop", time.Hour)
 	if err != nil {
@@ -62,6 +63,7 @@ func TestIssueAndVerify(t *testing.T) {
 }
 
 func TestSharedSecret(t *testing.T) {
+	t.Parallel()
 	a := newAuthority(t, "s3cret")
 	p, err := a.Verify("s3cret", RoleDashboard, "")
 	if err != nil || !p.Shared {
@@ -76,6 +78,7 @@ func TestSharedSecret(t *testing.T) {
 }
 
 func TestCredentialSources(t *testing.T) {
+	t.Parallel()
 	r := httptest.NewRequest("GET", "/x?key=q", nil)
 	if Credential(r) != "q" {
 		t.Fatal("?key= not read")
@@ -97,6 +100,7 @@ func TestCredentialSources(t *testing.T) {
 // Where a credential came from decides whether its request needs an
 // origin check: only the cookie does (the browser adds it by itself).
 func TestCredentialFromSaysWhere(t *testing.T) {
+	t.Parallel()
 	r := httptest.NewRequest("POST", "/x?key=q&secret=s", nil)
 	for _, c := range []struct {
 		set     func()
@@ -120,6 +124,7 @@ func TestCredentialFromSaysWhere(t *testing.T) {
 }
 
 func TestLoadKey(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"UNCAGED_GATEWAY_KEY": GenerateKey()}
 	k, err := LoadKey("", func(s string) string { return env[s] })
 	if err != nil || len(k) != 32 {
@@ -148,6 +153,7 @@ func FuzzVerify(f *testing.F) {
 }
 
 func TestCachedTokenStillExpires(t *testing.T) {
+	t.Parallel()
 	a := newAuthority(t, "")
 	now := time.Now()
 	a.now = func() time.Time { return now }

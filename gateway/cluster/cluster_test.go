@@ -124,6 +124,7 @@ func routeOf(c *Cluster, name string) Route {
 }
 
 func TestReplicasShareWhoHoldsWhat(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	// A long interval: what the late joiner knows comes from the snapshots
 	// it asked for, not from the periodic ones.
@@ -178,6 +179,7 @@ func TestReplicasShareWhoHoldsWhat(t *testing.T) {
 }
 
 func TestASilentReplicaExpires(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", 20*time.Millisecond, newFakeLocal())
 	c2 := member(t, url, "r2", 20*time.Millisecond, newFakeLocal(online("laptop", 100)))
@@ -200,6 +202,7 @@ func TestASilentReplicaExpires(t *testing.T) {
 }
 
 func TestTheNewestConnectionWinsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	l1, l2 := newFakeLocal(online("laptop", 100)), newFakeLocal()
 	c1 := member(t, url, "r1", time.Hour, l1)
@@ -227,6 +230,7 @@ func TestTheNewestConnectionWinsAcrossReplicas(t *testing.T) {
 }
 
 func TestNewerBreaksTiesByReplica(t *testing.T) {
+	t.Parallel()
 	a, b := online("x", 5), online("x", 5)
 	if newer(a, "r1", b, "r2") == newer(b, "r2", a, "r1") {
 		t.Fatal("a tie must have exactly one winner")
@@ -234,6 +238,7 @@ func TestNewerBreaksTiesByReplica(t *testing.T) {
 }
 
 func TestForgedPresenceIsIgnored(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	nc := natsClient(t, url)
@@ -263,6 +268,7 @@ func TestForgedPresenceIsIgnored(t *testing.T) {
 }
 
 func TestALargeSnapshotArrivesInParts(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	big := newFakeLocal()
 	for i := range 2*maxPerMessage + 7 {
@@ -279,6 +285,7 @@ func TestALargeSnapshotArrivesInParts(t *testing.T) {
 }
 
 func TestRegistrationsAreSharedSealed(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	l2 := newFakeLocal()
@@ -303,6 +310,7 @@ func TestRegistrationsAreSharedSealed(t *testing.T) {
 }
 
 func TestOpenRegistrationRefusesBadNames(t *testing.T) {
+	t.Parallel()
 	key := []byte(strings.Repeat("s", 32))
 	good, err := legacy.SealRegistration(key, legacy.Registration{Name: "old-client", ClientToken: "t"})
 	if err != nil {
@@ -326,6 +334,7 @@ func TestOpenRegistrationRefusesBadNames(t *testing.T) {
 // A signed message captured off NATS and published again is ignored: here
 // a registration the client has since removed would come back.
 func TestReplayedMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal())
 	l2 := newFakeLocal()
@@ -368,6 +377,7 @@ func TestReplayedMessagesAreIgnored(t *testing.T) {
 }
 
 func TestOnlySignedHellosGetSnapshots(t *testing.T) {
+	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal(online("laptop", 100)))
 	_, wire := wiretap(t, url)

@@ -55,6 +55,7 @@ func front(t *testing.T, c *Cluster, route Route, timeout time.Duration) *httpte
 }
 
 func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
+	t.Parallel()
 	from, to := pair(t)
 	type seen struct {
 		proto, auth, hopFrom, hopErr, path string
@@ -107,6 +108,7 @@ func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
 }
 
 func TestForwardToADeadReplicaIs502(t *testing.T) {
+	t.Parallel()
 	from, _ := pair(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -132,6 +134,7 @@ func TestForwardToADeadReplicaIs502(t *testing.T) {
 }
 
 func TestForwardToASilentReplicaIs504(t *testing.T) {
+	t.Parallel()
 	from, _ := pair(t)
 	peer := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	fr := front(t, from, Route{Replica: "r2", Advertise: peer.URL, Online: true}, 100*time.Millisecond)
@@ -147,6 +150,7 @@ func TestForwardToASilentReplicaIs504(t *testing.T) {
 }
 
 func TestVerifyHopRefusesForgeries(t *testing.T) {
+	t.Parallel()
 	from, to := pair(t)
 	now := time.Now()
 	other, _ := New(Options{NATS: "x", ReplicaID: "r1", Advertise: "http://a:1", Key: []byte(strings.Repeat("z", 32))})

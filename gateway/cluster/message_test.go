@@ -18,6 +18,7 @@ func validMessage(now time.Time) message {
 }
 
 func TestMessageRoundTrip(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	data, mac, err := encode(testKey, validMessage(now))
 	if err != nil {
@@ -40,6 +41,7 @@ type badMessage struct {
 }
 
 func TestDecodeRefusesBadMessages(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	signed := func(want string, mutate func(*message)) badMessage {
 		m := validMessage(now)
@@ -92,6 +94,7 @@ func TestDecodeRefusesBadMessages(t *testing.T) {
 }
 
 func TestLeaveNeedsNoAdvertise(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	data, mac, _ := encode(testKey, message{Kind: kindLeave, Replica: "r1", Sent: now.UnixMilli()})
 	if _, err := decode(testKey, data, mac, now); err != nil {
@@ -100,6 +103,7 @@ func TestLeaveNeedsNoAdvertise(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
 	ok := Options{NATS: "nats://127.0.0.1:4222", ReplicaID: "r1", Advertise: "http://127.0.0.1:8080", Key: testKey}
 	for name, mutate := range map[string]func(*Options){
 		"no nats":         func(o *Options) { o.NATS = "" },

@@ -107,6 +107,7 @@ func wait(t *testing.T, ch <-chan result) result {
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func TestRequestAndResponseFrames(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{ClientToken: func() string { return "tok-1" }})
 
 	req, _ := http.NewRequest("GET", "http://connector/api/threads?workflow=solve&x=%2F", nil)
@@ -159,6 +160,7 @@ func TestRequestAndResponseFrames(t *testing.T) {
 }
 
 func TestConcurrentRequestsAnsweredOutOfOrder(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{})
 	const n = 20
 	results := make([]<-chan result, n)
@@ -190,6 +192,7 @@ func TestConcurrentRequestsAnsweredOutOfOrder(t *testing.T) {
 }
 
 func TestCancellationForgetsTheRequest(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var drops []string
 	c, client := pair(t, Options{OnDrop: func(r string) { mu.Lock(); drops = append(drops, r); mu.Unlock() }})
@@ -222,6 +225,7 @@ func TestCancellationForgetsTheRequest(t *testing.T) {
 }
 
 func TestInvalidFramesAreDroppedAndCounted(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	drops := map[string]int{}
 	c, client := pair(t, Options{OnDrop: func(r string) { mu.Lock(); drops[r]++; mu.Unlock() }})
@@ -251,6 +255,7 @@ func TestInvalidFramesAreDroppedAndCounted(t *testing.T) {
 }
 
 func TestInvalidStatusIsAnError(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{})
 	for _, status := range []any{99, 600, 0, -1, 1e300} {
 		req, _ := http.NewRequest("GET", "http://connector/api/x", nil)
@@ -264,6 +269,7 @@ func TestInvalidStatusIsAnError(t *testing.T) {
 }
 
 func TestSocketCloseFailsPendingRequests(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{})
 	var results []<-chan result
 	for range 3 {
@@ -291,6 +297,7 @@ func TestSocketCloseFailsPendingRequests(t *testing.T) {
 }
 
 func TestCloseTellsTheClientAndFailsPending(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{})
 	req, _ := http.NewRequest("GET", "http://connector/api/x", nil)
 	res := roundTrip(c, req)
@@ -310,6 +317,7 @@ func TestCloseTellsTheClientAndFailsPending(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{ReadLimit: 1024, MaxBody: 10})
 	req, _ := http.NewRequest("POST", "http://connector/api/x", strings.NewReader(strings.Repeat("x", 11)))
 	if _, err := c.RoundTrip(req); !errors.Is(err, ErrBodyTooLarge) {
@@ -331,6 +339,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestServeAnswersLikeTheOriginal(t *testing.T) {
+	t.Parallel()
 	c, client := pair(t, Options{ClientToken: func() string { return "tok" }})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

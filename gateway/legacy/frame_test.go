@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseResponse(t *testing.T) {
+	t.Parallel()
 	ok := []struct {
 		in   string
 		want ResponseFrame
@@ -67,6 +68,7 @@ func TestParseResponse(t *testing.T) {
 }
 
 func TestParseRequest(t *testing.T) {
+	t.Parallel()
 	body := "x"
 	got, err := ParseRequest([]byte(`{"id":"1","method":"POST","path":"/api/x?a=1","headers":{"k":"v"},"body":"x"}`))
 	if err != nil || !reflect.DeepEqual(got, RequestFrame{ID: "1", Method: "POST", Path: "/api/x?a=1", Headers: map[string]string{"k": "v"}, Body: &body}) {

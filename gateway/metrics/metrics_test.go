@@ -8,6 +8,7 @@ import (
 )
 
 func TestStatusClass(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[int]string{0: "none", 101: "1xx", 200: "2xx", 204: "2xx", 302: "3xx", 404: "4xx", 499: "4xx", 502: "5xx", 1000: "none"} {
 		if got := StatusClass(code); got != want {
 			t.Errorf("%d: %s, want %s", code, got, want)
@@ -16,6 +17,7 @@ func TestStatusClass(t *testing.T) {
 }
 
 func TestRecorderAndProxyDone(t *testing.T) {
+	t.Parallel()
 	m := New(func() int { return 3 })
 	w := httptest.NewRecorder()
 	rec := NewRecorder(w, time.Now().Add(-time.Second))

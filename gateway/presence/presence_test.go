@@ -39,6 +39,7 @@ func (f *fakeConn) Close(reason string) error {
 }
 
 func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
+	t.Parallel()
 	r := New(20 * time.Millisecond)
 	var changes []string
 	var mu sync.Mutex
@@ -67,6 +68,7 @@ func TestTwoMissedHeartbeatsMeanOffline(t *testing.T) {
 }
 
 func TestNewerConnectionReplacesTheOlder(t *testing.T) {
+	t.Parallel()
 	r := New(time.Hour)
 	old, newer := newFake(), newFake()
 	attach(t, r, "laptop", old, Info{})
@@ -136,6 +138,7 @@ func returnsIn(t *testing.T, what string, f func()) {
 }
 
 func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
+	t.Parallel()
 	r := New(20 * time.Millisecond)
 	old := newStuck()
 	t.Cleanup(func() { close(old.release) })
@@ -168,6 +171,7 @@ func TestAConnectionSlowToCloseHoldsNobody(t *testing.T) {
 }
 
 func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
+	t.Parallel()
 	r := New(time.Hour)
 	token := Info{Credential: CredentialToken, Address: "10.0.0.2"}
 	secret := Info{Credential: CredentialSecret, Address: "10.0.0.9"}

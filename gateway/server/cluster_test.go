@@ -75,6 +75,7 @@ func (f *fixture) waitHeld(name, replica string) {
 }
 
 func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
 	r1.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

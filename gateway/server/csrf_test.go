@@ -33,6 +33,7 @@ func (f *fixture) sessionCookie() *http.Cookie {
 // With the session cookie, a request that changes something must come
 // from the dashboard's own origin; a bearer token works from anywhere.
 func TestCookieRequestsFromOtherOriginsAreRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	var reached atomic.Int32
 	f.connector("alpha", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +94,7 @@ func TestCookieRequestsFromOtherOriginsAreRefused(t *testing.T) {
 // Another site cannot log the browser in (to the attacker's session) or
 // out.
 func TestCrossSiteLoginAndLogoutAreRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	for _, path := range []string{"/api/gateway/login", "/api/gateway/logout"} {
 		for _, h := range []map[string]string{
@@ -122,6 +124,7 @@ func TestCrossSiteLoginAndLogoutAreRefused(t *testing.T) {
 // the Host the browser used; the replica holding the connector, which sees
 // its own address as the Host, trusts that check for a signed hop.
 func TestCookieOriginCheckThroughAnotherReplica(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
 	r1.connector("alpha", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))

@@ -21,6 +21,7 @@ func connectorAPI(t *testing.T) http.Handler {
 // connector's 100 Continue passes through the gateway as what it is, an
 // interim answer: the status the client gets is the connector's final one.
 func TestExpectContinueKeepsTheConnectorsStatus(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("alpha", connectorAPI(t))
 	checkExpectContinue(t, f)
@@ -29,6 +30,7 @@ func TestExpectContinueKeepsTheConnectorsStatus(t *testing.T) {
 // The same through a replica that forwards to the one holding the
 // connector.
 func TestExpectContinueThroughAnotherReplica(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
 	r1.connector("alpha", connectorAPI(t))

@@ -20,6 +20,7 @@ import (
 // fast as it can — and never reads: the gateway closes it, logs why, and
 // shows it offline.
 func TestAPingFloodGetsTheConnectorClosed(t *testing.T) {
+	t.Parallel()
 	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	tok, _ := f.auth.Issue(auth.RoleConnector, "flood", time.Hour)

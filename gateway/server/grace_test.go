@@ -14,6 +14,7 @@ import (
 // (yet)" with Retry-After (its connector may still be backing off), and
 // 404 once RestartGrace is over; the clock is the test's.
 func TestUnknownConnectorsAreNotYetConnectedDuringRestartGrace(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var elapsed atomic.Int64 // since started, in ns; handlers read it

@@ -138,6 +138,7 @@ func originalAPI(token string) http.Handler {
 }
 
 func TestLegacyClientThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("new-box", echoAPI("new-box"))
 	f.legacyConnector("old", originalAPI("tok-123"))
@@ -196,6 +197,7 @@ func TestLegacyClientThroughTheGateway(t *testing.T) {
 }
 
 func TestLegacyConcurrentRequestsAnsweredOutOfOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	const n = 8
 	var mu sync.Mutex
@@ -229,6 +231,7 @@ func TestLegacyConcurrentRequestsAnsweredOutOfOrder(t *testing.T) {
 }
 
 func TestLegacyCancellationForgetsTheRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	ws := f.rawLegacy("old")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -255,6 +258,7 @@ func TestLegacyCancellationForgetsTheRequest(t *testing.T) {
 }
 
 func TestLegacySocketCloseFailsPendingWith502(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	ws := f.rawLegacy("old")
 	res := []<-chan [2]string{
@@ -280,6 +284,7 @@ func TestLegacySocketCloseFailsPendingWith502(t *testing.T) {
 }
 
 func TestLegacyInvalidFramesAreIgnored(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	ws := f.rawLegacy("old")
 	res := f.goDo(context.Background(), "GET", "/api/clients/old/x", nil)
@@ -312,6 +317,7 @@ func TestLegacyInvalidFramesAreIgnored(t *testing.T) {
 }
 
 func TestLegacyConnectAuthAndLimits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) { o.WSReadLimit = 1 << 10; o.MaxBody = 100 })
 	if _, resp, err := f.dialLegacy("old", "wrong"); err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Fatalf("wrong secret: %v %v", resp, err)
@@ -351,6 +357,7 @@ func TestLegacyConnectAuthAndLimits(t *testing.T) {
 }
 
 func TestRegisterRoutes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	post := func(body string) (int, string) {
 		resp, b := f.do("POST", "/api/gateway/register", "", strings.NewReader(body))
@@ -396,6 +403,7 @@ func TestRegisterRoutes(t *testing.T) {
 }
 
 func TestLegacyClientAnswersHeartbeats(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 50*time.Millisecond)
 	f.legacyConnector("old", originalAPI(""))
 	before := f.gw.Presence().List()[0].LastHeartbeat

@@ -11,6 +11,7 @@ import (
 )
 
 func TestConnectRateLimitPerAddress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) {
 		o.ConnectRate, o.ConnectBurst = 2, 3
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
@@ -52,6 +53,7 @@ func TestConnectRateLimitPerAddress(t *testing.T) {
 }
 
 func TestRateLimiterRefills(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	l := newRateLimiter(60, 2) // one a second
 	l.now = func() time.Time { return now }
@@ -82,6 +84,7 @@ func TestRateLimiterRefills(t *testing.T) {
 }
 
 func TestConnectorBusy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) { o.MaxConcurrent = 2 })
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
@@ -112,6 +115,7 @@ func TestConnectorBusy(t *testing.T) {
 }
 
 func TestLegacyConnectorBusyToo(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) { o.MaxConcurrent = 1 })
 	ws := f.rawLegacy("old")
 	res := f.goDo(context.Background(), "GET", "/api/clients/old/a", nil)

@@ -89,6 +89,7 @@ func expect(t *testing.T, fams map[string]*dto.MetricFamily, want map[string]flo
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	fams := f.scrape("")
 	expect(t, fams, map[string]float64{
@@ -186,6 +187,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestMetricsToken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) { o.MetricsToken = "scrape-me" })
 	for _, tok := range []string{"", "wrong", f.dash} {
 		if resp, body := f.do("GET", "/metrics", tok, nil); resp.StatusCode != 401 || !strings.HasPrefix(body, `{"error":`) {
@@ -199,6 +201,7 @@ func TestMetricsToken(t *testing.T) {
 }
 
 func TestHeartbeatDisconnectIsCounted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 50*time.Millisecond)
 	// The client never reads, so pings go unanswered.
 	f.rawLegacy("mute")

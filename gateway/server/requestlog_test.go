@@ -97,6 +97,7 @@ func (f *fixture) doWithID(method, path, id string) *http.Response {
 }
 
 func TestRequestIDReachesTheConnectorAndTheLog(t *testing.T) {
+	t.Parallel()
 	f, logs := newLoggedFixture(t)
 	api := &idRecorder{}
 	f.connector("laptop", api)
@@ -129,6 +130,7 @@ func TestRequestIDReachesTheConnectorAndTheLog(t *testing.T) {
 }
 
 func TestRequestIDFromTheClientIsKeptWhenSane(t *testing.T) {
+	t.Parallel()
 	f, logs := newLoggedFixture(t)
 	api := &idRecorder{}
 	f.connector("laptop", api)
@@ -142,6 +144,7 @@ func TestRequestIDFromTheClientIsKeptWhenSane(t *testing.T) {
 }
 
 func TestRequestIDFromTheClientIsReplacedWhenNotSane(t *testing.T) {
+	t.Parallel()
 	f, logs := newLoggedFixture(t)
 	api := &idRecorder{}
 	f.connector("laptop", api)
@@ -158,6 +161,7 @@ func TestRequestIDFromTheClientIsReplacedWhenNotSane(t *testing.T) {
 }
 
 func TestGatewayAnswersAreLoggedWithTheirStatus(t *testing.T) {
+	t.Parallel()
 	f, logs := newLoggedFixture(t)
 	resp := f.doWithID("GET", "/api/clients/nobody/workflows", "")
 	id := resp.Header.Get(requestid.Header)
@@ -192,6 +196,7 @@ func TestGatewayAnswersAreLoggedWithTheirStatus(t *testing.T) {
 }
 
 func TestProxiedConnector(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"/api/clients/laptop/workflows": "laptop",
 		"/api/agents/ci-box":            "ci-box",

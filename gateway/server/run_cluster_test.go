@@ -16,6 +16,7 @@ func clusterConfig(natsURL, advertise, replicaID string, key []byte) Config {
 }
 
 func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
+	t.Parallel()
 	key := []byte(strings.Repeat("k", 32))
 	hostname, _ := os.Hostname()
 	for listen, want := range map[string]string{
@@ -41,6 +42,7 @@ func TestClusterDefaultsComeFromTheListenAddress(t *testing.T) {
 }
 
 func TestClusterRefusesBadSettings(t *testing.T) {
+	t.Parallel()
 	key := []byte(strings.Repeat("k", 32))
 	addr, _ := net.ResolveTCPAddr("tcp", "127.0.0.1:8080")
 	for _, c := range []struct {

@@ -24,6 +24,7 @@ import (
 // then cancels: Run returns nil, both connectors were closed, the original
 // client heard why, and the listener no longer accepts.
 func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
 	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
 	if err != nil {
 		t.Fatal(err)

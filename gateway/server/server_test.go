@@ -98,6 +98,7 @@ func echoAPI(name string) http.Handler {
 }
 
 func TestEndpointsAndProxyToTheRightMachine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("laptop", echoAPI("laptop"))
 	f.connector("ci-box", echoAPI("ci-box"))
@@ -127,6 +128,7 @@ func TestEndpointsAndProxyToTheRightMachine(t *testing.T) {
 }
 
 func TestOfflineConnectorIs503AndHeartbeatsNoticeDeath(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 100*time.Millisecond)
 	stop := f.connector("laptop", echoAPI("laptop"))
 	before := f.gw.Presence().List()[0].LastHeartbeat
@@ -140,6 +142,7 @@ func TestOfflineConnectorIs503AndHeartbeatsNoticeDeath(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("laptop", echoAPI("laptop"))
 	connTok, _ := f.auth.Issue(auth.RoleConnector, "laptop", time.Hour)
@@ -195,6 +198,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestSameNameReconnectReplacesTheOlder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("laptop", echoAPI("old"))
 	f.connector("laptop", echoAPI("new"))
@@ -208,6 +212,7 @@ func TestSameNameReconnectReplacesTheOlder(t *testing.T) {
 }
 
 func TestStreamsAreLiveAndCancellationPropagates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	handlerDone := make(chan struct{})
 	f.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -236,6 +241,7 @@ func TestStreamsAreLiveAndCancellationPropagates(t *testing.T) {
 }
 
 func TestSlowNonStreamingRequestTimesOut(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, time.Hour)
 	f.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	resp, body := f.do("GET", "/api/clients/laptop/slow", f.dash, nil)

@@ -85,6 +85,7 @@ func closedByServer(t *testing.T, c net.Conn, what string) string {
 // request whose body came in time, a proxied request the connector takes
 // its time to answer, and the connector's tunnel itself.
 func TestSlowBodiesAreCutOffAndStreamsAreNot(t *testing.T) {
+	t.Parallel()
 	const bound = 300 * time.Millisecond
 	f := newServedFixture(t, func(o *Options) { o.BodyTimeout = bound })
 	more := make(chan struct{}) // closed once the slow bodies were cut off
@@ -208,6 +209,7 @@ func TestSlowBodiesAreCutOffAndStreamsAreNot(t *testing.T) {
 // at once, other addresses are served, a trusted proxy is not counted,
 // and a connection that ends frees its slot.
 func TestConnectionsPerAddressAreCapped(t *testing.T) {
+	t.Parallel()
 	clientFrom(t, "127.0.0.3") // skips where extra loopback addresses are missing
 	f := newServedFixture(t, func(o *Options) {
 		o.MaxConnsPerIP = 3
@@ -266,6 +268,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 // A keep-alive connection that sends nothing more is closed after
 // IdleTimeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
 	f := newServedFixture(t, func(o *Options) { o.IdleTimeout = 200 * time.Millisecond })
 	c := f.dialFrom("127.0.0.1")
 	sendRaw(t, c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")

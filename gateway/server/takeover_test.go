@@ -25,6 +25,7 @@ func logged(buf *testkit.Buffer) func(*Options) {
 }
 
 func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
+	t.Parallel()
 	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	stopAlpha := f.connector("alpha", echoAPI("alpha"))
@@ -70,6 +71,7 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 }
 
 func TestATokenReplacesTheSharedSecret(t *testing.T) {
+	t.Parallel()
 	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	ws, _, err := f.dialLegacy("beta", "shared-secret")
@@ -125,6 +127,7 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 // mode the replica the secret dials refuses a name a token-bound connector
 // holds on another replica, as the endpoints list shows it.
 func TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	r1, r2 := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
 	r1.connector("alpha", echoAPI("alpha"))
@@ -142,6 +145,7 @@ func TestTheSharedSecretCannotTakeATokenBoundNameOnAnotherReplica(t *testing.T) 
 }
 
 func TestTheSharedSecretCannotRegisterATokenBoundName(t *testing.T) {
+	t.Parallel()
 	var logs testkit.Buffer
 	f := newFixture(t, time.Hour, logged(&logs))
 	f.connector("alpha", echoAPI("alpha"))

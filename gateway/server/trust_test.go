@@ -17,6 +17,7 @@ import (
 )
 
 func TestParseTrustedProxies(t *testing.T) {
+	t.Parallel()
 	got, err := ParseTrustedProxies([]string{"10.0.0.0/8, 127.0.0.1", "::1 192.168.1.7/16", "::ffff:172.16.0.1"})
 	want := []string{"10.0.0.0/8", "127.0.0.1/32", "::1/128", "192.168.0.0/16", "172.16.0.1/32"}
 	if err != nil || len(got) != len(want) {
@@ -36,6 +37,7 @@ func TestParseTrustedProxies(t *testing.T) {
 }
 
 func TestClientIPBelievesOnlyTrustedProxies(t *testing.T) {
+	t.Parallel()
 	trusted, _ := ParseTrustedProxies([]string{"10.0.0.0/8", "::1"})
 	cases := []struct {
 		name       string
@@ -122,6 +124,7 @@ func send(t *testing.T, client *http.Client, req *http.Request) (*http.Response,
 // A client that rotates X-Forwarded-For (and X-Real-IP) is still one
 // address to the connect rate limit and in the logs.
 func TestRotatingForwardedForDoesNotEscapeTheConnectLimit(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	f := newFixture(t, time.Hour, func(o *Options) {
 		o.ConnectRate, o.ConnectBurst = 2, 3
@@ -152,6 +155,7 @@ func TestRotatingForwardedForDoesNotEscapeTheConnectLimit(t *testing.T) {
 // X-Forwarded-Proto: https makes the session cookie Secure. The same
 // headers from a peer that is not the proxy change nothing.
 func TestTrustedProxyForwardingHeadersAreBelieved(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	f := newFixture(t, time.Hour, func(o *Options) {
 		o.ConnectRate, o.ConnectBurst = 2, 3

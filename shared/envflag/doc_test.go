@@ -10,6 +10,7 @@ import (
 )
 
 func TestMarkdownAndCheckSection(t *testing.T) {
+	t.Parallel()
 	root := &cobra.Command{Use: "bin"}
 	sub := &cobra.Command{Use: "sub", Run: func(*cobra.Command, []string) {}}
 	sub.Flags().String("addr", ":1", "where | to listen")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPrecedence(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"NEW": "", "OLD": "from-old", "N": "7", "BAD": "x"}
 	getenv := func(k string) string { return env[k] }
 	newSet := func() (*pflag.FlagSet, *string, *int) {

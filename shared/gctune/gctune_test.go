@@ -14,6 +14,7 @@ import (
 )
 
 func TestPercentFor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		live uint64
 		want int64
@@ -55,9 +56,15 @@ func child(t *testing.T) {
 	}
 }
 
-func TestSmallHeapGetsHeadroom(t *testing.T) { runChild(t, "TestChildSmallHeap", "GOGC=") }
+func TestSmallHeapGetsHeadroom(t *testing.T) {
+	t.Parallel()
+	runChild(t, "TestChildSmallHeap", "GOGC=")
+}
 
-func TestOperatorGOGCIsLeftAlone(t *testing.T) { runChild(t, "TestChildOperatorGOGC", "GOGC=150") }
+func TestOperatorGOGCIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	runChild(t, "TestChildOperatorGOGC", "GOGC=150")
+}
 
 var keep [][]byte
 

@@ -14,6 +14,7 @@ import (
 )
 
 func TestJSONUnlessTerminal(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	New(&buf, slog.LevelInfo).Info("hello", "request_id", "abc")
 	var line map[string]any
@@ -41,6 +42,7 @@ func TestJSONUnlessTerminal(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
+	t.Parallel()
 	parse := func(args []string, env map[string]string) (Options, error) {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		var f Flags

@@ -6,6 +6,7 @@ import (
 )
 
 func TestValid(t *testing.T) {
+	t.Parallel()
 	good := []string{"a", "abc-DEF_0.9", strings.Repeat("x", MaxLen), "01HZX3Q5V6Y7Z8"}
 	for _, id := range good {
 		if !Valid(id) {
@@ -21,6 +22,7 @@ func TestValid(t *testing.T) {
 }
 
 func TestFromKeepsSaneIDsAndReplacesOthers(t *testing.T) {
+	t.Parallel()
 	if got := From("keep-me.1"); got != "keep-me.1" {
 		t.Fatalf("From kept %q", got)
 	}

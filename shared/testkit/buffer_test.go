@@ -7,6 +7,7 @@ import (
 )
 
 func TestConcurrentWritesAndReads(t *testing.T) {
+	t.Parallel()
 	var b Buffer
 	var wg sync.WaitGroup
 	for range 8 {

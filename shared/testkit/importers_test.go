@@ -21,6 +21,7 @@ var testOnlyPackages = []string{
 // TestOnlyTestFilesImportTestSupport walks the module's Go files and fails
 // on any file other than a _test.go file that imports a test-only package.
 func TestOnlyTestFilesImportTestSupport(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	checked := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

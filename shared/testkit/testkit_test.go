@@ -7,6 +7,7 @@ import (
 )
 
 func TestWaitUntilReturnsOnceTheConditionHolds(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	WaitUntil(t, "the third call", func() bool { calls++; return calls == 3 })
 	if calls != 3 {
@@ -15,6 +16,7 @@ func TestWaitUntilReturnsOnceTheConditionHolds(t *testing.T) {
 }
 
 func TestProcessGone(t *testing.T) {
+	t.Parallel()
 	if ProcessGone(os.Getpid()) {
 		t.Error("this test's own process is reported gone")
 	}

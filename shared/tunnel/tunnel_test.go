@@ -71,6 +71,7 @@ func get(t *testing.T, c *Client, ctx context.Context, path string) *http.Respon
 }
 
 func TestRequestsRoundTripAndMultiplex(t *testing.T) {
+	t.Parallel()
 	c, _ := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Path", r.URL.RequestURI())
@@ -102,6 +103,7 @@ func TestRequestsRoundTripAndMultiplex(t *testing.T) {
 }
 
 func TestStreamingIsLiveAndCancellationReachesTheHandler(t *testing.T) {
+	t.Parallel()
 	handlerDone := make(chan error, 1)
 	c, _ := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -128,6 +130,7 @@ func TestStreamingIsLiveAndCancellationReachesTheHandler(t *testing.T) {
 }
 
 func TestLargeBodyStreamsIntact(t *testing.T) {
+	t.Parallel()
 	const size = 50 << 20
 	c, _ := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 64<<10)
@@ -160,6 +163,7 @@ func TestLargeBodyStreamsIntact(t *testing.T) {
 }
 
 func TestConnectorGoneClosesTheClient(t *testing.T) {
+	t.Parallel()
 	c, stopConnector := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	stopConnector()
 	select {
@@ -174,6 +178,7 @@ func TestConnectorGoneClosesTheClient(t *testing.T) {
 }
 
 func TestDialRejectionsAndURLs(t *testing.T) {
+	t.Parallel()
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"token is for connector \"other\""}`, http.StatusForbidden)
 	}))
@@ -210,6 +215,7 @@ func TestDialRejectionsAndURLs(t *testing.T) {
 }
 
 func TestStoppingDrainsRequestsInFlight(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	release := make(chan struct{})
 	c, stopConnector := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

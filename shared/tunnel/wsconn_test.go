@@ -40,6 +40,7 @@ func wsPair(t *testing.T) (server, client *websocket.Conn) {
 }
 
 func TestWSConnCarriesMessagesAsOneStream(t *testing.T) {
+	t.Parallel()
 	server, client := wsPair(t)
 	a, b := newWSConn(server, 0), newWSConn(client, 16)
 	go func() {
@@ -62,6 +63,7 @@ func TestWSConnCarriesMessagesAsOneStream(t *testing.T) {
 }
 
 func TestWSConnRefusesATextMessage(t *testing.T) {
+	t.Parallel()
 	server, client := wsPair(t)
 	a := newWSConn(server, serverReadBuffer)
 	if err := client.Write(context.Background(), websocket.MessageText, []byte("{}")); err != nil {
@@ -74,6 +76,7 @@ func TestWSConnRefusesATextMessage(t *testing.T) {
 }
 
 func TestWSConnKeepsTheReadLimit(t *testing.T) {
+	t.Parallel()
 	server, client := wsPair(t)
 	server.SetReadLimit(1 << 10)
 	a := newWSConn(server, serverReadBuffer)
@@ -85,6 +88,7 @@ func TestWSConnKeepsTheReadLimit(t *testing.T) {
 }
 
 func TestWSConnRefusesDeadlines(t *testing.T) {
+	t.Parallel()
 	server, _ := wsPair(t)
 	a := newWSConn(server, serverReadBuffer)
 	if err := a.SetDeadline(time.Time{}); err != nil {
@@ -98,6 +102,7 @@ func TestWSConnRefusesDeadlines(t *testing.T) {
 }
 
 func TestCoalescedRunsStayUnderTheMessageCap(t *testing.T) {
+	t.Parallel()
 	server, client := wsPair(t)
 	server.SetReadLimit(MaxMessage)
 	a, b := newWSConn(server, 0), newCoalescingConn(newWSConn(client, 0), func() { _ = client.CloseNow() }, DefaultWriteTimeout)
@@ -117,6 +122,7 @@ func TestCoalescedRunsStayUnderTheMessageCap(t *testing.T) {
 }
 
 func TestHandlerPanicsAndGoexitsReachTheServer(t *testing.T) {
+	t.Parallel()
 	var served atomic.Int64
 	c, _ := pair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)

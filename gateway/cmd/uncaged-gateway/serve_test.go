@@ -13,6 +13,7 @@ import (
 // A read limit below the tunnel's largest message would drop every busy
 // tunnel; serve refuses it before listening.
 func TestServeRefusesAReadLimitBelowTheTunnelMessage(t *testing.T) {
+	// Serial: running a command sets the package-level logFlags.
 	cmd := serveCmd()
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--ws-read-limit", "65536"})
 	err := cmd.Execute()

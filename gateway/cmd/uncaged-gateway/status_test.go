@@ -97,6 +97,7 @@ func TestStatusFailsOnARefusedToken(t *testing.T) {
 }
 
 func TestStatusHealthFollowsReadiness(t *testing.T) {
+	t.Parallel()
 	if out, err := runStatus(t, "--url", fakeGateway(t, true, `[]`).URL, "--health"); err != nil || out != "" {
 		t.Fatalf("ready gateway: %v %q", err, out)
 	}
@@ -120,6 +121,7 @@ func TestStatusRejectsAGarbledEndpointsList(t *testing.T) {
 }
 
 func TestDefaultStatusURL(t *testing.T) {
+	t.Parallel()
 	for env, want := range map[string]string{
 		"":                 "http://127.0.0.1:8080",
 		":9000":            "http://127.0.0.1:9000",

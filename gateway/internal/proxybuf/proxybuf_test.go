@@ -8,6 +8,7 @@ import (
 var _ httputil.BufferPool = Pool
 
 func TestBuffersAreFullSizeEvenAfterAStrayPut(t *testing.T) {
+	t.Parallel()
 	Pool.Put(make([]byte, 10))
 	for range 3 {
 		b := Pool.Get()
