@@ -126,6 +126,7 @@ func TestNeverDeletesReachable(t *testing.T) {
 	for seed := int64(1); seed <= 24; seed++ {
 		mode := []string{"index", "no-index", "stale-index"}[seed%3]
 		t.Run(fmt.Sprint(seed, mode), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewSource(seed))
 			l, store := newRoot(t)
 			var allHeads []string
