@@ -203,68 +203,104 @@ func (a commandAgent) Run(ctx context.Context, call Call) (Result, error) {
 // A cursor agent without a workspace asks the thread for one, which costs
 // a model call, so that comes after every check that needs none.
 func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error) {
-	s := a.spec
-	getenv := call.Host.Getenv
-	preset, isPreset := presets[s.Kind]
+	prog, err := a.program(call.Host.Getenv)
+	if err != nil {
+		return invocation{}, err
+	}
+	inv := invocation{label: fmt.Sprintf("%s agent %s", a.spec.Kind, prog),
+		owner: procgroup.Owner{Thread: call.Thread.ThreadID, Role: call.Role}}
+	model, timeout, err := a.modelAndTimeout(call.Host.Getenv)
+	if err != nil {
+		return invocation{}, err
+	}
+	inv.timeout = timeout
+	if inv.dir, err = a.workspace(ctx, call, inv.label); err != nil {
+		return invocation{}, err
+	}
+	prompt := ThreadInput(call.Thread)
+	if call.SystemPrompt != "" {
+		prompt = call.SystemPrompt + "\n\n" + prompt
+	}
+	inv.env = commandEnv(a.spec.Env, call)
+	if err := a.arguments(&inv, call, prog, prompt, model); err != nil {
+		return invocation{}, err
+	}
+	return inv, nil
+}
 
-	command, source := s.Command, "the agent's command"
-	if command == "" && isPreset {
+// program resolves the command to run: the agent's own, else (a preset)
+// the one its variable names, else the preset's default.
+func (a commandAgent) program(getenv func(string) string) (string, error) {
+	command, source := a.spec.Command, "the agent's command"
+	if preset, ok := presets[a.spec.Kind]; ok && command == "" {
 		command, source = getenv(preset.commandVar), preset.commandVar
 		if command == "" {
 			command, source = preset.command, "the default command"
 		}
 	}
-	prog, err := resolveProgram(command, source)
-	if err != nil {
-		return invocation{}, err
-	}
-	inv := invocation{label: fmt.Sprintf("%s agent %s", s.Kind, prog), timeout: time.Duration(s.TimeoutMs) * time.Millisecond,
-		owner: procgroup.Owner{Thread: call.Thread.ThreadID, Role: call.Role}}
+	return resolveProgram(command, source)
+}
 
-	model := s.Model
-	if isPreset {
-		if model == "" {
-			model = getenv(preset.modelVar)
-		}
-		if s.TimeoutMs == 0 {
-			if v := strings.TrimSpace(getenv(preset.timeoutVar)); v != "" {
-				ms, perr := strconv.ParseInt(v, 10, 64)
-				if perr != nil || ms < 0 {
-					return invocation{}, fmt.Errorf("agent: %s must be a number of milliseconds >= 0, got %q", preset.timeoutVar, v)
-				}
-				inv.timeout = time.Duration(ms) * time.Millisecond
+// modelAndTimeout are the agent's model and time limit; a preset's
+// variables fill in what the spec leaves unset.
+func (a commandAgent) modelAndTimeout(getenv func(string) string) (string, time.Duration, error) {
+	s := a.spec
+	model, timeout := s.Model, time.Duration(s.TimeoutMs)*time.Millisecond
+	preset, ok := presets[s.Kind]
+	if !ok {
+		return model, timeout, nil
+	}
+	if model == "" {
+		model = getenv(preset.modelVar)
+	}
+	if s.TimeoutMs == 0 {
+		if v := strings.TrimSpace(getenv(preset.timeoutVar)); v != "" {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ms < 0 {
+				return "", 0, fmt.Errorf("agent: %s must be a number of milliseconds >= 0, got %q", preset.timeoutVar, v)
 			}
+			timeout = time.Duration(ms) * time.Millisecond
 		}
 	}
+	return model, timeout, nil
+}
 
-	workspace := s.Workspace
-	if workspace == "" && s.Kind == KindCursor {
+// workspace is the directory the command runs in ("": the engine's own):
+// the spec's, or for a cursor agent one extracted from the thread.
+func (a commandAgent) workspace(ctx context.Context, call Call, label string) (string, error) {
+	workspace := a.spec.Workspace
+	if workspace == "" && a.spec.Kind == KindCursor {
+		var err error
 		if workspace, err = extractWorkspace(ctx, call); err != nil {
-			return invocation{}, err
+			return "", err
 		}
-		call.Host.Log("agent", fmt.Sprintf("%s: workspace %s, extracted from the thread context", inv.label, workspace))
+		call.Host.Log("agent", fmt.Sprintf("%s: workspace %s, extracted from the thread context", label, workspace))
 	}
 	if workspace != "" {
-		st, err := os.Stat(workspace)
-		if err != nil || !st.IsDir() {
-			return invocation{}, fmt.Errorf("%s: workspace %s is not an existing directory", inv.label, workspace)
+		if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("%s: workspace %s is not an existing directory", label, workspace)
 		}
-		inv.dir = workspace
 	}
+	return workspace, nil
+}
 
-	prompt := ThreadInput(call.Thread)
-	if call.SystemPrompt != "" {
-		prompt = call.SystemPrompt + "\n\n" + prompt
-	}
-
-	inv.env = append(os.Environ(), sortedEnv(s.Env)...)
-	inv.env = append(inv.env,
+// commandEnv is the engine's environment with the spec's variables and the
+// thread's over it.
+func commandEnv(vars map[string]string, call Call) []string {
+	env := append(os.Environ(), sortedEnv(vars)...)
+	return append(env,
 		"WORKFLOW_THREAD_ID="+call.Thread.ThreadID,
 		"WORKFLOW_ROLE="+call.Role,
 		"WORKFLOW_DEPTH="+strconv.Itoa(call.Thread.Depth),
 	)
+}
 
-	switch s.Kind {
+// arguments sets the command line (and input, and for exec the prompt's
+// variable) of inv as the agent's kind takes them; inv.dir is the
+// workspace.
+func (a commandAgent) arguments(inv *invocation, call Call, prog, prompt, model string) error {
+	workspace := inv.dir
+	switch a.spec.Kind {
 	case KindCursor:
 		if model == "" {
 			model = "auto"
@@ -276,22 +312,23 @@ func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error
 			inv.argv = append(inv.argv, "--model", model)
 		}
 	case KindCLI:
-		args, usesPrompt := substitute(s.Args, prompt, model, workspace)
+		args, usesPrompt := substitute(a.spec.Args, prompt, model, workspace)
 		inv.argv = append([]string{prog}, args...)
 		if !usesPrompt {
 			inv.stdin = []byte(prompt)
 		}
 	case KindExec:
-		args, _ := substitute(s.Args, prompt, model, workspace)
+		args, _ := substitute(a.spec.Args, prompt, model, workspace)
 		inv.argv = append([]string{prog}, args...)
 		inv.env = append(inv.env, "WORKFLOW_PROMPT="+prompt)
+		var err error
 		if inv.stdin, err = execInput(call); err != nil {
-			return invocation{}, err
+			return err
 		}
 	default:
-		return invocation{}, fmt.Errorf("agent: %s is not a command agent", s.Kind)
+		return fmt.Errorf("agent: %s is not a command agent", a.spec.Kind)
 	}
-	return inv, nil
+	return nil
 }
 
 func sortedEnv(m map[string]string) []string {
