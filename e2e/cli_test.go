@@ -58,16 +58,31 @@ func runIn(t *testing.T, dir, root string, args ...string) result {
 // they hand variables to their commands this way, never with t.Setenv.
 func runEnv(t *testing.T, env []string, dir, root string, args ...string) result {
 	t.Helper()
+	return runCommand(t, cliCommand(env, dir, root, args...))
+}
+
+// cliCommand is the CLI binary's command for runEnv.
+func cliCommand(env []string, dir, root string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-workflow"), args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT=", "WORKFLOW_STORAGE_ROOT="+root), env...)
-	return runCommand(t, cmd)
+	return cmd
 }
 
 // runCommand runs cmd to its end and returns what it printed and its exit
 // code; only a command that could not run at all fails the test.
 func runCommand(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
+	r, err := runCommandErr(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runCommandErr is runCommand for a goroutine other than the test's, which
+// must not end the test itself: it returns the error.
+func runCommandErr(cmd *exec.Cmd) (result, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -75,9 +90,9 @@ func runCommand(t *testing.T, cmd *exec.Cmd) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatal(err)
+		return result{}, err
 	}
-	return result{out.String(), errb.String(), code}
+	return result{out.String(), errb.String(), code}, nil
 }
 
 func TestCasPutHelloThroughTheBinary(t *testing.T) {
@@ -110,6 +125,7 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 	const n = 12
 	var wg sync.WaitGroup
 	results := make([]result, n)
+	errs := make([]error, n)
 	for i := 0; i < n; i++ {
 		f := filepath.Join(src, fmt.Sprintf("w%d.esm.js", i))
 		if err := os.WriteFile(f, []byte(fmt.Sprintf("export const descriptor = { description: \"flow %d\", roles: {}, graph: { edges: [] } };\nexport const run = async function* () { return { returnCode: 0, summary: \"%d\" }; };\n", i, i)), 0o644); err != nil {
@@ -118,11 +134,14 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = run(t, root, "workflow", "add", fmt.Sprintf("flow-%d", i), f)
+			results[i], errs[i] = runCommandErr(cliCommand(nil, "", root, "workflow", "add", fmt.Sprintf("flow-%d", i), f))
 		}(i)
 	}
 	wg.Wait()
 	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("add %d: %v", i, errs[i])
+		}
 		if r.code != 0 {
 			t.Fatalf("add %d: %+v", i, r)
 		}
