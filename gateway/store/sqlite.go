@@ -43,6 +43,22 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 	if cfg.BusyTimeout > 0 {
 		busy = cfg.BusyTimeout.Milliseconds()
 	}
+	release, err := lockDataDir(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openSQLiteFile(ctx, path, busy)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	st.closeExtra = release
+	st.now = cfg.Now
+	return st, nil
+}
+
+// openSQLiteFile opens path's writer and reader pools and migrates.
+func openSQLiteFile(ctx context.Context, path string, busy int64) (*sqlStore, error) {
 	// The writer begins transactions IMMEDIATE: taking the write lock at
 	// BEGIN means a transaction never fails half-way when it first writes.
 	w, err := sql.Open("sqlite", sqliteDSN(path, busy, "immediate"))
@@ -66,5 +82,5 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 		_ = w.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &sqlStore{backend: BackendSQLite, w: w, r: r, now: cfg.Now, hub: newHub()}, nil
+	return &sqlStore{backend: BackendSQLite, w: w, r: r, hub: newHub()}, nil
 }

@@ -47,12 +47,12 @@ func (c *clock) Add(d time.Duration) {
 // backend makes a Config for a fresh database of one kind.
 type backend struct {
 	name string
-	cfg  func(t *testing.T) store.Config
+	cfg  func(t testing.TB) store.Config
 }
 
 var backends = []backend{
-	{"sqlite", func(t *testing.T) store.Config { return store.Config{DataDir: t.TempDir()} }},
-	{"postgres", func(t *testing.T) store.Config { return store.Config{DatabaseURL: pgtest.URL(t)} }},
+	{"sqlite", func(t testing.TB) store.Config { return store.Config{DataDir: t.TempDir()} }},
+	{"postgres", func(t testing.TB) store.Config { return store.Config{DatabaseURL: pgtest.URL(t)} }},
 }
 
 // each runs f once per backend, on a fresh database with a fake clock.
@@ -67,7 +67,7 @@ func each(t *testing.T, f func(t *testing.T, cfg store.Config, clk *clock)) {
 	}
 }
 
-func open(t *testing.T, cfg store.Config) store.Store {
+func open(t testing.TB, cfg store.Config) store.Store {
 	t.Helper()
 	s, err := store.Open(context.Background(), cfg)
 	if err != nil {
@@ -655,12 +655,18 @@ func TestMigrations(t *testing.T) {
 		}
 
 		// Reopening migrates nothing and keeps the data.
-		s = open(t, cfg)
+		s, err = store.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if v2, err := s.SchemaVersion(ctx); err != nil || v2 != v {
 			t.Fatalf("reopened at version %d, %v; want %d", v2, err, v)
 		}
 		if _, err := s.GetToken(ctx, "keep"); err != nil {
 			t.Fatalf("data lost on reopen: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 
 		// A newer gateway migrated the database: this one must refuse it.
@@ -780,7 +786,11 @@ func TestSubscribe(t *testing.T) {
 			t.Fatalf("change after a failed write or cancel: %+v", c)
 		}
 
-		// Close ends subscriptions.
+		// Close ends subscriptions. (A second store on the same SQLite
+		// file would be refused: it gets its own.)
+		if cfg.DataDir != "" {
+			cfg.DataDir = t.TempDir()
+		}
 		s2 := open(t, cfg)
 		ch2, err := s2.Subscribe(ctx)
 		if err != nil {
@@ -928,4 +938,26 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Fatalf("after concurrent syncs: %d threads, %v", p.Total, err)
 		}
 	})
+}
+
+// TestSQLiteHasOneOwner opens one data directory twice: the second must
+// fail, since it would neither send nor get the first one's notifications.
+func TestSQLiteHasOneOwner(t *testing.T) {
+	ctx := context.Background()
+	cfg := store.Config{DataDir: t.TempDir()}
+	s, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.Open(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "in use by another gateway process") {
+		t.Fatalf("second Open: %v; want it refused", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, cfg)
+	if _, err := s.ListMachines(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
