@@ -29,10 +29,10 @@ func TestTruncateRunes(t *testing.T) {
 func TestLooksLikeJWT(t *testing.T) {
 	for s, want := range map[string]bool{
 		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.sig": true,
-		"Bearer eyJa.eyJb.c":                         true,
-		"01JTOKENID":                                 false,
-		"10.0.0.1":                                   false,
-		"laptop":                                     false,
+		"Bearer eyJa.eyJb.c":                       true,
+		"01JTOKENID":                               false,
+		"10.0.0.1":                                 false,
+		"laptop":                                   false,
 	} {
 		if got := looksLikeJWT(s); got != want {
 			t.Errorf("looksLikeJWT(%q) = %v", s, got)

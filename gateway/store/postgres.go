@@ -88,6 +88,36 @@ func notify(ctx context.Context, tx *sql.Tx, changes []Change) error {
 	return nil
 }
 
+// syncBatch runs a resync on PostgreSQL: one transaction, the machine's
+// upsert and then the thread upsert once per thread, sent as one pgx batch.
+// pgx prepares the repeated statement once; the batch makes the 1,000
+// executions of a full resync one round trip instead of 1,000, which was
+// most of its time.
+func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }() // returns it to the pool; nothing to report
+	return conn.Raw(func(driverConn any) error {
+		pc := driverConn.(*stdlib.Conn).Conn()
+		tx, err := pc.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }() // after Commit it does nothing
+		b := &pgx.Batch{}
+		b.Queue(machineSQL, machineArgs...)
+		for _, a := range threadArgs {
+			b.Queue(threadSQL, a...)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
+
 // chunkIDs splits ids into runs whose JSON fits in maxPayload.
 func chunkIDs(ids []string) [][]string {
 	var out [][]string

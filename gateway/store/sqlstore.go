@@ -544,6 +544,30 @@ started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns 
 return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage
 WHERE ` + strings.Join(changed, " OR "))
 	now := s.now()
+	args := make([][]any, len(threads))
+	for i, t := range threads {
+		updated := t.UpdatedAt
+		if updated.IsZero() {
+			updated = now
+		}
+		var rc any
+		if t.ReturnCode != nil {
+			rc = int64(*t.ReturnCode)
+		}
+		var usage any
+		if len(t.Usage) > 0 {
+			usage = string(t.Usage)
+		}
+		args[i] = []any{machine, t.ID, t.Workflow, t.Status,
+			truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
+			int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage}
+	}
+	if s.backend == BackendPostgres {
+		if err := syncBatch(ctx, s.w, upsertMachine, []any{machine, s.tv(now)}, upsert, args); err != nil {
+			return fmt.Errorf("store: sync threads of %s: %w", machine, err)
+		}
+		return nil
+	}
 	return s.write(ctx, "sync threads of "+machine, func(tx *sql.Tx) ([]Change, error) {
 		if _, err := tx.ExecContext(ctx, s.q(upsertMachine), machine, s.tv(now)); err != nil {
 			return nil, err
@@ -553,23 +577,9 @@ WHERE ` + strings.Join(changed, " OR "))
 			return nil, err
 		}
 		defer closeQuietly(stmt) // it goes with the transaction anyway
-		for _, t := range threads {
-			updated := t.UpdatedAt
-			if updated.IsZero() {
-				updated = now
-			}
-			var rc any
-			if t.ReturnCode != nil {
-				rc = int64(*t.ReturnCode)
-			}
-			var usage any
-			if len(t.Usage) > 0 {
-				usage = string(t.Usage)
-			}
-			if _, err := stmt.ExecContext(ctx, machine, t.ID, t.Workflow, t.Status,
-				truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
-				int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage); err != nil {
-				return nil, fmt.Errorf("thread %s: %w", t.ID, err)
+		for i, a := range args {
+			if _, err := stmt.ExecContext(ctx, a...); err != nil {
+				return nil, fmt.Errorf("thread %s: %w", threads[i].ID, err)
 			}
 		}
 		return nil, nil
