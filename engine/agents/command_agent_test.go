@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,15 +104,59 @@ func (h *cmdHost) extractCalls() []string {
 // tests do not depend on the checkout keeping file modes.
 func fakeAgent(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, b, 0o755); err != nil {
+	p := filepath.Join(fakeAgents, name)
+	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// fakeAgents holds the scripts of testdata, made executable before any
+// test runs. A test writing its own copy while a parallel test forks would
+// have the child hold it open for writing until its exec, and running the
+// copy could then fail with "text file busy" (golang.org/issue/22315).
+var fakeAgents string
+
+func TestMain(m *testing.M) {
+	dir, err := writeFakeAgents()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeAgents = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir) // a temporary directory: best effort
+	os.Exit(code)
+}
+
+func writeFakeAgents() (string, error) {
+	dir, err := os.MkdirTemp("", "agents-test-")
+	if err != nil {
+		return "", err
+	}
+	if err := copyExecutable(dir, "testdata"); err != nil {
+		_ = os.RemoveAll(dir) // best effort: err is what matters
+		return "", err
+	}
+	return dir, nil
+}
+
+// copyExecutable copies the files of from into dir, mode 0755.
+func copyExecutable(dir, from string) error {
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func cmdCall(h *cmdHost, role, schema string) Call {
