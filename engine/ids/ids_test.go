@@ -94,7 +94,7 @@ func TestParseHash(t *testing.T) {
 }
 
 func TestThreadIDs(t *testing.T) {
-	t.Parallel()
+	// Serial: NewThreadID's entropy is process-wide, and another test's id at another millisecond reseeds it.
 	now := time.UnixMilli(1778000000000)
 	prev := ""
 	for i := 0; i < 1000; i++ {
