@@ -65,7 +65,10 @@ func migrate(ctx context.Context, db *sql.DB, dialect goose.Dialect, dir string)
 	if dialect == goose.DialectPostgres {
 		// Several gateways starting at once against one database must not
 		// migrate it concurrently: an advisory lock makes them take turns.
-		locker, err := lock.NewPostgresSessionLocker()
+		// goose's default probes the lock every 5 s; a gateway starting
+		// next to another would wait that long for a migration of a
+		// fraction of a second. Every second, for up to 5 minutes.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return fmt.Errorf("store: migration lock: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // the pure-Go driver: the gateway builds with CGO_ENABLED=0
@@ -39,6 +40,10 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 		return nil, fmt.Errorf("store: data directory: %w", err)
 	}
 	path := filepath.Join(cfg.DataDir, SQLiteFile)
+	if strings.ContainsAny(path, "?#") {
+		// The driver reads the path as a URI: these would start its query.
+		return nil, fmt.Errorf("store: data directory %q: the characters ? and # are not supported", cfg.DataDir)
+	}
 	busy := int64(defaultBusyTimeout)
 	if cfg.BusyTimeout > 0 {
 		busy = cfg.BusyTimeout.Milliseconds()

@@ -211,6 +211,9 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) error {
 	if !t.Kind.valid() {
 		return fmt.Errorf("store: create token %s: unknown kind %q", t.ID, t.Kind)
 	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = s.now()
+	}
 	res, err := s.w.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`),
 		t.ID, string(t.Kind), t.Name, s.tv(t.CreatedAt), s.tvp(t.ExpiresAt), t.Note, s.tvp(t.RevokedAt))
 	if err != nil {

@@ -106,7 +106,8 @@ type Token struct {
 	Kind TokenKind
 	// Name is the connector's name, or the dashboard token's subject.
 	Name string
-	// CreatedAt is when the token was issued.
+	// CreatedAt is when the token was issued; CreateToken fills in now if
+	// it is zero.
 	CreatedAt time.Time
 	// ExpiresAt is when it stops being valid; nil means never.
 	ExpiresAt *time.Time

@@ -696,6 +696,9 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := store.Open(ctx, store.Config{DataDir: file}); err == nil {
 		t.Error("Open with a file as data directory succeeded")
 	}
+	if _, err := store.Open(ctx, store.Config{DataDir: filepath.Join(t.TempDir(), "a?b")}); err == nil {
+		t.Error("Open with a ? in the data directory succeeded")
+	}
 	_, err := store.Open(ctx, store.Config{DatabaseURL: "postgres://user:s3cret@host:notaport/db"})
 	if err == nil || !strings.Contains(err.Error(), "database URL") || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad URL: %v; want an error about the URL, without the password", err)
@@ -938,6 +941,31 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Fatalf("after concurrent syncs: %d threads, %v", p.Total, err)
 		}
 	})
+}
+
+// TestConcurrentOpen starts several gateways at once on a fresh
+// PostgreSQL database: the migration lock makes them take turns, and all
+// open.
+func TestConcurrentOpen(t *testing.T) {
+	url := pgtest.URL(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			s, err := store.Open(context.Background(), store.Config{DatabaseURL: url})
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestSQLiteHasOneOwner opens one data directory twice: the second must
