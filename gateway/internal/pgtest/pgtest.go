@@ -161,6 +161,15 @@ func launch(bin string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := launchIn(bin, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir) // what failed is the error to report
+	}
+	return s, err
+}
+
+// launchIn initialises a cluster in dir and starts it.
+func launchIn(bin, dir string) (*server, error) {
 	cred, err := credential()
 	if err != nil {
 		return nil, err
@@ -217,7 +226,7 @@ func run(bin, dir, data string, cred *syscall.Credential) (*server, error) {
 		close(s.exit)
 	}()
 	if err := s.waitReady(); err != nil {
-		s.stop()
+		s.halt() // the directory stays for the next attempt
 		return nil, err
 	}
 	return s, nil
@@ -255,11 +264,16 @@ func (s *server) waitReady() error {
 // stop shuts the server down (fast shutdown: it ends sessions) and removes
 // its directory.
 func (s *server) stop() {
+	s.halt()
+	_ = os.RemoveAll(s.dir) // a leftover temporary directory is harmless
+}
+
+// halt shuts the server down and waits for it to exit.
+func (s *server) halt() {
 	if s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGINT) // it may have exited already
 		<-s.exit
 	}
-	_ = os.RemoveAll(s.dir) // a leftover temporary directory is harmless
 }
 
 // credential is the unprivileged user to run PostgreSQL as when we are
