@@ -36,6 +36,8 @@ type gatewayEnv struct {
 	env       []string
 	nofile    int
 	serveArgs []string
+	// dataDir holds the gateway's SQLite store; a restart keeps it.
+	dataDir string
 }
 
 func gwCLI(t *testing.T, key string, args ...string) string {
@@ -57,7 +59,7 @@ func startGateway(t *testing.T, serveArgs ...string) *gatewayEnv {
 // nofile is not 0, at most nofile open file descriptors.
 func newGateway(t *testing.T, env []string, nofile int, serveArgs ...string) *gatewayEnv {
 	t.Helper()
-	g := &gatewayEnv{t: t, client: &http.Client{Timeout: 60 * time.Second}, env: env, nofile: nofile, serveArgs: serveArgs}
+	g := &gatewayEnv{t: t, client: &http.Client{Timeout: 60 * time.Second}, env: env, nofile: nofile, serveArgs: serveArgs, dataDir: t.TempDir()}
 	g.key = gwCLI(t, "", "key", "generate")
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	g.restart()
@@ -77,7 +79,7 @@ func (g *gatewayEnv) restart() {
 		listen = "127.0.0.1:0"
 	}
 	bin := filepath.Join(binDir, "uncaged-gateway")
-	args := append([]string{"serve", "--listen", listen, "--heartbeat", "1s"}, g.serveArgs...)
+	args := append([]string{"serve", "--listen", listen, "--heartbeat", "1s", "--data-dir", g.dataDir}, g.serveArgs...)
 	cmd := exec.Command(bin, args...)
 	if g.nofile != 0 {
 		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, g.nofile), bin}, args...)...)

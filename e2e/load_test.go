@@ -78,7 +78,7 @@ func (g *loadGateway) start() {
 		listen = "127.0.0.1:0"
 	}
 	g.proc = startProc(g.t, []string{"UNCAGED_GATEWAY_KEY=" + g.key}, "uncaged-gateway",
-		"serve", "--listen", listen, "--connect-rate", "-1", "--max-conns-per-ip", "-1")
+		"serve", "--listen", listen, "--connect-rate", "-1", "--max-conns-per-ip", "-1", "--data-dir", g.dataDir)
 	g.addr = g.proc.listening(g.t)
 	waitOK(g.t, "the gateway to answer /healthz", "http://"+g.addr+"/healthz")
 }

@@ -52,6 +52,11 @@ type Principal struct {
 	Name string
 	// Shared is true when the shared secret was presented.
 	Shared bool
+	// TokenID is the token's id (its jti) as the store records it; empty
+	// for the shared secret and for tokens issued before ids existed.
+	TokenID string
+	// Note is the note recorded with the token, for the audit log.
+	Note string
 }
 
 // Authority issues and checks credentials.

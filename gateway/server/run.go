@@ -2,14 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -36,6 +40,12 @@ type Config struct {
 	// ClusterKey is the signing key, the same on every replica; it signs
 	// the messages between them.
 	ClusterKey []byte
+	// Store says where the gateway keeps what outlives it (tokens and their
+	// revocations, original clients' registrations, the fleet's history,
+	// the audit log). Run opens it before serving and closes it last. With
+	// neither a data directory nor a database URL nothing is kept, which
+	// only tests want. Cluster mode needs a database every replica shares.
+	Store store.Config
 }
 
 // ShutdownTimeout bounds how long Run waits for HTTP requests in flight
@@ -62,6 +72,17 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	st, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		_ = ln.Close() // the error that matters is err
+		return err
+	}
+	if st != nil {
+		defer func() { _ = st.Close() }() // last: everything above may still write to it
+		pruneCtx, stopPruning := context.WithCancel(ctx)
+		defer stopPruning()
+		go pruneHistory(pruneCtx, st, cfg.Options.HistoryRetention, logger)
+	}
 	var cl *cluster.Cluster
 	if cfg.NATS != "" {
 		var err error
@@ -72,6 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	opts := cfg.Options
 	opts.Cluster = cl
+	opts.Store = st
 	g := New(opts)
 	srv := g.HTTPServer()
 	if cl != nil {
@@ -104,6 +126,70 @@ func Run(ctx context.Context, cfg Config) error {
 	return srv.Shutdown(sctx)
 }
 
+// openStore opens the store cfg names, or returns nil when it names none.
+// A replica of a cluster refuses one that other processes cannot share.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Store, error) {
+	if cfg.Store.DataDir == "" && cfg.Store.DatabaseURL == "" {
+		if cfg.NATS != "" {
+			return nil, errors.New("cluster mode needs a database every replica shares: pass --database-url (PostgreSQL)")
+		}
+		return nil, nil
+	}
+	if cfg.NATS != "" && cfg.Store.DatabaseURL == "" {
+		return nil, errors.New("cluster mode needs PostgreSQL (--database-url): a SQLite file belongs to one process, so the other replicas would never see its revocations or registrations")
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	where := filepath.Join(cfg.Store.DataDir, store.SQLiteFile)
+	if cfg.Store.DatabaseURL != "" {
+		where = redactDatabaseURL(cfg.Store.DatabaseURL)
+	}
+	version, err := st.SchemaVersion(ctx)
+	if err != nil {
+		_ = st.Close() // the error that matters is err
+		return nil, err
+	}
+	logger.Info("store open", "backend", string(st.Backend()), "at", where, "schema", version)
+	return st, nil
+}
+
+// DefaultHistoryRetention is how long the fleet's thread history and the
+// audit log are kept when Options.HistoryRetention is zero.
+const DefaultHistoryRetention = 90 * 24 * time.Hour
+
+// pruneEvery is how often history past its retention is deleted: it only
+// needs to keep the database from growing without bound, not to be exact.
+const pruneEvery = time.Hour
+
+// pruneHistory deletes history older than retention (0: the default) at
+// start and every pruneEvery until ctx ends. In a cluster every replica
+// prunes; the deletes are idempotent, so that costs only a few queries.
+func pruneHistory(ctx context.Context, st store.Store, retention time.Duration, logger *slog.Logger) {
+	if retention <= 0 {
+		retention = DefaultHistoryRetention
+	}
+	tick := time.NewTicker(pruneEvery)
+	defer tick.Stop()
+	for {
+		res, err := st.Prune(ctx, time.Now().Add(-retention))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			logger.Warn("pruning history", "err", err)
+		case res.Threads+res.Machines+res.Audit > 0:
+			logger.Info("pruned history", "threads", res.Threads, "machines", res.Machines, "audit_entries", res.Audit, "retention", retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // newCluster builds this replica's cluster membership. The advertised
 // address and the replica id default to the listening address, with the
 // host name when it listens on every interface.
@@ -131,6 +217,18 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 		// replica's connectors show offline within 15 s.
 		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
 	})
+}
+
+// dsnPassword finds the password of a keyword/value connection string.
+var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactDatabaseURL hides the password of a PostgreSQL URL or
+// keyword/value connection string for the logs.
+func redactDatabaseURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		return dsnPassword.ReplaceAllString(u.Redacted(), "${1}xxxxx")
+	}
+	return dsnPassword.ReplaceAllString(s, "${1}xxxxx")
 }
 
 // redactURL hides a password in a NATS URL for the logs.

@@ -52,6 +52,7 @@ import (
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -137,6 +138,12 @@ type Options struct {
 	// Cluster, when set, makes this gateway one replica of several
 	// (cluster.go); the caller starts and closes it.
 	Cluster *cluster.Cluster
+	// Store, when set, is where the gateway keeps what outlives a restart
+	// (Config.Store); the caller opens and closes it. Nil keeps nothing.
+	Store store.Store
+	// HistoryRetention is how long the fleet's thread history and the audit
+	// log are kept (0: DefaultHistoryRetention).
+	HistoryRetention time.Duration
 }
 
 // Gateway is a running gateway.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/server"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/gctune"
@@ -100,10 +102,10 @@ func authority(k *keyFlags, sharedSecret string) (*auth.Authority, error) {
 }
 
 func serveCmd() *cobra.Command {
-	var listen, natsURL, advertise, replicaID string
+	var listen, natsURL, advertise, replicaID, dataDir, databaseURL, databaseURLFile string
 	var key keyFlags
 	var sharedSecret, sharedSecretFile, metricsToken, metricsTokenFile string
-	var heartbeat, requestTimeout, bodyTimeout, idleTimeout time.Duration
+	var heartbeat, requestTimeout, bodyTimeout, idleTimeout, historyRetention time.Duration
 	var maxBody, wsReadLimit int64
 	var maxConcurrent, connectBurst, maxConnsPerIP int
 	var connectRate float64
@@ -134,6 +136,15 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			dbURL, err := envflag.ReadSecret(databaseURL, databaseURLFile)
+			if err != nil {
+				return fmt.Errorf("--database-url-file: %w", err)
+			}
+			if dbURL == "" && dataDir == "" {
+				if dataDir, err = defaultDataDir(); err != nil {
+					return err
+				}
+			}
 			var clusterKey []byte
 			if natsURL != "" {
 				if clusterKey, err = key.load(); err != nil {
@@ -148,9 +159,10 @@ func serveCmd() *cobra.Command {
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
-					MetricsToken: metrics,
-					Dashboard:    web.Handler(),
+					MetricsToken: metrics, HistoryRetention: historyRetention,
+					Dashboard: web.Handler(),
 				},
+				Store:  store.Config{DataDir: dataDir, DatabaseURL: dbURL},
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
 				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: clusterKey,
 			})
@@ -173,18 +185,32 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit)")
 	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (the variable: comma-separated; default: none, the peer address is the client's)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory of the gateway's SQLite database, gateway.db (default: ~/.uncaged/gateway; not used with --database-url)")
+	cmd.Flags().StringVar(&databaseURLFile, "database-url-file", "", "file holding the PostgreSQL URL; wins over --database-url")
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL (postgres://user:password@host/db): keep the gateway's state there instead of SQLite; cluster mode needs it")
+	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
 	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address)")
 	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port)")
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
 	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy",
-		"nats", "cluster-advertise", "replica-id",
+		"nats", "cluster-advertise", "replica-id", "data-dir", "database-url", "database-url-file", "history-retention",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))
 	}
 	envflag.Bind(cmd.Flags(), "shared-secret", envName("shared-secret"), "WORKFLOW_DASHBOARD_SECRET")
 	return cmd
+}
+
+// defaultDataDir is where the SQLite database lives when no flag or
+// variable says: beside the connector's own ~/.uncaged/workflow.
+func defaultDataDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no --data-dir given and no home directory to default to: %w", err)
+	}
+	return filepath.Join(home, ".uncaged", "gateway"), nil
 }
 
 // envName is flag name's variable: UNCAGED_GATEWAY_<NAME>, upper case,
