@@ -39,7 +39,6 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		start := time.Now()
 		b, err := Load(src, "fuzz.esm.js", Options{ValidationTimeout: time.Second})
 		if err == nil && b == nil {
 			t.Fatal("nil bundle without an error")
@@ -49,9 +48,6 @@ func FuzzLoad(f *testing.F) {
 			if _, err := b.Descriptor().MarshalYAML(); err != nil {
 				t.Fatalf("descriptor of a loaded bundle does not marshal: %v", err)
 			}
-		}
-		if d := time.Since(start); d > 30*time.Second {
-			t.Fatalf("Load took %v", d)
 		}
 	})
 }

@@ -113,13 +113,11 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 
 func TestLoadValidationTimeout(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
+	// The spin never ends: that Load returns at all, with this error, is
+	// the timeout working.
 	err := loadInvalid(t, "toplevel_spin.esm.js", Options{ValidationTimeout: 200 * time.Millisecond})
 	if !strings.Contains(err.Error(), "failed to import bundle: evaluating the top level did not finish within 200ms") {
 		t.Fatalf("err = %v", err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatalf("took %v", time.Since(start))
 	}
 }
 

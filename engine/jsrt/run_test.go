@@ -514,13 +514,11 @@ export const descriptor = { description: "d", roles: {}, graph: { edges: [] } };
 	h.env["JSRT_SPIN_AT_START"] = "1"
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// The spin never ends: that Start returns the context's error at all
+	// is the interrupt working.
 	r, err := b.Start(ctx, threadFor(b, ""), h)
 	if r != nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Start = %v, %v", r, err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatalf("Start took %v", time.Since(start))
 	}
 }
 
