@@ -27,6 +27,11 @@ type Config struct {
 	// MaxConns bounds the PostgreSQL connection pool (not counting the one
 	// LISTEN connection); pgx's default if zero.
 	MaxConns int32
+	// MaxTotal bounds the count of matches a search makes (ThreadPage.Total):
+	// counting every match of a broad query over a million threads costs
+	// more than finding the page, so past it the total only says "at
+	// least". DefaultMaxTotal if zero.
+	MaxTotal int
 	// Now is the clock for times the store fills in (revocations, machines
 	// seen, audit entries without a time); time.Now if nil. Tests set it.
 	Now func() time.Time
@@ -41,6 +46,9 @@ const SQLiteFile = "gateway.db"
 func Open(ctx context.Context, cfg Config) (Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxTotal <= 0 {
+		cfg.MaxTotal = DefaultMaxTotal
 	}
 	if cfg.DatabaseURL != "" {
 		return openPostgres(ctx, cfg)

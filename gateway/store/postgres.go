@@ -64,6 +64,7 @@ func openPostgres(ctx context.Context, cfg Config) (Store, error) {
 		w:          db,
 		r:          db,
 		now:        cfg.Now,
+		maxTotal:   cfg.MaxTotal,
 		hub:        h,
 		pg:         newPGListener(pc.ConnConfig.Copy(), h),
 		closeExtra: pool.Close,

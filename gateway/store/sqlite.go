@@ -58,7 +58,7 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 		return nil, err
 	}
 	st.closeExtra = release
-	st.now = cfg.Now
+	st.now, st.maxTotal = cfg.Now, cfg.MaxTotal
 	return st, nil
 }
 

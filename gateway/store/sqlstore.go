@@ -26,7 +26,9 @@ type sqlStore struct {
 	// r serves reads.
 	r   *sql.DB
 	now func() time.Time
-	hub *hub
+	// maxTotal is Config.MaxTotal.
+	maxTotal int
+	hub      *hub
 	// pg is PostgreSQL's LISTEN side; nil for SQLite, whose changes are
 	// published in-process after commit.
 	pg *pgListener
@@ -656,10 +658,16 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 	var page ThreadPage
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		cond := whereClause(where)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM threads`+cond), args...).Scan(&page.Total); err != nil {
+		n := len(args)
+		// Counting stops one past maxTotal: enough to know the bound was
+		// passed, without visiting every match.
+		if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
+			append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
 			return err
 		}
-		n := len(args)
+		if page.Total > s.maxTotal {
+			page.Total, page.TotalCapped = s.maxTotal, true
+		}
 		rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
 			threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
 		if err != nil {

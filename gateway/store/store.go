@@ -216,12 +216,19 @@ const DefaultLimit = 50
 // MaxLimit bounds a page, so one request cannot read the whole history.
 const MaxLimit = 1000
 
+// DefaultMaxTotal is the default of Config.MaxTotal.
+const DefaultMaxTotal = 10000
+
 // ThreadPage is one page of search results, newest first.
 type ThreadPage struct {
 	// Threads is the page.
 	Threads []Thread
-	// Total is how many threads match, over all pages.
+	// Total is how many threads match, over all pages, up to
+	// Config.MaxTotal.
 	Total int
+	// TotalCapped means more than Config.MaxTotal threads match: Total is
+	// then that bound, a lower bound of the true count.
+	TotalCapped bool
 }
 
 // SharedSecretActor is the Actor of audit entries made with the gateway's

@@ -989,3 +989,28 @@ func TestSQLiteHasOneOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSearchTotalCapped fills one more thread than a search counts: the
+// total stops at Config.MaxTotal and says it is a lower bound.
+func TestSearchTotalCapped(t *testing.T) {
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
+		ctx := context.Background()
+		cfg.MaxTotal = 20
+		s := open(t, cfg)
+		ts := make([]store.Thread, cfg.MaxTotal+1)
+		for i := range ts {
+			ts[i] = thread(fmt.Sprint(i), clk.Now().Add(time.Duration(i)*time.Second))
+		}
+		if err := s.SyncThreads(ctx, "m", ts); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.SearchThreads(ctx, store.ThreadQuery{Limit: 1})
+		if err != nil || p.Total != cfg.MaxTotal || !p.TotalCapped || len(p.Threads) != 1 || p.Threads[0].ID != fmt.Sprint(cfg.MaxTotal) {
+			t.Fatalf("search of %d threads: total %d, capped %v, page %d, %v", len(ts), p.Total, p.TotalCapped, len(p.Threads), err)
+		}
+		p, err = s.SearchThreads(ctx, store.ThreadQuery{Q: "prompt", Until: clk.Now().Add(10 * time.Second)})
+		if err != nil || p.Total != 10 || p.TotalCapped {
+			t.Fatalf("a narrow search: total %d, capped %v, %v", p.Total, p.TotalCapped, err)
+		}
+	})
+}

@@ -47,10 +47,12 @@ CREATE TABLE threads (
     search      tsvector GENERATED ALWAYS AS (to_tsvector('simple', prompt || ' ' || summary)) STORED,
     PRIMARY KEY (machine, id)
 );
-CREATE INDEX threads_updated ON threads (updated_at DESC);
-CREATE INDEX threads_machine_updated ON threads (machine, updated_at DESC);
-CREATE INDEX threads_workflow_updated ON threads (workflow, updated_at DESC);
-CREATE INDEX threads_status_updated ON threads (status, updated_at DESC);
+-- Searches order by (updated_at DESC, machine, id): indexes that end in
+-- that order serve a page without sorting every match.
+CREATE INDEX threads_updated ON threads (updated_at DESC, machine, id);
+CREATE INDEX threads_machine_updated ON threads (machine, updated_at DESC, id);
+CREATE INDEX threads_workflow_updated ON threads (workflow, updated_at DESC, machine, id);
+CREATE INDEX threads_status_updated ON threads (status, updated_at DESC, machine, id);
 CREATE INDEX threads_search ON threads USING gin (search);
 
 CREATE TABLE audit (
