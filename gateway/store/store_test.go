@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/uncaged/workflow/gateway/internal/pgtest"
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 	"github.com/uncaged/workflow/gateway/store"
 )
 

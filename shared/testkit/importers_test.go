@@ -16,6 +16,7 @@ import (
 var testOnlyPackages = []string{
 	"github.com/uncaged/workflow/shared/testkit",
 	"github.com/uncaged/workflow/gateway/internal/natstest",
+	"github.com/uncaged/workflow/shared/testkit/pgtest",
 }
 
 // TestOnlyTestFilesImportTestSupport walks the module's Go files and fails
@@ -39,7 +40,7 @@ func TestOnlyTestFilesImportTestSupport(t *testing.T) {
 		}
 		// The test-only packages' own files are their implementation.
 		dir := filepath.ToSlash(filepath.Dir(path))
-		if strings.HasSuffix(dir, "shared/testkit") || strings.HasSuffix(dir, "gateway/internal/natstest") {
+		if strings.HasSuffix(dir, "shared/testkit") || strings.HasSuffix(dir, "shared/testkit/pgtest") || strings.HasSuffix(dir, "gateway/internal/natstest") {
 			return nil
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
