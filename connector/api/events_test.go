@@ -1,0 +1,209 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/shared/fleet"
+	"github.com/uncaged/workflow/shared/testkit"
+)
+
+// openEvents opens GET /api/events over real HTTP, with lastID as
+// Last-Event-ID when set.
+func (f *fixture) openEvents(ctx context.Context, lastID string) (*http.Response, *fleet.Decoder) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+fleet.EventsPath, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		f.t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	f.t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp, fleet.NewDecoder(resp.Body)
+}
+
+// eventsUntil reads events until stop says so, and returns them.
+func eventsUntil(t *testing.T, d *fleet.Decoder, stop func(fleet.Event) bool) []fleet.Event {
+	t.Helper()
+	var out []fleet.Event
+	for {
+		ev, err := d.Next()
+		if err != nil {
+			t.Fatalf("stream ended after %d events: %v", len(out), err)
+		}
+		out = append(out, ev)
+		if stop(ev) {
+			return out
+		}
+	}
+}
+
+func isSynced(ev fleet.Event) bool { return ev.Name == fleet.EventSynced }
+
+// threadsOf decodes the thread events, last one per id winning.
+func threadsOf(t *testing.T, evs []fleet.Event) map[string]fleet.Thread {
+	t.Helper()
+	out := map[string]fleet.Thread{}
+	for _, ev := range evs {
+		if ev.Name != fleet.EventThread {
+			continue
+		}
+		var th fleet.Thread
+		if err := json.Unmarshal(ev.Data, &th); err != nil {
+			t.Fatalf("thread event %s: %v", ev.Data, err)
+		}
+		out[th.ID] = th
+	}
+	return out
+}
+
+// checkEventIDs asserts every event has an id of one instance, and the
+// sequence numbers never go back.
+func checkEventIDs(t *testing.T, evs []fleet.Event) string {
+	t.Helper()
+	var inst string
+	var prev uint64
+	for _, ev := range evs {
+		i, seq, err := fleet.ParseEventID(ev.ID)
+		if err != nil {
+			t.Fatalf("event %s: %v", ev.Name, err)
+		}
+		if inst != "" && i != inst {
+			t.Fatalf("instance %s after %s", i, inst)
+		}
+		if seq < prev {
+			t.Fatalf("id %s after seq %d", ev.ID, prev)
+		}
+		inst, prev = i, seq
+	}
+	return inst
+}
+
+// A new stream sends reset, every thread with its summary, synced; then
+// a thread's changes as they happen, until it ends.
+func TestEventsSnapshotThenLive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.LivePoll = 20 * time.Millisecond })
+	f.register("linear", "linear.esm.js")
+	f.register("slow", "slow.esm.js")
+	f.startHost()
+	done := f.run("linear", "say hello to the "+strings.Repeat("long ", 200)+"world")
+	f.waitStatus(done, "completed")
+
+	_, d := f.openEvents(context.Background(), "")
+	evs := eventsUntil(t, d, isSynced)
+	checkEventIDs(t, evs)
+	if evs[0].Name != fleet.EventReset {
+		t.Fatalf("first event %s, want reset", evs[0].Name)
+	}
+	got := threadsOf(t, evs)
+	th, ok := got[done]
+	if len(got) != 1 || !ok {
+		t.Fatalf("snapshot: %v", got)
+	}
+	if th.Workflow != "linear" || th.Status != "completed" || th.ReturnCode == nil || *th.ReturnCode != 0 ||
+		th.Steps == 0 || th.StartedAt.IsZero() || th.UpdatedAt.Before(th.StartedAt) ||
+		th.DurationMs != th.UpdatedAt.Sub(th.StartedAt).Milliseconds() ||
+		!strings.HasPrefix(th.Prompt, "say hello") || len([]rune(th.Prompt)) != fleet.PromptMaxRunes {
+		t.Fatalf("summary: %+v", th)
+	}
+	if d := f.detail(done); len(d.roles()) != th.Steps || d.result()["content"] != th.Summary {
+		t.Fatalf("summary %+v disagrees with the thread %+v", th, d.Records)
+	}
+
+	// Live: a new thread shows up running, then completed.
+	id := f.run("slow", "slowly")
+	var last fleet.Thread
+	sawRunning := false
+	evs = eventsUntil(t, d, func(ev fleet.Event) bool {
+		if ev.Name != fleet.EventThread {
+			return false
+		}
+		if err := json.Unmarshal(ev.Data, &last); err != nil {
+			t.Fatal(err)
+		}
+		sawRunning = sawRunning || (last.ID == id && last.Status == "running")
+		return last.ID == id && last.Status == "completed"
+	})
+	checkEventIDs(t, evs)
+	if !sawRunning || last.Steps != 5 || last.Workflow != "slow" {
+		t.Fatalf("live: running seen %v, last %+v", sawRunning, last)
+	}
+}
+
+// A client that comes back with its last id gets only what changed since,
+// and no reset; one with another instance's id, or none it can use, gets
+// the whole snapshot again.
+func TestEventsResume(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.LivePoll = 20 * time.Millisecond })
+	f.register("linear", "linear.esm.js")
+	f.startHost()
+	first := f.run("linear", "one")
+	f.waitStatus(first, "completed")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	_, d := f.openEvents(ctx, "")
+	evs := eventsUntil(t, d, isSynced)
+	lastID := evs[len(evs)-1].ID
+	inst := checkEventIDs(t, evs)
+	cancel()
+
+	second := f.run("linear", "two")
+	f.waitStatus(second, "completed")
+	_, d = f.openEvents(context.Background(), lastID)
+	evs = eventsUntil(t, d, isSynced)
+	if got := checkEventIDs(t, evs); got != inst {
+		t.Fatalf("instance %s, then %s", inst, got)
+	}
+	got := threadsOf(t, evs)
+	if evs[0].Name == fleet.EventReset || len(got) != 1 || got[second].Status != "completed" {
+		t.Fatalf("resume from %s: %v", lastID, evs)
+	}
+
+	for _, id := range []string{"0123456789abcdef-3", inst + "-999999", "garbage"} {
+		_, d := f.openEvents(context.Background(), id)
+		evs := eventsUntil(t, d, isSynced)
+		got := threadsOf(t, evs)
+		if evs[0].Name != fleet.EventReset || len(got) != 2 {
+			t.Fatalf("Last-Event-ID %s: want reset and both threads, got %v", id, evs)
+		}
+	}
+}
+
+// A client that leaves ends its handler; pings keep an idle stream alive.
+func TestEventsClientCancelAndPing(t *testing.T) {
+	t.Parallel()
+	var logs testkit.Buffer
+	f := newFixture(t, func(o *Options) {
+		o.LivePing = 10 * time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, d := f.openEvents(ctx, "")
+	evs := eventsUntil(t, d, isSynced)
+	if len(evs) != 2 || evs[0].Name != fleet.EventReset {
+		t.Fatalf("empty machine: %v", evs)
+	}
+	buf := make([]byte, len(fleet.Ping))
+	if _, err := resp.Body.Read(buf); err != nil || string(buf) != fleet.Ping {
+		t.Fatalf("after synced: %q %v, want a ping", buf, err)
+	}
+	cancel()
+	testkit.WaitUntil(t, "the events handler to return after the client left", func() bool {
+		return strings.Contains(logs.String(), "path="+fleet.EventsPath)
+	})
+}
