@@ -52,10 +52,12 @@ type loadGateway struct {
 	key, dash string
 	authority *auth.Authority
 	proc      *proc
+	// dataDir holds the gateway's store; a restart keeps it.
+	dataDir string
 }
 
 func startLoadGateway(t *testing.T) *loadGateway {
-	g := &loadGateway{t: t}
+	g := &loadGateway{t: t, dataDir: t.TempDir()}
 	g.key = gwCLI(t, "", "key", "generate")
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	raw, err := auth.LoadKey("", func(string) string { return g.key })
