@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // the pure-Go driver: the gateway builds with CGO_ENABLED=0
@@ -48,18 +49,64 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 	if cfg.BusyTimeout > 0 {
 		busy = cfg.BusyTimeout.Milliseconds()
 	}
-	release, err := lockDataDir(path)
-	if err != nil {
-		return nil, err
-	}
 	st, err := openSQLiteFile(ctx, path, busy)
 	if err != nil {
-		release()
 		return nil, err
 	}
-	st.closeExtra = release
 	st.now, st.maxTotal = cfg.Now, cfg.MaxTotal
+	pollCtx, stopPolling := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		st.pollDataVersion(pollCtx, dataVersionInterval)
+	}()
+	st.stopPolling = func() { stopPolling(); <-polled }
 	return st, nil
+}
+
+// dataVersionInterval is how often a SQLite store looks for commits made
+// by other processes (`uncaged-gateway token revoke` beside a running
+// gateway): a revocation takes effect within about this long.
+const dataVersionInterval = time.Second
+
+// pollDataVersion publishes a ChangeReload whenever another process has
+// committed to the file, until ctx ends. SQLite has no notifications
+// between processes, but PRAGMA data_version changes on a connection when
+// any other connection commits. It is read on the writer's connection,
+// not a connection of its own: every commit of this process goes through
+// that one connection, so a change there is always another process's,
+// whereas a separate connection would also see this process's own writes
+// (every heartbeat and thread sync) and could not tell them apart from a
+// revocation made next to them. What the other process changed is not
+// known, so subscribers re-read everything; that is rare (a token
+// command), and costs one query each.
+func (s *sqlStore) pollDataVersion(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last int64 = -1
+	for {
+		var v int64
+		// The writer pool has one connection, so this runs on it (after any
+		// write in progress). Should the pool ever replace its connection,
+		// the new one's counter differs and costs one spurious reload.
+		err := s.w.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// A transient error (the file is busy): look again next tick.
+		case last >= 0 && v != last:
+			s.hub.publish(Change{Kind: ChangeReload})
+			last = v
+		default:
+			last = v
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // openSQLiteFile opens path's writer and reader pools and migrates.

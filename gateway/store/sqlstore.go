@@ -34,6 +34,9 @@ type sqlStore struct {
 	pg *pgListener
 	// closeExtra releases what the backend holds beyond w and r.
 	closeExtra func()
+	// stopPolling ends SQLite's watch for other processes' commits
+	// (pollDataVersion) and waits for it; nil for PostgreSQL.
+	stopPolling func()
 }
 
 // Backend implements Store.
@@ -55,6 +58,9 @@ func (s *sqlStore) SchemaVersion(ctx context.Context) (int64, error) {
 
 // Close implements Store.
 func (s *sqlStore) Close() error {
+	if s.stopPolling != nil {
+		s.stopPolling() // before w closes under it
+	}
 	s.hub.close()
 	if s.pg != nil {
 		s.pg.stop()

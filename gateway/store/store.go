@@ -15,8 +15,10 @@
 //     a single connection: SQLite allows one writer at a time anyway, and
 //     queueing writers in Go is cheaper and fairer than retrying on
 //     SQLITE_BUSY. Reads use their own pool and are not blocked by writes.
-//     Only one process may own the file, so this backend cannot serve
-//     cluster mode ([Backend.Shared] says so).
+//     Several processes on one machine may open the file at once (the
+//     gateway, and the token commands run beside it), but it cannot serve
+//     cluster mode ([Backend.Shared] says so): replicas on other machines
+//     cannot reach the file, and its notifications are coarse.
 //   - PostgreSQL, when [Config.DatabaseURL] is set, through pgx. Any number
 //     of gateway processes may share one database.
 //
@@ -40,8 +42,11 @@
 //     LISTEN connection and reconnects when it is lost. Notifications sent
 //     while it was away are gone, so after a reconnect subscribers get a
 //     [ChangeReload], telling them to re-read everything.
-//   - SQLite: one process owns the file, so the store fans its own changes
-//     out in memory after each commit.
+//   - SQLite: the store fans its own changes out in memory after each
+//     commit. Commits by other processes (a `token revoke` beside a running
+//     gateway) are noticed by polling PRAGMA data_version about once a
+//     second, and delivered as a [ChangeReload], since SQLite does not say
+//     what they changed.
 //
 // A subscriber that does not keep up never blocks the others: past a
 // bound, its queued changes collapse into a single [ChangeReload].
@@ -78,9 +83,9 @@ const (
 	BackendPostgres Backend = "postgres"
 )
 
-// Shared reports whether several gateway processes may use the same
-// database at once. Cluster mode needs it: a SQLite file has one owner,
-// and its notifications never leave that process.
+// Shared reports whether the replicas of a cluster may use the same
+// database. Cluster mode needs it: a SQLite file is local to one machine,
+// and other processes learn of its changes only as a reload, polled.
 func (b Backend) Shared() bool { return b == BackendPostgres }
 
 // TokenKind tells what a token authenticates.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/uncaged/workflow/shared/testkit/pgtest"
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -789,11 +789,7 @@ func TestSubscribe(t *testing.T) {
 			t.Fatalf("change after a failed write or cancel: %+v", c)
 		}
 
-		// Close ends subscriptions. (A second store on the same SQLite
-		// file would be refused: it gets its own.)
-		if cfg.DataDir != "" {
-			cfg.DataDir = t.TempDir()
-		}
+		// Close ends subscriptions.
 		s2 := open(t, cfg)
 		ch2, err := s2.Subscribe(ctx)
 		if err != nil {
@@ -968,25 +964,65 @@ func TestConcurrentOpen(t *testing.T) {
 	}
 }
 
-// TestSQLiteHasOneOwner opens one data directory twice: the second must
-// fail, since it would neither send nor get the first one's notifications.
-func TestSQLiteHasOneOwner(t *testing.T) {
+// TestSQLiteSharedFile opens one data directory twice, as a running
+// gateway and the token commands do: both work, and a change committed
+// through one reaches the other's subscribers (as a reload: SQLite does
+// not say what another process changed), so a revocation made beside a
+// running gateway takes effect there.
+func TestSQLiteSharedFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := store.Config{DataDir: t.TempDir()}
-	s, err := store.Open(ctx, cfg)
+	gw := open(t, cfg)
+	ch, err := gw.Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = store.Open(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "in use by another gateway process") {
-		t.Fatalf("second Open: %v; want it refused", err)
-	}
-	if err := s.Close(); err != nil {
+	cli := open(t, cfg)
+	if err := cli.CreateToken(ctx, store.Token{ID: "t1", Kind: store.KindConnector, Name: "m", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, cfg)
-	if _, err := s.ListMachines(ctx); err != nil {
+	if c := recv(t, ch); c.Kind != store.ChangeReload {
+		t.Fatalf("after another store's write: %+v, want a reload", c)
+	}
+	if _, err := cli.RevokeToken(ctx, "t1"); err != nil {
 		t.Fatal(err)
+	}
+	// The next reload may be the revocation's or still the creation's
+	// (both can fall between two polls): read until the revocation shows.
+	for {
+		ids, err := gw.RevokedTokenIDs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(ids, []string{"t1"}) {
+			break
+		}
+		if c := recv(t, ch); c.Kind != store.ChangeReload {
+			t.Fatalf("after another store's revocation: %+v, want a reload", c)
+		}
+	}
+	// The store's own writes are still told as they are, not as reloads.
+	if err := gw.CreateToken(ctx, store.Token{ID: "t2", Kind: store.KindDashboard, Name: "ann", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.RevokeToken(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		c := recv(t, ch)
+		if c.Kind == store.ChangeRevocation {
+			if !reflect.DeepEqual(c.IDs, []string{"t2"}) {
+				t.Fatalf("own revocation: %+v", c)
+			}
+			break
+		}
+		if c.Kind != store.ChangeReload {
+			t.Fatalf("unexpected change %+v", c)
+		}
+	}
+	if tok, err := cli.GetToken(ctx, "t2"); err != nil || tok.RevokedAt == nil {
+		t.Fatalf("the other store reads t2 as %+v, %v; want it revoked", tok, err)
 	}
 }
 
