@@ -1,9 +1,11 @@
 import { FormEvent, useEffect, useState } from "react";
 import { ApiError, gateway, getToken, onUnauthorized } from "./api";
+import { AuditView } from "./audit/AuditView";
 import { CasView } from "./cas/CasView";
+import { endsSession, refusalMessage } from "./common/refusal";
 import { Sidebar } from "./machines/Sidebar";
 import { href, Route, useRoute } from "./route";
-import { AllThreads } from "./threads/AllThreads";
+import { AllThreads } from "./threads/FleetThreads";
 import { ThreadDetail } from "./threads/ThreadDetail";
 import { ThreadList } from "./threads/ThreadList";
 import { WorkflowDetailView } from "./workflows/WorkflowDetailView";
@@ -13,7 +15,16 @@ type Auth = "checking" | "in" | "out";
 
 export function App() {
   const [auth, setAuth] = useState<Auth>(() => (getToken() ? "checking" : "out"));
-  useEffect(() => onUnauthorized(() => setAuth("out")), []);
+  // Why the last session ended (a token revoked or expired meanwhile), for the login page.
+  const [why, setWhy] = useState<string | null>(null);
+  useEffect(
+    () =>
+      onUnauthorized((e) => {
+        if (endsSession(e)) setWhy(refusalMessage(e));
+        setAuth("out");
+      }),
+    [],
+  );
   useEffect(() => {
     // A stored token: log in again so the stream cookie is fresh too.
     const t = getToken();
@@ -24,13 +35,14 @@ export function App() {
     );
   }, [auth]);
   if (auth === "checking") return <div className="center muted" role="status">Checking your token…</div>;
-  if (auth === "out") return <Login onIn={() => setAuth("in")} />;
-  return <Shell onOut={() => setAuth("out")} />;
+  if (auth === "out") return <Login why={why} onIn={() => { setWhy(null); setAuth("in"); }} />;
+  return <Shell onOut={() => { setWhy(null); setAuth("out"); }} />;
 }
 
-function Login({ onIn }: { onIn: () => void }) {
+/** Login asks for a dashboard token; why is the reason the last session ended, if it was cut off. */
+export function Login({ onIn, why = null }: { onIn: () => void; why?: string | null }) {
   const [token, setTok] = useState("");
-  const [error, setError] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(why);
   const [busy, setBusy] = useState(false);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -40,8 +52,7 @@ function Login({ onIn }: { onIn: () => void }) {
       await gateway.login(token.trim());
       onIn();
     } catch (err) {
-      const ae = err as ApiError;
-      setError(ae.status === 401 || ae.status === 403 ? "That token was refused." : ae.message);
+      setError(err instanceof ApiError ? refusalMessage(err) : (err as Error).message);
     } finally {
       setBusy(false);
     }
@@ -82,6 +93,7 @@ function Shell({ onOut }: { onOut: () => void }) {
         </button>
         <a className="brand" href={href.home()}>uncaged workflow</a>
         <a className="all-link" href={href.all()} aria-current={route.view === "all" || route.view === "home" ? "page" : undefined}>All machines</a>
+        <a className="all-link audit-link" href={href.audit()} aria-current={route.view === "audit" ? "page" : undefined}>Audit</a>
         {machineName && (
           <nav className="tabs" aria-label="machine sections">
             <span className="crumb">{machineName}</span>
@@ -108,6 +120,8 @@ function Page({ route }: { route: Route }) {
       return <ThreadList key={route.machine} machine={route.machine} />;
     case "thread":
       return <ThreadDetail key={`${route.machine}/${route.id}`} machine={route.machine} id={route.id} />;
+    case "audit":
+      return <AuditView />;
     case "workflows":
       return <WorkflowList key={route.machine} machine={route.machine} />;
     case "workflow":

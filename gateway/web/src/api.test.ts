@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ago, api, ApiError, gateway, getToken, initialLive, liveReducer, machine, onUnauthorized, setToken, threadGraphSource, TOKEN_KEY } from "./api";
+import { ago, api, ApiError, gateway, getToken, initialLive, isOffline, liveReducer, machine, noMemory, onUnauthorized, setToken, threadGraphSource, TOKEN_KEY } from "./api";
 import type { RoleRecord, StartRecord } from "./api";
 
 function respond(status: number, body: unknown) {
@@ -61,6 +61,35 @@ describe("api fetch wrapper", () => {
     expect(seen).toHaveBeenCalledOnce();
     expect(localStorage.getItem(TOKEN_KEY)).toBeNull();
     off();
+  });
+
+  it("keeps the refusal's reason and hands it to the 401 listeners", async () => {
+    setToken("old");
+    const seen = vi.fn();
+    const off = onUnauthorized(seen);
+    vi.stubGlobal("fetch", respond(401, { error: "token revoked", reason: "revoked" }));
+    await expect(api("/api/x")).rejects.toMatchObject({ status: 401, message: "token revoked", reason: "revoked" });
+    expect(seen.mock.calls[0][0]).toMatchObject({ status: 401, reason: "revoked" });
+    off();
+    vi.stubGlobal("fetch", respond(503, { error: "machine m is offline (last seen 2026-01-01T00:00:00Z): actions need it online", reason: "offline" }));
+    const err = await api("/api/clients/m/threads/T/kill", { method: "POST" }).catch((e: unknown) => e);
+    expect(isOffline(err)).toBe(true);
+    expect(isOffline(new ApiError(503, "connector offline: m"))).toBe(true);
+    expect(isOffline(new ApiError(502, "bad gateway"))).toBe(false);
+  });
+
+  it("asks the gateway's memory with only the filters that are set", async () => {
+    const f = respond(200, { threads: [], total: 0 });
+    vi.stubGlobal("fetch", f);
+    await gateway.threads({ q: "a b", machine: "m", status: "", limit: 50, offset: 0 });
+    expect(f.mock.calls[0][0 as never]).toBe("/api/gateway/threads?q=a+b&machine=m&limit=50&offset=0");
+    await gateway.audit({ action: "kill", limit: 10, offset: 20 });
+    expect(f.mock.calls[1][0 as never]).toBe("/api/gateway/audit?action=kill&limit=10&offset=20");
+    await gateway.machines();
+    expect(f.mock.calls[2][0 as never]).toBe("/api/gateway/machines");
+    expect(noMemory(new ApiError(404, "not found"))).toBe(true);
+    expect(noMemory(new ApiError(503, "no audit log: this gateway keeps nothing"))).toBe(true);
+    expect(noMemory(new ApiError(503, "store failed; retry later"))).toBe(false);
   });
 
   it("does not log out on 403", async () => {

@@ -66,15 +66,73 @@ export type RoleRecord = {
 export type ResultRecord = { type: "workflow-result"; returnCode: number; content: string; timestamp: number; stateHash?: string };
 export type ThreadRecord = StartRecord | RoleRecord | ResultRecord;
 
+/**
+ * GatewayMachine is a machine as the gateway remembers it
+ * (GET /api/gateway/machines): every one it ever saw, online or not.
+ */
+export type GatewayMachine = { name: string; online: boolean; firstSeen?: string; lastSeen?: string };
+/**
+ * FleetThread is a thread's last-known summary from the gateway's memory
+ * (GET /api/gateway/threads), kept after its machine goes offline.
+ */
+export type FleetThread = {
+  machine: string;
+  threadId: string;
+  workflow: string | null;
+  status: ThreadStatus;
+  prompt?: string;
+  startedAt: string;
+  updatedAt: string;
+  durationMs?: number;
+  steps?: number;
+  returnCode?: number | null;
+  summary?: string;
+  usage?: unknown;
+  online?: boolean;
+  lastSeen?: string;
+};
+/** FleetQuery is a search over every machine's threads; empty fields do not filter. */
+export type FleetQuery = { machine?: string; workflow?: string; status?: string; q?: string; since?: string; until?: string; limit: number; offset: number };
+/** AuditEntry is one line of the gateway's audit log: who did what, never a credential. */
+export type AuditEntry = { id: number; time: string; tokenId?: string; actor?: string; source?: string; action: string; machine?: string; target?: string; status: number };
+export type AuditQuery = { action?: string; machine?: string; since?: string; until?: string; limit: number; offset: number };
+/**
+ * ThreadPage is a machine's thread list. A gateway answers it from its
+ * memory while the machine is offline, and then says so (offline, lastSeen).
+ */
+export type ThreadPage = { threads: ThreadSummary[]; total: number; offline?: boolean; lastSeen?: string };
+
+/**
+ * ApiError is a refused or failed request: the HTTP status, the server's
+ * message, and its machine-readable reason when it gave one (expired,
+ * revoked, wrong-kind, offline, ...).
+ */
 export class ApiError extends Error {
-  constructor(public status: number, message: string) {
+  constructor(public status: number, message: string, public reason?: string, public body?: Record<string, unknown>) {
     super(message);
   }
 }
 
+/**
+ * noMemory tells whether an error says the gateway keeps no memory: an older
+ * gateway without the route (404), or one started without a store (503
+ * "... keeps nothing").
+ */
+export function noMemory(e: unknown): boolean {
+  if (!(e instanceof ApiError)) return false;
+  return e.status === 404 || e.status === 501 || (e.status === 503 && /keeps nothing|no store/i.test(e.message));
+}
+
+/** isOffline tells whether an error says the machine is offline (503, reason or message). */
+export function isOffline(e: unknown): boolean {
+  if (!(e instanceof ApiError)) return false;
+  return e.reason === "offline" || (e.status === 503 && /offline/i.test(e.message));
+}
+
 // --- token and 401 handling ------------------------------------------------
 
-type Listener = () => void;
+/** Listener hears of a 401: the refusal, so the login page can say why. */
+type Listener = (refusal: ApiError) => void;
 const unauthorized = new Set<Listener>();
 
 export function getToken(): string | null {
@@ -125,12 +183,14 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     }
   }
   if (!res.ok) {
-    const msg = (data as { error?: string } | undefined)?.error ?? (text.slice(0, 200) || res.statusText || `HTTP ${res.status}`);
+    const body = data as { error?: unknown; reason?: unknown } | undefined;
+    const msg = typeof body?.error === "string" ? body.error : text.slice(0, 200) || res.statusText || `HTTP ${res.status}`;
+    const err = new ApiError(res.status, msg, typeof body?.reason === "string" ? body.reason : undefined, body && typeof body === "object" ? (body as Record<string, unknown>) : undefined);
     if (res.status === 401) {
       setToken(null);
-      unauthorized.forEach((fn) => fn());
+      unauthorized.forEach((fn) => fn(err));
     }
-    throw new ApiError(res.status, msg);
+    throw err;
   }
   return data as T;
 }
@@ -138,8 +198,21 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
 const seg = encodeURIComponent;
 export const clientPath = (machine: string, rest: string) => `/api/clients/${seg(machine)}${rest}`;
 
+/** query makes a query string of the fields that are set. */
+function query(q: Record<string, string | number | undefined>): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
+  return p.toString();
+}
+
 export const gateway = {
   endpoints: () => api<Endpoint[]>("/api/gateway/endpoints"),
+  /** machines: every machine the gateway remembers (404 from a gateway that keeps none). */
+  machines: () => api<{ machines: GatewayMachine[] }>("/api/gateway/machines"),
+  /** threads searches every machine's threads, online or not, newest first. */
+  threads: (q: FleetQuery) => api<{ threads: FleetThread[]; total: number }>(`/api/gateway/threads?${query(q)}`),
+  /** audit pages the audit log, newest first. */
+  audit: (q: AuditQuery) => api<{ entries: AuditEntry[]; total: number }>(`/api/gateway/audit?${query(q)}`),
   async login(token: string) {
     setToken(token);
     try {
@@ -170,7 +243,7 @@ export const machine = (m: string) => ({
     const p = new URLSearchParams({ limit: String(q.limit), offset: String(q.offset) });
     if (q.status) p.set("status", q.status);
     if (q.workflow) p.set("workflow", q.workflow);
-    return api<{ threads: ThreadSummary[]; total: number }>(clientPath(m, `/threads?${p}`));
+    return api<ThreadPage>(clientPath(m, `/threads?${p}`));
   },
   thread: (id: string) => api<{ threadId: string; records: ThreadRecord[] }>(clientPath(m, `/threads/${seg(id)}`)),
   run: (workflow: string, prompt: string) => api<{ threadId: string }>(clientPath(m, "/threads"), { method: "POST", body: { workflow, prompt } }),

@@ -5,6 +5,7 @@ describe("hash routes", () => {
   it("parses every view and round-trips href", () => {
     expect(parseHash("")).toEqual({ view: "home" });
     expect(parseHash(href.all())).toEqual({ view: "all" });
+    expect(parseHash(href.audit())).toEqual({ view: "audit" });
     expect(parseHash("#/threads/x").view).toBe("notfound");
     expect(parseHash("#/m/laptop")).toEqual({ view: "threads", machine: "laptop" });
     expect(parseHash(href.thread("ci box", "01ABC"))).toEqual({ view: "thread", machine: "ci box", id: "01ABC" });

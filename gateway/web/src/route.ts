@@ -3,6 +3,7 @@ import { useEffect, useState } from "react";
 // Hash routes:
 //   #/                               all machines' threads (the landing page)
 //   #/threads                        the same
+//   #/audit                          the gateway's audit log
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
 //   #/m/<machine>/workflows[/<name>] workflows, one workflow's graph
@@ -10,6 +11,7 @@ import { useEffect, useState } from "react";
 export type Route =
   | { view: "home" }
   | { view: "all" }
+  | { view: "audit" }
   | { view: "threads"; machine: string }
   | { view: "thread"; machine: string; id: string }
   | { view: "workflows"; machine: string }
@@ -28,6 +30,7 @@ export function parseHash(hash: string): Route {
   });
   if (parts.length === 0) return { view: "home" };
   if (parts.length === 1 && parts[0] === "threads") return { view: "all" };
+  if (parts.length === 1 && parts[0] === "audit") return { view: "audit" };
   if (parts[0] !== "m" || !parts[1]) return { view: "notfound", path };
   const machine = parts[1];
   const [section, arg] = [parts[2], parts[3]];
@@ -43,6 +46,7 @@ const e = encodeURIComponent;
 export const href = {
   home: () => "#/",
   all: () => "#/threads",
+  audit: () => "#/audit",
   threads: (m: string) => `#/m/${e(m)}/threads`,
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,
   workflows: (m: string) => `#/m/${e(m)}/workflows`,

@@ -1,9 +1,15 @@
 import { useEffect, useState } from "react";
-import { ago, Endpoint, gateway, useApi } from "../api";
+import { ago, useApi } from "../api";
 import { href } from "../route";
+import { loadAllMachines, MachineEntry } from "./machines";
 
+/**
+ * Sidebar lists every machine the gateway knows (polled every 5 s): the
+ * online ones with their last heartbeat and version, the offline ones
+ * greyed with when they were last seen.
+ */
 export function Sidebar({ current, open }: { current: string | null; open: boolean }) {
-  const eps = useApi(gateway.endpoints, [], 5000);
+  const eps = useApi(loadAllMachines, [], 5000);
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
@@ -16,26 +22,24 @@ export function Sidebar({ current, open }: { current: string | null; open: boole
       {!eps.data && eps.loading && <p className="muted">Loading…</p>}
       {eps.data && eps.data.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
       <ul className="machines">
-        {[...(eps.data ?? [])]
-          .sort((a, b) => a.name.localeCompare(b.name))
-          .map((ep) => (
-            <MachineItem key={ep.name} ep={ep} now={now} current={current === ep.name} />
-          ))}
+        {(eps.data ?? []).map((m) => (
+          <MachineItem key={m.name} m={m} now={now} current={current === m.name} />
+        ))}
       </ul>
     </aside>
   );
 }
 
-function MachineItem({ ep, now, current }: { ep: Endpoint; now: number; current: boolean }) {
+function MachineItem({ m, now, current }: { m: MachineEntry; now: number; current: boolean }) {
   return (
-    <li className={`machine ${ep.status}`} data-machine={ep.name} data-status={ep.status}>
-      <a href={href.threads(ep.name)} aria-current={current ? "page" : undefined}>
-        <span className={`dot ${ep.status}`} aria-hidden="true" />
-        <span className="mname">{ep.name}</span>
-        <span className="sr-only"> ({ep.status})</span>
+    <li className={`machine ${m.status}`} data-machine={m.name} data-status={m.status}>
+      <a href={href.threads(m.name)} aria-current={current ? "page" : undefined} title={m.lastSeen ? `last seen ${new Date(m.lastSeen).toLocaleString()}` : undefined}>
+        <span className={`dot ${m.status}`} aria-hidden="true" />
+        <span className="mname">{m.name}</span>
+        <span className="sr-only"> ({m.status})</span>
         <span className="mmeta">
-          {ep.status} · {ago(ep.lastHeartbeat, now)}
-          {ep.version ? ` · ${/^\d/.test(ep.version) ? "v" : ""}${ep.version}` : ""}
+          {m.status === "online" ? `online · ${ago(m.lastSeen, now)}` : m.lastSeen ? `offline · last seen ${ago(m.lastSeen, now)}` : "offline"}
+          {m.version ? ` · ${/^\d/.test(m.version) ? "v" : ""}${m.version}` : ""}
         </span>
       </a>
     </li>

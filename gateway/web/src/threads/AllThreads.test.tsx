@@ -1,7 +1,7 @@
 import { act, cleanup, render, screen } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { ThreadSummary } from "../api";
-import { AllThreads } from "./AllThreads";
+import { MergedThreads } from "./AllThreads";
 
 const t = (threadId: string, startedAt: string, o: Partial<ThreadSummary> = {}): ThreadSummary => ({
   threadId, workflow: "wf", hash: "H", startedAt, updatedAt: startedAt, status: "completed", source: "cli", ...o,
@@ -14,7 +14,7 @@ afterEach(() => {
   vi.unstubAllGlobals();
 });
 
-describe("AllThreads", () => {
+describe("MergedThreads (a gateway without memory)", () => {
   beforeEach(() => localStorage.clear());
 
   it("merges the online machines, notes the offline ones, and shows each failure alone", async () => {
@@ -32,7 +32,7 @@ describe("AllThreads", () => {
       return json(404, { error: "unexpected " + url });
     });
     vi.stubGlobal("fetch", f);
-    render(<AllThreads />);
+    render(<MergedThreads />);
     await screen.findByText("L1");
     expect(rowIds()).toEqual(["L2", "P1", "L1"]);
     expect(screen.getByTestId("offline-note").textContent).toBe("ci-box offline — its threads are not shown");

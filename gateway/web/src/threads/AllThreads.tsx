@@ -7,11 +7,12 @@ import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { ALL_LIMIT, loadMachines, mergeThreads, Sort, splitEndpoints } from "./threads";
 
 /**
- * AllThreads is the landing page: every online machine's newest threads in
- * one table, with a note for the offline machines and an error per machine
- * that did not answer.
+ * MergedThreads is the landing page of a gateway that keeps no memory (an
+ * older one): every online machine's newest threads in one table, asked of
+ * each machine, with a note for the offline machines and an error per
+ * machine that did not answer.
  */
-export function AllThreads() {
+export function MergedThreads() {
   const eps = useApi(gateway.endpoints, [], 5000);
   const split = eps.data ? splitEndpoints(eps.data) : null;
   const online = split?.online ?? [];

@@ -3,7 +3,8 @@ import { fmtTime, ThreadRecord } from "../api";
 import { HashLink } from "../cas/HashLink";
 import { ConfirmButton } from "../common/ConfirmButton";
 
-export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork: (fromRole?: string) => Promise<void> }) {
+/** RecordCard shows one record of a thread; without onFork (its machine offline) there is no fork button. */
+export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork?: (fromRole?: string) => Promise<void> }) {
   if (r.type === "thread-start") {
     return (
       <article className="card rec rec-start" aria-label="thread start">
@@ -38,7 +39,7 @@ export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFor
         <strong className="role">{r.role}</strong>
         <span className="row">
           <time>{fmtTime(r.timestamp)}</time>
-          <ConfirmButton label="Fork from here" question={`Start a new thread replaying this one up to its first "${r.role}" step?`} action={() => onFork(r.role)} className="small" />
+          {onFork && <ConfirmButton label="Fork from here" question={`Start a new thread replaying this one up to its first "${r.role}" step?`} action={() => onFork(r.role)} className="small" />}
         </span>
       </header>
       {r.content ? <div className="md"><Markdown>{r.content}</Markdown></div> : <p className="muted">(no content)</p>}

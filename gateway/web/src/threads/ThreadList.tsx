@@ -1,7 +1,8 @@
 import { useMemo, useState } from "react";
-import { machine, ThreadStatus, useApi } from "../api";
+import { isOffline, machine, ThreadStatus, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { OFFLINE_REASON, OfflineNote } from "../common/Offline";
 import { RunDialog } from "./RunDialog";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { Sort } from "./threads";
@@ -19,6 +20,11 @@ export function ThreadList({ machine: m }: { machine: string }) {
   const q = useApi(() => api.threads({ limit: PAGE, offset, status: status || undefined, workflow: workflow || undefined }), [m, status, workflow, offset], 5000);
   const wfs = useApi(api.workflows, [m]);
   const total = q.data?.total ?? 0;
+  // Offline: the gateway answered from its memory (offline: true), or, a
+  // gateway that keeps none, refused with "offline".
+  const offline = !!q.data?.offline || (!!q.error && isOffline(q.error));
+  // An offline machine cannot list its workflows: offer the ones its threads ran.
+  const workflows = wfs.data?.workflows.map((w) => w.name) ?? [...new Set([...(q.data?.threads ?? []).map((t) => t.workflow ?? ""), workflow].filter(Boolean))].sort();
   return (
     <section aria-labelledby="threads-title">
       <div className="row between wrap">
@@ -35,21 +41,30 @@ export function ThreadList({ machine: m }: { machine: string }) {
             Workflow{" "}
             <select value={workflow} onChange={(e) => { setWorkflow(e.target.value); setOffset(0); }} aria-label="workflow filter">
               <option value="">all</option>
-              {wfs.data?.workflows.map((w) => <option key={w.name} value={w.name}>{w.name}</option>)}
+              {workflows.map((w) => <option key={w} value={w}>{w}</option>)}
             </select>
           </label>
-          <button className="primary" onClick={() => setRunning(true)} data-testid="run-open">
+          <button className="primary" onClick={() => setRunning(true)} data-testid="run-open" disabled={offline} title={offline ? `Cannot run: ${OFFLINE_REASON}` : undefined}>
             Run…
           </button>
         </div>
       </div>
-      {q.error && <ErrorBox error={q.error} retry={q.reload} />}
+      {offline && q.data?.offline && <OfflineNote machine={m} lastSeen={q.data.lastSeen} />}
+      {q.error && isOffline(q.error) && (
+        <p className="offline-banner" data-testid="offline-banner" role="status">
+          {q.data
+            ? `${m} went offline: the threads below are as it last listed them; actions need it online.`
+            : `${m} is offline, and this gateway keeps no memory of its threads: they show once it is back online.`}
+        </p>
+      )}
+      {q.error && !isOffline(q.error) && <ErrorBox error={q.error} retry={q.reload} />}
       {!q.data && q.loading && <Loading what="threads" />}
       {q.data && q.data.threads.length === 0 && <p className="empty muted">No threads{status ? ` with status ${status}` : ""}{workflow ? ` of ${workflow}` : ""} yet.</p>}
       {q.data && q.data.threads.length > 0 && (
         <ThreadTable
           rows={q.data.threads}
           machine={m}
+          offline={!!q.data.offline}
           sort={sort}
           onSort={setSort}
           caption={total > PAGE ? `Threads ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}; sorting orders the rows on this page only.` : undefined}
@@ -62,7 +77,7 @@ export function ThreadList({ machine: m }: { machine: string }) {
           <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)}>Older →</button>
         </nav>
       )}
-      {running && <RunDialog machine={m} onClose={() => setRunning(false)} />}
+      {running && !offline && <RunDialog machine={m} onClose={() => setRunning(false)} />}
     </section>
   );
 }

@@ -1,5 +1,12 @@
 import { useState } from "react";
 import { ago, duration, fmtTime, ThreadSummary } from "../api";
+
+/**
+ * ThreadRow is a row of the table: a machine's thread summary, with its
+ * machine when the table lists several, and what the gateway's memory adds
+ * (offline: the machine is offline and this is its last-known state).
+ */
+export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number };
 import { href } from "../route";
 import { Status } from "./Status";
 import { ariaSort, nextSort, Sort, SortKey, sortThreads, threadDuration } from "./threads";
@@ -20,12 +27,16 @@ export const DEFAULT_SORT: Sort = { key: "started", dir: "desc" };
  * machine (rows from several) it has a Machine column. The sort is kept by
  * the caller when given (sort, onSort), so it survives paging and reloads.
  */
-export function ThreadTable({ rows, machine: one, caption, sort: given, onSort }: {
-  rows: (ThreadSummary & { machine?: string })[];
+export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, offline: allOffline = false, prompts = false }: {
+  rows: ThreadRow[];
   machine?: string;
   caption?: string;
   sort?: Sort;
   onSort?: (s: Sort) => void;
+  /** every row is the last-known state of an offline machine */
+  offline?: boolean;
+  /** show each row's prompt (and summary) */
+  prompts?: boolean;
 }) {
   const [own, setOwn] = useState<Sort>(DEFAULT_SORT);
   const sort = given ?? own;
@@ -33,7 +44,8 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort }
   const now = Date.now();
   const sorted = sortThreads(rows, sort, now);
   const multi = one === undefined;
-  const cols = multi ? [COLUMNS[0], { key: "machine" as SortKey, label: "Machine" }, ...COLUMNS.slice(1)] : COLUMNS;
+  const base = prompts ? [...COLUMNS.slice(0, 2), { key: "prompt" as const, label: "Prompt" }, ...COLUMNS.slice(2)] : COLUMNS;
+  const cols: { key: SortKey | "prompt"; label: string }[] = multi ? [base[0], { key: "machine", label: "Machine" }, ...base.slice(1)] : base;
   const dirWord = sort.dir === "asc" ? "ascending" : "descending";
   const sortedBy = cols.find((c) => c.key === sort.key)?.label.toLowerCase() ?? sort.key;
   return (
@@ -45,26 +57,46 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort }
         <thead>
           <tr>
             <th scope="col">Thread</th>
-            {cols.map((c) => (
-              <th key={c.key} scope="col" aria-sort={ariaSort(sort, c.key)} data-sort={c.key}>
-                <button type="button" className="sort" onClick={() => setSort((cur) => nextSort(cur, c.key))}>
-                  {c.label}
-                  <span aria-hidden="true" className="sort-mark">{sort.key === c.key ? (sort.dir === "asc" ? " ▲" : " ▼") : " ↕"}</span>
-                </button>
-              </th>
-            ))}
+            {cols.map(({ key, label }) => {
+              if (key === "prompt") return <th key="prompt" scope="col">Prompt → summary</th>;
+              return (
+                <th key={key} scope="col" aria-sort={ariaSort(sort, key)} data-sort={key}>
+                  <button type="button" className="sort" onClick={() => setSort((cur) => nextSort(cur, key))}>
+                    {label}
+                    <span aria-hidden="true" className="sort-mark">{sort.key === key ? (sort.dir === "asc" ? " ▲" : " ▼") : " ↕"}</span>
+                  </button>
+                </th>
+              );
+            })}
           </tr>
         </thead>
         <tbody>
           {sorted.map((t) => {
             const m = t.machine ?? one ?? "";
             const start = Date.parse(t.startedAt);
+            const off = allOffline || !!t.offline;
             return (
-              <tr key={`${m}/${t.threadId}`} data-thread={t.threadId} data-machine={m}>
+              <tr key={`${m}/${t.threadId}`} data-thread={t.threadId} data-machine={m} data-offline={off ? "true" : undefined} className={off ? "offline-row" : undefined}>
                 <td><a href={href.thread(m, t.threadId)} className="mono">{t.threadId}</a></td>
-                <td><Status s={t.status} /></td>
-                {multi && <td><a href={href.threads(m)} className="mlink" data-machine-link={m}>{m}</a></td>}
+                <td>
+                  <Status s={t.status} />
+                  {off && <span className="lastknown" title={t.lastSeen ? `machine offline, last seen ${fmtTime(t.lastSeen)}` : "machine offline"}> last known</span>}
+                </td>
+                {multi && (
+                  <td>
+                    <a href={href.threads(m)} className="mlink" data-machine-link={m}>{m}</a>
+                    {off && <span className="muted small"> · offline{t.lastSeen ? `, seen ${ago(Date.parse(t.lastSeen), now)}` : ""}</span>}
+                  </td>
+                )}
                 <td>{t.workflow ?? <span className="muted">unknown</span>}</td>
+                {prompts && (
+                  <td className="prompt-cell" title={[t.prompt, t.summary].filter(Boolean).join("\n\n")}>
+                    <div className="clamp">
+                      {t.prompt || <span className="muted">no prompt</span>}
+                      {t.summary && <span className="muted"> → {t.summary}</span>}
+                    </div>
+                  </td>
+                )}
                 <td title={fmtTime(t.startedAt)}>{ago(start, now)}</td>
                 <td title={fmtTime(t.updatedAt)}>{ago(Date.parse(t.updatedAt), now)}</td>
                 <td>{duration(threadDuration(t, now))}</td>

@@ -1,6 +1,6 @@
 // Thread-table logic: loading every online machine's threads in parallel,
 // merging them, and sorting the rows on screen.
-import { ApiError, Endpoint, machine, ThreadSummary } from "../api";
+import { ApiError, Endpoint, FleetThread, gateway, machine, noMemory, ThreadSummary } from "../api";
 
 export type MachineRow = ThreadSummary & { machine: string };
 export type MachineResult = { machine: string; threads?: ThreadSummary[]; total?: number; error?: Error };
@@ -64,8 +64,13 @@ const time = (s: string) => {
   return Number.isFinite(t) ? t : 0;
 };
 
-/** threadDuration: how long a thread ran (up to now while it runs). */
-export function threadDuration(t: ThreadSummary, now = Date.now()): number {
+/**
+ * threadDuration: how long a thread ran (up to now while it runs). A
+ * last-known summary (offline) has its duration as last reported: its
+ * machine is not there to say it still runs.
+ */
+export function threadDuration(t: ThreadSummary & { offline?: boolean; durationMs?: number }, now = Date.now()): number {
+  if (t.offline && typeof t.durationMs === "number") return t.durationMs;
   const start = time(t.startedAt);
   const end = t.status === "running" ? now : time(t.updatedAt);
   return end - start;
@@ -114,3 +119,50 @@ export function nextSort(cur: Sort, key: SortKey): Sort {
 
 export const ariaSort = (cur: Sort, key: SortKey): "ascending" | "descending" | "none" =>
   cur.key === key ? (cur.dir === "asc" ? "ascending" : "descending") : "none";
+
+// --- the gateway's memory --------------------------------------------------------
+
+const LOOKUP_PAGE = 500;
+const LOOKUP_MAX = 10_000;
+
+/**
+ * lastKnownThread finds a thread's last-known summary in the gateway's
+ * memory, for the page of a thread whose machine is offline: null when the
+ * gateway does not know it, or keeps no memory (an older gateway: 404).
+ * The search has no id filter, so it pages through the machine's threads
+ * (newest first, where a thread someone just looked at usually is).
+ */
+export async function lastKnownThread(m: string, id: string): Promise<FleetThread | null> {
+  for (let offset = 0; offset < LOOKUP_MAX; offset += LOOKUP_PAGE) {
+    let page: { threads: FleetThread[]; total: number };
+    try {
+      page = await gateway.threads({ machine: m, limit: LOOKUP_PAGE, offset });
+    } catch (e) {
+      if (noMemory(e)) return null;
+      throw e;
+    }
+    const hit = (page.threads ?? []).find((t) => t.threadId === id && t.machine === m);
+    if (hit) return hit;
+    if ((page.threads ?? []).length < LOOKUP_PAGE || offset + LOOKUP_PAGE >= page.total) return null;
+  }
+  return null;
+}
+
+/** fleetRow turns a remembered thread into a table row; online says whether its machine is up now. */
+export function fleetRow(t: FleetThread): MachineRow & { offline: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number } {
+  return {
+    threadId: t.threadId,
+    workflow: t.workflow ?? null,
+    hash: "",
+    startedAt: t.startedAt,
+    updatedAt: t.updatedAt,
+    status: t.status,
+    source: "",
+    machine: t.machine,
+    offline: t.online === false,
+    lastSeen: t.lastSeen,
+    prompt: t.prompt,
+    summary: t.summary,
+    durationMs: t.durationMs,
+  };
+}

@@ -1,0 +1,68 @@
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { json, params, stubFetch } from "../testutil/fetch";
+import { AuditView } from "./AuditView";
+
+const entry = (id: number, o: Record<string, unknown> = {}) => ({
+  id, time: new Date(Date.now() - id * 60_000).toISOString(), tokenId: "jti-" + id, actor: "alice's laptop", source: "10.0.0.7", action: "login", machine: "", target: "", status: 200, ...o,
+});
+
+afterEach(() => {
+  cleanup();
+  vi.unstubAllGlobals();
+});
+beforeEach(() => localStorage.clear());
+
+describe("AuditView", () => {
+  it("lists entries newest first, with filters and paging", async () => {
+    const f = stubFetch([
+      ["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online" }])],
+      ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online: true }] })],
+      ["/api/gateway/audit", (u) => {
+        const off = Number(new URL(u, "http://x").searchParams.get("offset"));
+        return json(200, {
+          entries: [
+            entry(off + 1, { action: "kill", machine: "laptop", target: "01ARZ3NDEKTSV4RRFFQ69G5FAV", status: 200 }),
+            entry(off + 2, { action: "start", machine: "laptop", status: 502, actor: "", tokenId: "" }),
+            entry(off + 3),
+          ],
+          total: 60,
+        });
+      }],
+    ]);
+    render(<AuditView />);
+    await screen.findByText("kill");
+    const rows = [...document.querySelectorAll("tbody tr")];
+    expect(rows.map((r) => r.getAttribute("data-action"))).toEqual(["kill", "start", "login"]);
+    expect(rows[0].querySelector('a[href="#/m/laptop/threads/01ARZ3NDEKTSV4RRFFQ69G5FAV"]')).toBeTruthy();
+    expect(rows[0].textContent).toContain("alice's laptop");
+    expect(rows[0].textContent).toContain("10.0.0.7");
+    expect(rows[1].querySelector(".st-failed")!.textContent).toBe("502");
+    expect(rows[1].textContent).toContain("unnamed token");
+    expect(rows[0].textContent).toContain("1 min ago");
+    expect(screen.getByText(/Entries 1–3 of 60, newest first/)).toBeTruthy();
+    expect(params(f, "/api/gateway/audit")).toEqual({ limit: "50", offset: "0" });
+
+    fireEvent.click(screen.getByTestId("older"));
+    await act(async () => {});
+    expect(params(f, "/api/gateway/audit").offset).toBe("50");
+    fireEvent.change(screen.getByLabelText("action filter"), { target: { value: "kill" } });
+    await act(async () => {});
+    expect(params(f, "/api/gateway/audit")).toEqual({ action: "kill", limit: "50", offset: "0" });
+    await screen.findByRole("option", { name: "laptop" });
+    fireEvent.change(screen.getByLabelText("machine filter"), { target: { value: "laptop" } });
+    fireEvent.change(screen.getByLabelText("since"), { target: { value: "2026-03-04" } });
+    await act(async () => {});
+    expect(params(f, "/api/gateway/audit")).toEqual({ action: "kill", machine: "laptop", since: new Date(2026, 2, 4).toISOString(), limit: "50", offset: "0" });
+  });
+
+  it("says when the gateway keeps no audit log", async () => {
+    stubFetch([
+      ["/api/gateway/endpoints", () => json(200, [])],
+      ["/api/gateway/audit", () => json(503, { error: "no audit log: this gateway keeps nothing (no --data-dir or --database-url)" })],
+    ]);
+    render(<AuditView />);
+    expect((await screen.findByTestId("no-audit")).textContent).toMatch(/keeps nothing/);
+    expect(screen.queryByText(/Something went wrong/)).toBeNull();
+  });
+});

@@ -1,0 +1,102 @@
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { json, params, stubFetch, urls } from "../testutil/fetch";
+import { AllThreads, fleetQuery } from "./FleetThreads";
+
+const ft = (machine: string, threadId: string, o: Record<string, unknown> = {}) => ({
+  machine, threadId, workflow: "wf", status: "completed", prompt: "p " + threadId, startedAt: "2026-01-01T10:00:00Z", updatedAt: "2026-01-01T10:05:00Z",
+  durationMs: 1000, steps: 2, returnCode: 0, summary: "", online: true, lastSeen: "2026-01-01T10:05:00Z", ...o,
+});
+const machines = () => [
+  ["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online", lastHeartbeat: Date.now() }])],
+  ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online: true }, { name: "ci-box", online: false, lastSeen: new Date(Date.now() - 120_000).toISOString() }] })],
+] as [string, () => Response][];
+
+afterEach(() => {
+  cleanup();
+  vi.unstubAllGlobals();
+});
+beforeEach(() => localStorage.clear());
+
+describe("fleetQuery", () => {
+  it("sends only the filters that are set, since from the start of the day", () => {
+    expect(fleetQuery({ q: " fix bug ", machine: "", workflow: "", status: "failed", since: "" }, 50)).toEqual({ q: "fix bug", status: "failed", limit: 50, offset: 50, machine: undefined, workflow: undefined, since: undefined });
+    expect(fleetQuery({ q: "", machine: "m", workflow: "wf", status: "", since: "2026-03-04" }, 0).since).toBe(new Date(2026, 2, 4).toISOString());
+  });
+});
+
+describe("AllThreads (the gateway's memory)", () => {
+  it("lists every machine's threads, offline ones marked, each linked to its machine's thread", async () => {
+    const f = stubFetch([
+      ...machines(),
+      ["/api/gateway/threads", () => json(200, { threads: [ft("laptop", "L1"), ft("ci-box", "C1", { online: false, prompt: "find the **leak**", summary: "found it" })], total: 2 })],
+    ]);
+    render(<AllThreads />);
+    await screen.findByText("L1");
+    const off = document.querySelector('tr[data-thread="C1"]')!;
+    expect(off.getAttribute("data-offline")).toBe("true");
+    expect(off.textContent).toContain("last known");
+    expect(off.textContent).toContain("find the **leak** → found it");
+    expect(off.querySelector("a")!.getAttribute("href")).toBe("#/m/ci-box/threads/C1");
+    expect(document.querySelector('tr[data-thread="L1"]')!.getAttribute("data-offline")).toBeNull();
+    expect((await screen.findByTestId("offline-note")).textContent).toMatch(/ci-box offline \(last seen 2 min ago\)/);
+    expect(params(f, "/api/gateway/threads")).toEqual({ limit: "50", offset: "0" });
+    // No machine is asked directly: the gateway answers for all.
+    expect(urls(f).some((u) => u.startsWith("/api/clients/"))).toBe(false);
+    await act(async () => {});
+  });
+
+  it("searches, filters and pages", async () => {
+    const f = stubFetch([
+      ...machines(),
+      ["/api/gateway/threads", (u) => {
+        const p = new URL(u, "http://x").searchParams;
+        const n = p.get("q") ? 1 : 50;
+        return json(200, { threads: Array.from({ length: n }, (_, i) => ft("laptop", `T${p.get("offset")}-${i}`)), total: p.get("q") ? 1 : 120 });
+      }],
+    ]);
+    render(<AllThreads />);
+    await screen.findByText("T0-0");
+    expect(screen.getByText(/Threads 1–50 of 120/)).toBeTruthy();
+    fireEvent.click(screen.getByTestId("older"));
+    await screen.findByText("T50-0");
+    expect(params(f, "/api/gateway/threads").offset).toBe("50");
+    fireEvent.change(screen.getByTestId("search-q"), { target: { value: "memory leak" } });
+    fireEvent.change(screen.getByLabelText("workflow filter"), { target: { value: "review" } });
+    // Typing does not search; Search (or Enter) does, from the first page.
+    expect(params(f, "/api/gateway/threads").q).toBeUndefined();
+    fireEvent.click(screen.getByTestId("search-submit"));
+    await screen.findByText("T0-0");
+    expect(params(f, "/api/gateway/threads")).toEqual({ q: "memory leak", workflow: "review", limit: "50", offset: "0" });
+    // A select applies at once, keeping the search.
+    await screen.findByRole("option", { name: "ci-box (offline)" });
+    fireEvent.change(screen.getByLabelText("machine filter"), { target: { value: "ci-box" } });
+    fireEvent.change(screen.getByLabelText("status filter"), { target: { value: "failed" } });
+    await act(async () => {});
+    expect(params(f, "/api/gateway/threads")).toEqual({ q: "memory leak", workflow: "review", machine: "ci-box", status: "failed", limit: "50", offset: "0" });
+    fireEvent.click(screen.getByRole("button", { name: "Clear" }));
+    await act(async () => {});
+    expect(params(f, "/api/gateway/threads")).toEqual({ limit: "50", offset: "0" });
+  });
+
+  it("says when nothing matches", async () => {
+    stubFetch([...machines(), ["/api/gateway/threads", () => json(200, { threads: [], total: 0 })]]);
+    render(<AllThreads />);
+    fireEvent.change(screen.getByTestId("search-q"), { target: { value: "nothing" } });
+    fireEvent.submit(screen.getByRole("search"));
+    expect((await screen.findByText("No thread matches.")).getAttribute("data-testid")).toBe("no-results");
+  });
+
+  it("falls back to asking each online machine when the gateway keeps no memory", async () => {
+    const f = stubFetch([
+      ["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online" }])],
+      ["/api/gateway/threads", () => json(503, { error: "no thread history: this gateway keeps nothing (no --data-dir or --database-url)" })],
+      ["/api/clients/laptop/threads", () => json(200, { threads: [{ threadId: "L1", workflow: "wf", hash: "H", startedAt: "2026-01-01T10:00:00Z", updatedAt: "2026-01-01T10:00:00Z", status: "completed", source: "cli" }], total: 1 })],
+    ]);
+    render(<AllThreads />);
+    await screen.findByText("L1");
+    expect(urls(f)).toContain("/api/clients/laptop/threads?limit=50&offset=0");
+    expect(screen.queryByRole("search")).toBeNull();
+    await act(async () => {});
+  });
+});

@@ -1,0 +1,155 @@
+import { FormEvent, useState } from "react";
+import { ago, FleetQuery, gateway, noMemory, ThreadStatus, useApi } from "../api";
+import { ErrorBox } from "../common/ErrorBox";
+import { Loading } from "../common/Loading";
+import { loadAllMachines } from "../machines/machines";
+import { href } from "../route";
+import { MergedThreads } from "./AllThreads";
+import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
+import { fleetRow, Sort } from "./threads";
+
+const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted"];
+/** FLEET_PAGE is how many threads a page of the fleet view shows. */
+export const FLEET_PAGE = 50;
+
+/** Filters are the fleet view's search; empty fields do not filter. */
+export type Filters = { q: string; machine: string; workflow: string; status: string; since: string };
+const NONE: Filters = { q: "", machine: "", workflow: "", status: "", since: "" };
+
+/**
+ * fleetQuery turns the filters into the gateway's query: since is a day
+ * (the date input's yyyy-mm-dd), from its start in the browser's time zone.
+ */
+export function fleetQuery(f: Filters, offset: number, limit = FLEET_PAGE): FleetQuery {
+  let since: string | undefined;
+  if (f.since) {
+    const d = new Date(`${f.since}T00:00:00`);
+    if (!Number.isNaN(d.getTime())) since = d.toISOString();
+  }
+  return {
+    q: f.q.trim() || undefined,
+    machine: f.machine || undefined,
+    workflow: f.workflow.trim() || undefined,
+    status: f.status || undefined,
+    since,
+    limit,
+    offset,
+  };
+}
+
+/**
+ * AllThreads is the landing page: every machine's threads, online or not,
+ * from the gateway's memory (GET /api/gateway/threads), with full-text
+ * search over prompts and summaries, filters and paging. An offline
+ * machine's threads are its last-known state, marked. A gateway that keeps
+ * no memory (404) gets the older view, asked of each online machine.
+ */
+export function AllThreads() {
+  const [applied, setApplied] = useState<Filters>(NONE);
+  const [draft, setDraft] = useState<Filters>(NONE);
+  const [offset, setOffset] = useState(0);
+  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  // legacy: the gateway keeps no memory (an older one: 404; one without a store: 503); then nothing here polls.
+  const [legacy, setLegacy] = useState(false);
+  const machines = useApi(loadAllMachines, [], legacy ? undefined : 5000);
+  const q = useApi(
+    () =>
+      gateway.threads(fleetQuery(applied, offset)).catch((e: unknown) => {
+        if (noMemory(e)) setLegacy(true);
+        throw e;
+      }),
+    [applied, offset],
+    legacy ? undefined : 5000,
+  );
+  if (legacy) return <MergedThreads />;
+  const apply = (f: Filters) => {
+    setApplied(f);
+    setDraft(f);
+    setOffset(0);
+  };
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    apply(draft);
+  };
+  const set = (k: keyof Filters) => (v: string) => setDraft((d) => ({ ...d, [k]: v }));
+  // A select or a date applies at once; the text fields on Search (Enter).
+  const pick = (k: keyof Filters) => (v: string) => apply({ ...draft, [k]: v });
+  const total = q.data?.total ?? 0;
+  const rows = (q.data?.threads ?? []).map(fleetRow);
+  const list = machines.data ?? [];
+  const online = list.filter((m) => m.status === "online");
+  const offline = list.filter((m) => m.status !== "online");
+  const filtered = JSON.stringify(applied) !== JSON.stringify(NONE);
+  const now = Date.now();
+  return (
+    <section aria-labelledby="all-title" data-testid="all-threads">
+      <h1 id="all-title">Threads on all machines</h1>
+      <form className="row wrap filters" role="search" aria-label="search threads" onSubmit={submit}>
+        <input type="search" aria-label="search prompts and summaries" placeholder="Search prompts and summaries" value={draft.q} onChange={(e) => set("q")(e.target.value)} data-testid="search-q" className="grow" />
+        <label className="inline">
+          Machine{" "}
+          <select value={draft.machine} onChange={(e) => pick("machine")(e.target.value)} aria-label="machine filter">
+            <option value="">all</option>
+            {list.map((m) => <option key={m.name} value={m.name}>{m.name}{m.status === "online" ? "" : " (offline)"}</option>)}
+          </select>
+        </label>
+        <label className="inline">
+          Workflow{" "}
+          <input type="text" size={12} value={draft.workflow} onChange={(e) => set("workflow")(e.target.value)} aria-label="workflow filter" placeholder="any" />
+        </label>
+        <label className="inline">
+          Status{" "}
+          <select value={draft.status} onChange={(e) => pick("status")(e.target.value)} aria-label="status filter">
+            <option value="">all</option>
+            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </label>
+        <label className="inline">
+          Updated since{" "}
+          <input type="date" value={draft.since} onChange={(e) => pick("since")(e.target.value)} aria-label="updated since" />
+        </label>
+        <button type="submit" className="primary" data-testid="search-submit">Search</button>
+        {filtered && <button type="button" className="link" onClick={() => apply(NONE)}>Clear</button>}
+      </form>
+      {online.length > 0 && (
+        <p className="muted machines-up" data-testid="machines-up">
+          Online: {online.map((m, i) => (
+            <span key={m.name}>{i > 0 && ", "}<a href={href.threads(m.name)}>{m.name}</a></span>
+          ))}
+        </p>
+      )}
+      {offline.length > 0 && (
+        <ul className="offline-note muted" data-testid="offline-note">
+          {offline.map((m) => (
+            <li key={m.name} data-machine={m.name}>
+              {m.name} offline{m.lastSeen ? ` (last seen ${ago(m.lastSeen, now)})` : ""} — its threads are shown as last known
+            </li>
+          ))}
+        </ul>
+      )}
+      {q.error && <ErrorBox error={q.error} retry={q.reload} />}
+      {!q.data && q.loading && <Loading what="threads" />}
+      {q.data && rows.length === 0 && (
+        <p className="empty muted" data-testid="no-results">
+          {filtered ? "No thread matches." : list.length === 0 ? <>No machines yet. Start <code>uncaged-workflow connect</code> on one.</> : "No threads yet on any machine."}
+        </p>
+      )}
+      {rows.length > 0 && (
+        <ThreadTable
+          rows={rows}
+          sort={sort}
+          onSort={setSort}
+          prompts
+          caption={`Threads ${offset + 1}–${offset + rows.length} of ${total}${total >= 10000 ? "+" : ""}, newest change first${total > FLEET_PAGE ? "; sorting orders the rows on this page only" : ""}.`}
+        />
+      )}
+      {total > FLEET_PAGE && (
+        <nav className="row pager" aria-label="pages">
+          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - FLEET_PAGE))}>← Newer</button>
+          <span>{offset + 1}–{Math.min(offset + FLEET_PAGE, total)} of {total}</span>
+          <button disabled={offset + FLEET_PAGE >= total} onClick={() => setOffset(offset + FLEET_PAGE)} data-testid="older">Older →</button>
+        </nav>
+      )}
+    </section>
+  );
+}
