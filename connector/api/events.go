@@ -387,7 +387,15 @@ func (f *feed) serve(c echo.Context) error {
 			return nil
 		}
 	}
-	ctx := c.Request().Context()
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	// A server shutting down waits for the requests in flight, and this
+	// one never ends by itself: end it when shutdown begins (through the
+	// tunnel, that is the connector stopping; the gateway reconnects to the
+	// next connection with Last-Event-ID).
+	if hs, ok := ctx.Value(http.ServerContextKey).(*http.Server); ok {
+		hs.RegisterOnShutdown(cancel)
+	}
 	ping := time.NewTicker(s.opts.LivePing)
 	defer ping.Stop()
 	poll := time.NewTicker(s.opts.LivePoll)

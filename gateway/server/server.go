@@ -254,9 +254,12 @@ func (g *Gateway) routes() *echo.Echo {
 	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
 	dash.GET("/gateway/endpoints", g.endpoints)
+	fl := g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
+	dash.GET("/gateway/threads", fl.searchThreads)
+	dash.GET("/gateway/machines", fl.machines)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
-		dash.Any(prefix, g.forward, g.instrument)
-		dash.Any(prefix+"/*", g.forward, g.instrument)
+		dash.Any(prefix, g.forward, g.instrument, fl.offlineMachine)
+		dash.Any(prefix+"/*", g.forward, g.instrument, fl.offlineMachine)
 	}
 	if g.opts.Dashboard != nil {
 		e.GET("/*", echo.WrapHandler(g.opts.Dashboard))

@@ -1,0 +1,301 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/fleet"
+)
+
+// The fleet's memory (Options.Store): while a connector is online on this
+// replica, the gateway reads the connector's change stream
+// (GET /api/events, shared/fleet) through the connector's tunnel — its own
+// round trip, not the proxy's — and writes what it hears to the store in
+// batches, one transaction each. After a break it reconnects with the last
+// id it stored, so only what changed is sent again; a reset from the
+// connector (it restarted) brings the whole list. Nothing here is on the
+// proxied request path: the stream starts when presence says the
+// connector came online, and a request for a connector that is online never
+// reaches the store. In cluster mode only the replica holding the tunnel
+// reads the stream; every replica answers searches from the shared
+// database (fleet_http.go).
+
+// Tuning of the change stream's reader.
+const (
+	// fleetBatch bounds the threads written in one transaction: a resync of
+	// a thousand threads is a couple of transactions, not a thousand.
+	fleetBatch = 500
+	// fleetTouchEvery is how often a connected machine is marked seen
+	// when nothing else is heard from it, so "last seen" of a machine
+	// that goes away silently is at most this old.
+	fleetTouchEvery = time.Minute
+	// fleetRetryMin and fleetRetryMax bound the wait before reading the
+	// stream again after it broke while the connector stayed online.
+	fleetRetryMin = time.Second
+	fleetRetryMax = 30 * time.Second
+	// fleetWriteTimeout bounds one store write.
+	fleetWriteTimeout = 30 * time.Second
+)
+
+// fleetMemory feeds the store from the connectors online here and answers
+// from it for those that are not. nil when the gateway keeps nothing.
+type fleetMemory struct {
+	g   *Gateway
+	st  store.Store
+	log *slog.Logger
+
+	mu      sync.Mutex
+	readers map[string]*fleetReader // by connector name
+}
+
+// fleetReader is the goroutine reading one connection's change stream.
+type fleetReader struct {
+	conn presence.Conn
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// newFleet hooks the fleet's memory to presence, or returns nil when
+// Options.Store is nil.
+func (g *Gateway) newFleet() *fleetMemory {
+	if g.opts.Store == nil {
+		return nil
+	}
+	fl := &fleetMemory{g: g, st: g.opts.Store, log: g.opts.Logger, readers: map[string]*fleetReader{}}
+	prev := g.presence.OnChange
+	g.presence.OnChange = func(name, status string) {
+		if prev != nil {
+			prev(name, status)
+		}
+		fl.changed(name, status)
+	}
+	return fl
+}
+
+// changed starts a reader for a connector that came online (replacing the
+// reader of a connection it replaced) and stops the reader of one that
+// went offline.
+func (fl *fleetMemory) changed(name, status string) {
+	conn, online, _ := fl.g.presence.Get(name)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	r := fl.readers[name]
+	if r != nil && (!online || r.conn != conn) {
+		r.stop()
+		delete(fl.readers, name)
+		r = nil
+	}
+	if !online || r != nil {
+		return
+	}
+	if t, ok := conn.(*tracked); ok && t.protocol == metrics.ProtocolLegacy {
+		return // original clients answer whole bodies: no streams
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	r = &fleetReader{conn: conn, stop: stop, done: make(chan struct{})}
+	fl.readers[name] = r
+	go func() {
+		defer close(r.done)
+		defer stop()
+		fl.read(ctx, name, conn)
+	}()
+}
+
+// read keeps reading name's change stream over conn until the connection
+// or ctx ends, reconnecting after breaks with the last id stored.
+func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn) {
+	go func() {
+		select {
+		case <-conn.Done():
+		case <-ctx.Done():
+		}
+		fl.touch(name) // it was here until now
+	}()
+	fl.touch(name)
+	lastID := ""
+	wait := fleetRetryMin
+	for {
+		err := fl.stream(ctx, name, conn, &lastID)
+		var old errTooOld
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &old):
+			fl.log.Info("fleet: this connector has no change stream; its threads are not remembered", "connector", name, "status", old.status)
+			return
+		case err != nil:
+			fl.log.Warn("fleet: change stream broke", "connector", name, "err", err, "retry_in", wait.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-conn.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, fleetRetryMax)
+	}
+}
+
+// touch marks name seen now.
+func (fl *fleetMemory) touch(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), fleetWriteTimeout)
+	defer cancel()
+	if _, err := fl.st.TouchMachine(ctx, name); err != nil {
+		fl.log.Warn("fleet: marking a machine seen", "connector", name, "err", err)
+	}
+}
+
+// errTooOld is a connector that answered the stream's request with
+// something else than a stream: one built before the fleet's memory.
+type errTooOld struct{ status int }
+
+func (e errTooOld) Error() string { return fmt.Sprintf("no change stream (status %d)", e.status) }
+
+// received is one event read from the stream.
+type received struct {
+	ev  fleet.Event
+	err error
+}
+
+// stream reads the change stream once, from *lastID, until it ends, and
+// stores what it hears; *lastID follows what has been committed.
+func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Conn, lastID *string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://connector"+fleet.EventsPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *lastID != "" {
+		req.Header.Set("Last-Event-ID", *lastID)
+	}
+	resp, err := conn.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }() // a stream read to its end or abandoned
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // let the stream finish cleanly
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return errTooOld{resp.StatusCode}
+		}
+		return fmt.Errorf("change stream: status %d", resp.StatusCode)
+	}
+	events := make(chan received, fleetBatch)
+	go func() {
+		defer close(events)
+		d := fleet.NewDecoder(resp.Body)
+		for {
+			ev, err := d.Next()
+			select {
+			case events <- received{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	touch := time.NewTicker(fleetTouchEvery)
+	defer touch.Stop()
+	batch := make([]store.Thread, 0, fleetBatch)
+	for {
+		var first received
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-touch.C:
+			fl.touch(name)
+			continue
+		case first, ok = <-events:
+		}
+		// Take what else has arrived, up to a batch: a resync's threads
+		// come together and go into one transaction.
+		batch = batch[:0]
+		id := ""
+		var end error
+		take := func(r received, ok bool) (full bool) {
+			switch {
+			case !ok: // the reader gave up: ctx ended
+				end = context.Canceled
+				return true
+			case r.err != nil:
+				end = r.err
+				return true
+			case r.ev.Name == fleet.EventThread:
+				if t, ok := fl.decode(name, r.ev.Data); ok {
+					batch = append(batch, t)
+				}
+			}
+			if r.ev.ID != "" {
+				id = r.ev.ID
+			}
+			return r.ev.Name == fleet.EventSynced || len(batch) >= fleetBatch
+		}
+		for full := take(first, ok); !full; {
+			select {
+			case r, ok := <-events:
+				full = take(r, ok)
+			default:
+				full = true
+			}
+		}
+		if len(batch) > 0 {
+			wctx, wcancel := context.WithTimeout(ctx, fleetWriteTimeout)
+			err := fl.st.SyncThreads(wctx, name, batch)
+			wcancel()
+			if err != nil {
+				return fmt.Errorf("storing threads: %w", err)
+			}
+		}
+		// Only what is committed is acknowledged: a break before the write
+		// resumes before these events.
+		if id != "" {
+			*lastID = id
+		}
+		switch {
+		case errors.Is(end, io.EOF):
+			return errors.New("the connector ended the stream")
+		case end != nil:
+			return end
+		}
+	}
+}
+
+// decode turns a thread event into the store's form; a malformed one is
+// logged and skipped.
+func (fl *fleetMemory) decode(name string, data []byte) (store.Thread, bool) {
+	var t fleet.Thread
+	if err := json.Unmarshal(data, &t); err != nil || t.ID == "" {
+		fl.log.Warn("fleet: skipping a malformed thread event", "connector", name, "err", err)
+		return store.Thread{}, false
+	}
+	out := store.Thread{
+		ID: t.ID, Workflow: t.Workflow, Status: t.Status, Prompt: t.Prompt, UpdatedAt: t.UpdatedAt,
+		Duration: time.Duration(t.DurationMs) * time.Millisecond, Steps: t.Steps, ReturnCode: t.ReturnCode,
+		Summary: t.Summary,
+	}
+	if !t.StartedAt.IsZero() {
+		started := t.StartedAt
+		out.StartedAt = &started
+	}
+	if len(t.Usage) > 0 && string(t.Usage) != "null" && json.Valid(t.Usage) {
+		out.Usage = t.Usage
+	}
+	return out, true
+}
