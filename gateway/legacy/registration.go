@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,9 +57,19 @@ func DecodeRegister(body io.Reader) (r Registration, secret string, err error) {
 // Registrations are the original clients' registrations, by name
 // (docs/compatibility.md, "JSON-frame clients"). The zero value is empty
 // and ready.
+//
+// A removed registration leaves a tombstone: the gateway answers requests
+// for the name 404 and leaves it out of the endpoints list while the
+// client's socket may still be connected, as the original did after an
+// unregister, until the name registers again.
 type Registrations struct {
 	mu sync.Mutex
 	m  map[string]*record
+	// removed are the names unregistered since they last registered;
+	// tombstones counts them, so that the gateway's every request asks
+	// Removed without taking the lock while there are none.
+	removed    map[string]bool
+	tombstones atomic.Int64
 }
 
 // record is what is kept of a registration.
@@ -78,6 +89,7 @@ func (rs *Registrations) Upsert(r Registration, now time.Time) bool {
 	if rs.m == nil {
 		rs.m = map[string]*record{}
 	}
+	rs.bury(r.Name, false)
 	rec, ok := rs.m[r.Name]
 	if !ok {
 		rec = &record{registeredAt: now}
@@ -91,11 +103,82 @@ func (rs *Registrations) Upsert(r Registration, now time.Time) bool {
 	return !ok
 }
 
-// Remove forgets name's registration.
+// Merge returns r as Upsert would record it, without recording it: the
+// URL without its trailing slash and, when r has no ClientToken, the one
+// known. changed is false when it is what is recorded already (a
+// heartbeat), so the caller knows whether there is anything to save.
+func (rs *Registrations) Merge(r Registration) (merged Registration, changed bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	merged = Registration{Name: r.Name, URL: strings.TrimSuffix(r.URL, "/"), ClientToken: r.ClientToken}
+	rec, ok := rs.m[r.Name]
+	if !ok {
+		return merged, true
+	}
+	if merged.ClientToken == "" {
+		merged.ClientToken = rec.clientToken
+	}
+	return merged, merged.URL != rec.url || merged.ClientToken != rec.clientToken
+}
+
+// Load records a registration as it was kept (by the store): unlike
+// Upsert it keeps the times given and replaces the client token, empty
+// or not.
+func (rs *Registrations) Load(r Registration, registeredAt, lastHeartbeat time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]*record{}
+	}
+	rs.bury(r.Name, false)
+	rs.m[r.Name] = &record{url: strings.TrimSuffix(r.URL, "/"), clientToken: r.ClientToken, registeredAt: registeredAt, lastHeartbeat: lastHeartbeat}
+}
+
+// Remove forgets name's registration and leaves its tombstone (Removed).
 func (rs *Registrations) Remove(name string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	delete(rs.m, name)
+	rs.bury(name, true)
+}
+
+// bury sets or clears name's tombstone; rs.mu is held.
+func (rs *Registrations) bury(name string, dead bool) {
+	if rs.removed[name] == dead {
+		return
+	}
+	if dead {
+		if rs.removed == nil {
+			rs.removed = map[string]bool{}
+		}
+		rs.removed[name] = true
+		rs.tombstones.Add(1)
+		return
+	}
+	delete(rs.removed, name)
+	rs.tombstones.Add(-1)
+}
+
+// Removed reports whether name was unregistered and has not registered
+// since.
+func (rs *Registrations) Removed(name string) bool {
+	if rs.tombstones.Load() == 0 {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.removed[name]
+}
+
+// Names returns the names registered, in no order.
+func (rs *Registrations) Names() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	names := make([]string, 0, len(rs.m))
+	for name := range rs.m {
+		names = append(names, name)
+	}
+	return names
 }
 
 // Apply records r, or with r.Removed forgets it: a registration made on
@@ -160,6 +243,38 @@ func OpenRegistration(key []byte, sealed string) (Registration, error) {
 		return Registration{}, fmt.Errorf("sealed registration: %w", err)
 	}
 	return r, nil
+}
+
+// SealToken encrypts a registration's client token for the store, with
+// AES-GCM under key (16, 24 or 32 bytes) and the registration's name as
+// associated data: the store keeps only these bytes, so a copy of the
+// database gives no access to the client, and a sealed token copied onto
+// another name's row does not open.
+func SealToken(key []byte, name, token string) ([]byte, error) {
+	aead, err := newAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	// crypto/rand.Read never fails (it crashes the program instead).
+	_, _ = rand.Read(nonce)
+	return aead.Seal(nonce, nonce, []byte(token), []byte(name)), nil
+}
+
+// OpenToken opens what SealToken sealed for name under the same key.
+func OpenToken(key []byte, name string, sealed []byte) (string, error) {
+	aead, err := newAEAD(key)
+	if err != nil {
+		return "", err
+	}
+	if len(sealed) < aead.NonceSize() {
+		return "", errors.New("sealed client token: too short")
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(name))
+	if err != nil {
+		return "", errors.New("sealed client token: cannot open (another key, or another name's token?)")
+	}
+	return string(plain), nil
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {

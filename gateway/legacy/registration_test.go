@@ -88,3 +88,94 @@ func TestOpenRegistrationRefusesBadSeals(t *testing.T) {
 		t.Fatalf("good: %+v %v", r, err)
 	}
 }
+
+func TestRegistrationsTombstones(t *testing.T) {
+	t.Parallel()
+	var rs Registrations
+	t0 := time.Unix(1000, 0)
+	if rs.Removed("old") {
+		t.Fatal("removed before anything")
+	}
+	rs.Upsert(Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}, t0)
+	rs.Remove("old")
+	rs.Remove("old") // twice: still one tombstone
+	if !rs.Removed("old") || rs.ClientToken("old") != "" || len(rs.Names()) != 0 || rs.tombstones.Load() != 1 {
+		t.Fatalf("after remove: %v %q %v %d", rs.Removed("old"), rs.ClientToken("old"), rs.Names(), rs.tombstones.Load())
+	}
+	// Registering again lifts it; so does a load from the store.
+	rs.Upsert(Registration{Name: "old", URL: "ws://old"}, t0)
+	rs.Remove("other")
+	rs.Load(Registration{Name: "other", URL: "ws://other/", ClientToken: "t2"}, t0, t0.Add(time.Minute))
+	if rs.Removed("old") || rs.Removed("other") || rs.tombstones.Load() != 0 || rs.ClientToken("other") != "t2" {
+		t.Fatalf("after registering again: %v %v %d", rs.Removed("old"), rs.Removed("other"), rs.tombstones.Load())
+	}
+	if rec := rs.m["other"]; rec.url != "ws://other" || !rec.registeredAt.Equal(t0) || !rec.lastHeartbeat.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("loaded: %+v", rec)
+	}
+	// A load replaces the token, empty or not: it is what the store has.
+	rs.Load(Registration{Name: "other", URL: "ws://other"}, t0, t0)
+	if tok := rs.ClientToken("other"); tok != "" {
+		t.Fatalf("load kept the old token: %q", tok)
+	}
+}
+
+func TestRegistrationsMerge(t *testing.T) {
+	t.Parallel()
+	var rs Registrations
+	if m, changed := rs.Merge(Registration{Name: "old", URL: "ws://old/", ClientToken: "t1"}); !changed || m != (Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}) {
+		t.Fatalf("new: %+v %v", m, changed)
+	}
+	rs.Upsert(Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}, time.Unix(1, 0))
+	for _, c := range []struct {
+		in      Registration
+		want    Registration
+		changed bool
+	}{
+		{Registration{Name: "old", URL: "ws://old/"}, Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}, false},
+		{Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}, Registration{Name: "old", URL: "ws://old", ClientToken: "t1"}, false},
+		{Registration{Name: "old", URL: "ws://new"}, Registration{Name: "old", URL: "ws://new", ClientToken: "t1"}, true},
+		{Registration{Name: "old", URL: "ws://old", ClientToken: "t2"}, Registration{Name: "old", URL: "ws://old", ClientToken: "t2"}, true},
+	} {
+		if m, changed := rs.Merge(c.in); m != c.want || changed != c.changed {
+			t.Errorf("%+v: %+v %v", c.in, m, changed)
+		}
+	}
+	if tok := rs.ClientToken("old"); tok != "t1" {
+		t.Fatalf("Merge recorded: %q", tok)
+	}
+}
+
+func TestSealToken(t *testing.T) {
+	t.Parallel()
+	key := []byte(strings.Repeat("s", 32))
+	sealed, err := SealToken(key, "old", "client-token-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sealed), "client-token-secret") {
+		t.Fatal("sealed in clear")
+	}
+	if tok, err := OpenToken(key, "old", sealed); err != nil || tok != "client-token-secret" {
+		t.Fatalf("open: %q %v", tok, err)
+	}
+	tampered := append([]byte(nil), sealed...)
+	tampered[len(tampered)-1] ^= 1
+	for name, c := range map[string]struct {
+		key    []byte
+		name   string
+		sealed []byte
+	}{
+		"other key":  {[]byte(strings.Repeat("o", 32)), "old", sealed},
+		"other name": {key, "new", sealed},
+		"tampered":   {key, "old", tampered},
+		"too short":  {key, "old", sealed[:4]},
+		"bad key":    {[]byte("short"), "old", sealed},
+	} {
+		if tok, err := OpenToken(c.key, c.name, c.sealed); err == nil || tok != "" {
+			t.Errorf("%s: %q %v", name, tok, err)
+		}
+	}
+	if _, err := SealToken([]byte("short"), "old", "t"); err == nil {
+		t.Fatal("sealed with a bad key")
+	}
+}

@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +21,9 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/testkit"
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 // dialLegacy opens a WebSocket the way the original TypeScript client does:
@@ -184,15 +190,29 @@ func TestLegacyClientThroughTheGateway(t *testing.T) {
 	}
 
 	// The heartbeat (the same register call) answers 200; unregistering
-	// forgets the token.
+	// forgets the token, and, as in the original, the name leaves the
+	// endpoints and its requests are 404 while its socket is still up.
 	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 200 || !strings.Contains(body, `"registered":"old"`) {
 		t.Fatalf("re-register: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := f.do("DELETE", "/api/gateway/register/old", "shared-secret", nil); resp.StatusCode != 200 || body != "{\"unregistered\":\"old\"}\n" {
 		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := f.do("GET", "/api/clients/old/workflows", f.dash, nil); resp.StatusCode != 401 {
-		t.Fatalf("after unregister: %d", resp.StatusCode)
+	if tok := f.gw.registrations.ClientToken("old"); tok != "" {
+		t.Fatalf("client token kept: %q", tok)
+	}
+	if resp, body := f.do("GET", "/api/clients/old/workflows", f.dash, nil); resp.StatusCode != 404 || !strings.Contains(body, "connector not found: old") {
+		t.Fatalf("after unregister: %d %s", resp.StatusCode, body)
+	}
+	if _, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil); strings.Contains(body, `"old"`) || !strings.Contains(body, `"new-box"`) {
+		t.Fatalf("endpoints after unregister: %s", body)
+	}
+	// Registering again brings it back.
+	if resp, _ := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 201 {
+		t.Fatalf("register again: %d", resp.StatusCode)
+	}
+	if resp, body := f.do("GET", "/api/clients/old/workflows", f.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"old"`) {
+		t.Fatalf("after registering again: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -374,8 +394,9 @@ func TestRegisterRoutes(t *testing.T) {
 		{`{"url":"ws://x","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
 		{`{"name":"old","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
 		{`{"name":"old","url":"ws://old"}`, 401, `{"error":"missing credentials"}`},
-		{`{"name":"old","url":"ws://old","secret":"nope"}`, 401, `{"error":"invalid or expired token"}`},
-		{`{"name":"old","url":"ws://old","secret":"` + ciTok + `"}`, 403, `{"error":"token is for another connector"}`},
+		// The refusals' wording is gateway/auth's (and tested there).
+		{`{"name":"old","url":"ws://old","secret":"nope"}`, 401, `{"error":"`},
+		{`{"name":"old","url":"ws://old","secret":"` + ciTok + `"}`, 403, `{"error":"`},
 		{`{"name":"Bad_Name","url":"ws://x","secret":"shared-secret"}`, 400, `invalid connector name`},
 		{`{"name":"old","url":"ws://old/","secret":"` + oldTok + `","clientToken":"t1"}`, 201, `{"registered":"old"}`},
 		{`{"name":"old","url":"ws://old","secret":"shared-secret"}`, 200, `{"registered":"old"}`},
@@ -411,5 +432,272 @@ func TestLegacyClientAnswersHeartbeats(t *testing.T) {
 	testkit.WaitUntil(t, "heartbeats six intervals on", func() bool { return f.gw.Presence().List()[0].LastHeartbeat >= before+300 })
 	if e := f.gw.Presence().List()[0]; e.Status != presence.Online {
 		t.Fatalf("after six heartbeats: %+v (before %d)", e, before)
+	}
+}
+
+// registrationKey is the key the store tests seal client tokens with.
+var testRegistrationKey = []byte(strings.Repeat("r", 32))
+
+// openSQLite opens a SQLite store in dir; the test closes it.
+func openSQLite(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// newStoreFixture is a fixture whose gateway keeps its state in st,
+// sealing registrations with key.
+func newStoreFixture(t *testing.T, st store.Store, key []byte, mutate ...func(*Options)) *fixture {
+	t.Helper()
+	f := newFixture(t, time.Hour, append([]func(*Options){func(o *Options) { o.Store, o.RegistrationKey = st, key }}, mutate...)...)
+	// Before the store closes: cleanups run last registered first.
+	t.Cleanup(func() { _ = f.gw.closeAudit(context.Background()) })
+	return f
+}
+
+// stop stops a fixture's gateway as Run does, before its store is closed.
+func (f *fixture) stop() {
+	f.gw.Shutdown()
+	f.srv.Close()
+	if err := f.gw.closeAudit(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) registerLegacy(name, token string) {
+	f.t.Helper()
+	reg := `{"name":"` + name + `","url":"http://10.0.0.5:3000/","secret":"shared-secret","clientToken":"` + token + `"}`
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 201 && resp.StatusCode != 200 {
+		f.t.Fatalf("register %s: %d %s", name, resp.StatusCode, body)
+	}
+}
+
+// TestRegistrationsSurviveARestart: a registration is kept, its client
+// token sealed, and a gateway started on the same store forwards the
+// original client's first request with that token: no 401 until the
+// client's next heartbeat.
+func TestRegistrationsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openSQLite(t, dir)
+	f := newStoreFixture(t, st, testRegistrationKey)
+	f.registerLegacy("old", "tok-restart")
+	kept, err := st.GetRegistration(context.Background(), "old")
+	if err != nil || kept.URL != "http://10.0.0.5:3000" || kept.RegisteredAt.IsZero() || !kept.LastHeartbeat.Equal(kept.RegisteredAt) {
+		t.Fatalf("kept: %+v %v", kept, err)
+	}
+	if strings.Contains(string(kept.TokenSealed), "tok-restart") {
+		t.Fatal("the client token is kept in clear")
+	}
+	f.stop()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st2 := openSQLite(t, dir)
+	t.Cleanup(func() { _ = st2.Close() })
+	f2 := newStoreFixture(t, st2, testRegistrationKey)
+	if tok := f2.gw.registrations.ClientToken("old"); tok != "tok-restart" {
+		t.Fatalf("client token after the restart: %q", tok)
+	}
+	f2.legacyConnector("old", originalAPI("tok-restart"))
+	if resp, body := f2.do("GET", "/api/clients/old/workflows", f2.dash, nil); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"old"`) {
+		t.Fatalf("first request after the restart: %d %s", resp.StatusCode, body)
+	}
+	// Its first register after the restart is a heartbeat: 200, the same
+	// registration time.
+	reg := `{"name":"old","url":"http://10.0.0.5:3000","secret":"shared-secret"}`
+	if resp, _ := f2.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 200 {
+		t.Fatalf("heartbeat after the restart: %d", resp.StatusCode)
+	}
+	again, err := st2.GetRegistration(context.Background(), "old")
+	if err != nil || !again.RegisteredAt.Equal(kept.RegisteredAt) || !again.LastHeartbeat.After(kept.LastHeartbeat) {
+		t.Fatalf("after the heartbeat: %+v (was %+v) %v", again, kept, err)
+	}
+}
+
+// TestRegistrationChangesAreSaved: a new URL or client token is saved; a
+// heartbeat without a client token keeps the saved one.
+func TestRegistrationChangesAreSaved(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, t.TempDir())
+	t.Cleanup(func() { _ = st.Close() })
+	f := newStoreFixture(t, st, testRegistrationKey)
+	f.registerLegacy("old", "tok-1")
+	f.registerLegacy("old", "tok-2")
+	reg := `{"name":"old","url":"http://10.0.0.6:3000","secret":"shared-secret"}`
+	if resp, _ := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 200 {
+		t.Fatalf("heartbeat: %d", resp.StatusCode)
+	}
+	kept, err := st.GetRegistration(context.Background(), "old")
+	if err != nil || kept.URL != "http://10.0.0.6:3000" {
+		t.Fatalf("kept: %+v %v", kept, err)
+	}
+	if tok, err := legacy.OpenToken(testRegistrationKey, "old", kept.TokenSealed); err != nil || tok != "tok-2" {
+		t.Fatalf("kept token: %q %v", tok, err)
+	}
+}
+
+// TestUnregisterDeletesTheKeptRegistration: DELETE removes the entry from
+// the store, the name leaves the endpoints and is 404, and a restarted
+// gateway does not bring it back.
+func TestUnregisterDeletesTheKeptRegistration(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openSQLite(t, dir)
+	f := newStoreFixture(t, st, testRegistrationKey)
+	f.legacyConnector("old", originalAPI("tok-del"))
+	f.registerLegacy("old", "tok-del")
+	if resp, _ := f.do("GET", "/api/clients/old/x", f.dash, nil); resp.StatusCode != 200 {
+		t.Fatalf("registered: %d", resp.StatusCode)
+	}
+	// Refusals change nothing.
+	if resp, _ := f.do("DELETE", "/api/gateway/register/old", "wrong-secret", nil); resp.StatusCode != 401 {
+		t.Fatalf("unregister with a wrong secret: %d", resp.StatusCode)
+	}
+	if _, err := st.GetRegistration(context.Background(), "old"); err != nil {
+		t.Fatalf("a refused unregister deleted: %v", err)
+	}
+	if resp, body := f.do("DELETE", "/api/gateway/register/old", "shared-secret", nil); resp.StatusCode != 200 {
+		t.Fatalf("unregister: %d %s", resp.StatusCode, body)
+	}
+	if _, err := st.GetRegistration(context.Background(), "old"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("still kept: %v", err)
+	}
+	if resp, _ := f.do("GET", "/api/clients/old/x", f.dash, nil); resp.StatusCode != 404 {
+		t.Fatalf("after unregister: %d", resp.StatusCode)
+	}
+	if _, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil); strings.Contains(body, `"old"`) {
+		t.Fatalf("endpoints after unregister: %s", body)
+	}
+	f.stop()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2 := openSQLite(t, dir)
+	t.Cleanup(func() { _ = st2.Close() })
+	f2 := newStoreFixture(t, st2, testRegistrationKey)
+	if tok := f2.gw.registrations.ClientToken("old"); tok != "" {
+		t.Fatalf("an unregistered client came back: %q", tok)
+	}
+}
+
+// TestRegistrationNotSavedIsRefused: when the store fails, the client is
+// answered 503 (it retries at its next heartbeat) and nothing changes.
+func TestRegistrationNotSavedIsRefused(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, t.TempDir())
+	f := newStoreFixture(t, st, testRegistrationKey)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reg := `{"name":"old","url":"http://x","secret":"shared-secret","clientToken":"t"}`
+	if resp, body := f.do("POST", "/api/gateway/register", "", strings.NewReader(reg)); resp.StatusCode != 503 || !strings.Contains(body, "registration not saved") {
+		t.Fatalf("register on a closed store: %d %s", resp.StatusCode, body)
+	}
+	if tok := f.gw.registrations.ClientToken("old"); tok != "" {
+		t.Fatalf("kept in memory though not saved: %q", tok)
+	}
+}
+
+// TestRegistrationSealedWithAnotherKeyIsSkipped: a kept registration
+// whose token does not open (the key changed) is left out with a warning;
+// the client's next heartbeat brings its token again.
+func TestRegistrationSealedWithAnotherKeyIsSkipped(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, t.TempDir())
+	t.Cleanup(func() { _ = st.Close() })
+	sealed, err := legacy.SealToken([]byte(strings.Repeat("o", 32)), "old", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := st.PutRegistration(context.Background(), store.Registration{Name: "old", URL: "http://x", TokenSealed: sealed, RegisteredAt: now, LastHeartbeat: now}); err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	f := newStoreFixture(t, st, testRegistrationKey, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if tok := f.gw.registrations.ClientToken("old"); tok != "" {
+		t.Fatalf("opened with the wrong key: %q", tok)
+	}
+	if !strings.Contains(logs.String(), `msg="registration not loaded" connector=old`) {
+		t.Fatalf("logs: %s", logs.String())
+	}
+	f.registerLegacy("old", "tok-new")
+	if tok := f.gw.registrations.ClientToken("old"); tok != "tok-new" {
+		t.Fatalf("after the heartbeat: %q", tok)
+	}
+}
+
+// TestRegistrationsReachOtherProcesses: two gateways on one PostgreSQL
+// database (two replicas) learn of each other's registrations and
+// unregistrations through the store's notifications.
+func TestRegistrationsReachOtherProcesses(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	open := func() store.Store {
+		st, err := store.Open(context.Background(), store.Config{DatabaseURL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	f1 := newStoreFixture(t, open(), testRegistrationKey)
+	f2 := newStoreFixture(t, open(), testRegistrationKey)
+	f2.legacyConnector("old", originalAPI("tok-pg"))
+	f1.registerLegacy("old", "tok-pg")
+	testkit.WaitUntil(t, "the other gateway to learn the client token", func() bool { return f2.gw.registrations.ClientToken("old") == "tok-pg" })
+	if resp, _ := f2.do("GET", "/api/clients/old/x", f2.dash, nil); resp.StatusCode != 200 {
+		t.Fatalf("through the other gateway: %d", resp.StatusCode)
+	}
+	if resp, _ := f1.do("DELETE", "/api/gateway/register/old", "shared-secret", nil); resp.StatusCode != 200 {
+		t.Fatalf("unregister: %d", resp.StatusCode)
+	}
+	testkit.WaitUntil(t, "the other gateway to learn the removal", func() bool { return f2.gw.registrations.Removed("old") })
+	if resp, _ := f2.do("GET", "/api/clients/old/x", f2.dash, nil); resp.StatusCode != 404 {
+		t.Fatalf("through the other gateway after unregister: %d", resp.StatusCode)
+	}
+}
+
+// TestRegistrationKey: the key sealing kept client tokens is the one
+// given, else derived from the cluster key, else the data directory's own,
+// made once; with PostgreSQL and neither, there is none.
+func TestRegistrationKey(t *testing.T) {
+	t.Parallel()
+	given := []byte(strings.Repeat("g", 32))
+	if k, err := registrationKey(Config{Options: Options{RegistrationKey: given}, ClusterKey: []byte("c")}); err != nil || string(k) != string(given) {
+		t.Fatalf("given: %q %v", k, err)
+	}
+	cluster := []byte(strings.Repeat("c", 32))
+	k1, err1 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://x"}})
+	k2, err2 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://y"}})
+	if err1 != nil || err2 != nil || len(k1) != 32 || string(k1) != string(k2) || string(k1) == string(cluster) {
+		t.Fatalf("from the cluster key: %x %x %v %v", k1, k2, err1, err2)
+	}
+	dir := t.TempDir()
+	d1, err := registrationKey(Config{Store: store.Config{DataDir: dir}})
+	if err != nil || len(d1) != 32 {
+		t.Fatalf("data dir: %x %v", d1, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, RegistrationKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	if d2, err := registrationKey(Config{Store: store.Config{DataDir: dir}}); err != nil || string(d2) != string(d1) {
+		t.Fatalf("data dir again: %x %v", d2, err)
+	}
+	if k, err := registrationKey(Config{Store: store.Config{DatabaseURL: "postgres://x"}}); k != nil || err != nil {
+		t.Fatalf("PostgreSQL without a key: %x %v", k, err)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, RegistrationKeyFile), []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registrationKey(Config{Store: store.Config{DataDir: bad}}); err == nil || !strings.Contains(err.Error(), "5 bytes, want 32") {
+		t.Fatalf("short key file: %v", err)
 	}
 }

@@ -1,24 +1,137 @@
 package server
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/legacy"
+	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/store"
 )
 
 // The original clients' registration routes (docs/compatibility.md,
 // "JSON-frame clients"). What a registration is, the table of them and
-// their sealing for the other replicas are gateway/legacy's; here are the
-// routes and who may call them.
+// the sealing of their client tokens are gateway/legacy's; here are the
+// routes, who may call them, and their persistence.
+//
+// With Options.Store and Options.RegistrationKey set, registrations are
+// kept in the store (the client token sealed: the store sees only sealed
+// bytes), loaded by New, and every process sharing the database learns of
+// puts and deletes through store.Subscribe. So a gateway that restarts
+// forwards a still-running original client's requests with its client
+// token as soon as the client's socket is back, instead of answering 401
+// until its next heartbeat re-registers it (up to 60 s). Requests never
+// query the store: the registrations are answered from memory.
+//
+// Without a store (unit tests, or a gateway that keeps nothing) they live
+// in memory only, and in cluster mode the replicas share them over NATS
+// (gateway/cluster). With a store NATS does not carry them: the store's
+// notifications reach every replica in commit order and each replica
+// re-reads the row, so a late NATS message can never bring back a
+// registration deleted since. Run requires a shared store in cluster mode,
+// so the NATS path only serves gateways built without one.
+
+// registrationSealPurpose derives the sealing key from a longer-lived key,
+// so the key that signs tokens never encrypts anything itself.
+const registrationSealPurpose = "registration seal"
+
+// RegistrationKeyFile is the file, inside the data directory, holding the
+// key sealing registrations' client tokens when no other key is given.
+// It is apart from the database so that a copy of gateway.db alone opens
+// no client token; a database restored without it loses only the client
+// tokens, which the clients send again at their next heartbeat.
+const RegistrationKeyFile = "registration.key"
+
+// storeTimeout bounds one store operation of a registration: a database
+// that does not answer must not hold a client's request forever.
+const storeTimeout = 10 * time.Second
+
+// registrationKey picks the key sealing the registrations' client tokens
+// kept in the store: Options.RegistrationKey if given, else one derived
+// from the cluster key (the signing key, the same on every replica), else
+// the data directory's own (RegistrationKeyFile, made on first use). nil
+// means there is none: registrations are then not kept.
+func registrationKey(cfg Config) ([]byte, error) {
+	switch {
+	case cfg.Options.RegistrationKey != nil:
+		return cfg.Options.RegistrationKey, nil
+	case len(cfg.ClusterKey) > 0:
+		return deriveKey(cfg.ClusterKey, registrationSealPurpose), nil
+	case cfg.Store.DatabaseURL == "" && cfg.Store.DataDir != "":
+		return dataDirKey(filepath.Join(cfg.Store.DataDir, RegistrationKeyFile))
+	}
+	return nil, nil
+}
+
+// deriveKey is a 32-byte key for purpose derived from key.
+func deriveKey(key []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// dataDirKey reads the 32-byte key in file, creating it (mode 0600) if it
+// does not exist.
+func dataDirKey(file string) ([]byte, error) {
+	key, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		key = make([]byte, 32)
+		// crypto/rand.Read never fails (it crashes the program instead).
+		_, _ = rand.Read(key)
+		switch err = writeNew(file, key); {
+		case errors.Is(err, os.ErrExist):
+			// Another process made it first: use theirs.
+			key, err = os.ReadFile(file)
+		case err != nil:
+			return nil, fmt.Errorf("registration key: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registration key: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("registration key %s: %d bytes, want 32 (remove it to make a new one; the clients' next heartbeats restore their tokens)", file, len(key))
+	}
+	return key, nil
+}
+
+// writeNew writes data to a file that must not exist yet.
+func writeNew(file string, data []byte) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		_ = os.Remove(file) // a short key file would be refused at the next start
+		return err
+	}
+	return f.Close()
+}
+
+// keepsRegistrations says whether registrations go to the store.
+func (g *Gateway) keepsRegistrations() bool {
+	return g.opts.Store != nil && g.opts.RegistrationKey != nil
+}
 
 // register is POST /api/gateway/register, the original client's
 // registration and (repeated every 60 s) heartbeat (legacy.DecodeRegister),
 // the secret checked as a connector credential for that name. 201
-// {"registered":name} when new, 200 when it was known.
+// {"registered":name} when new, 200 when it was known. A new or changed
+// registration is saved before it is answered, so it survives a restart
+// from then on; a heartbeat only touches the saved one.
 func (g *Gateway) register(c echo.Context) error {
 	reg, secret, err := legacy.DecodeRegister(c.Request().Body)
 	if err != nil {
@@ -30,23 +143,73 @@ func (g *Gateway) register(c echo.Context) error {
 	if !connectorName.MatchString(reg.Name) {
 		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
+	now := time.Now()
+	if g.keepsRegistrations() {
+		if err := g.saveRegistration(c.Request().Context(), reg, now); err != nil {
+			g.opts.Logger.Error("registration not saved", "connector", reg.Name, "err", err.Error())
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not saved: the gateway's store failed; retry later")
+		}
+	}
 	status := http.StatusOK
-	if g.registrations.Upsert(reg, time.Now()) {
+	if g.registrations.Upsert(reg, now) {
 		status = http.StatusCreated
 	}
-	g.shareRegistration(reg)
+	if g.opts.Store == nil {
+		g.shareRegistration(reg)
+	}
 	return c.JSON(status, map[string]string{"registered": reg.Name})
 }
 
+// saveRegistration writes a new or changed registration to the store, or
+// touches it for a heartbeat that changes nothing. A failed touch is only
+// logged: the registration is saved already.
+func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	merged, changed := g.registrations.Merge(reg)
+	if !changed {
+		if err := g.opts.Store.TouchRegistration(ctx, reg.Name, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			g.opts.Logger.Warn("registration heartbeat not saved", "connector", reg.Name, "err", err.Error())
+			return nil
+		} else if err == nil {
+			return nil
+		}
+		// Not in the store (deleted by another process meanwhile): put it.
+	}
+	sealed, err := legacy.SealToken(g.opts.RegistrationKey, merged.Name, merged.ClientToken)
+	if err != nil {
+		return err
+	}
+	registeredAt := now
+	if old, err := g.opts.Store.GetRegistration(ctx, reg.Name); err == nil {
+		registeredAt = old.RegisteredAt
+	}
+	return g.opts.Store.PutRegistration(ctx, store.Registration{
+		Name: merged.Name, URL: merged.URL, TokenSealed: sealed, RegisteredAt: registeredAt, LastHeartbeat: now,
+	})
+}
+
 // unregister is DELETE /api/gateway/register/:name, authenticated with
-// Authorization: Bearer <connector credential for name>.
+// Authorization: Bearer <connector credential for name>. The name leaves
+// the endpoints list and its requests are answered 404, on every process
+// sharing the store, until it registers again.
 func (g *Gateway) unregister(c echo.Context) error {
 	name := c.Param("name")
 	if err := g.verifyConnector(auth.Credential(c.Request()), name); err != nil {
 		return err
 	}
+	if g.keepsRegistrations() {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), storeTimeout)
+		defer cancel()
+		if err := g.opts.Store.DeleteRegistration(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			g.opts.Logger.Error("registration not deleted", "connector", name, "err", err.Error())
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not deleted: the gateway's store failed; retry later")
+		}
+	}
 	g.registrations.Remove(name)
-	g.shareRegistration(legacy.Registration{Name: name, Removed: true})
+	if g.opts.Store == nil {
+		g.shareRegistration(legacy.Registration{Name: name, Removed: true})
+	}
 	return c.JSON(http.StatusOK, map[string]string{"unregistered": name})
 }
 
@@ -65,4 +228,133 @@ func (g *Gateway) verifyConnector(credential, name string) error {
 		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
 	}
 	return nil
+}
+
+// unregistered reports whether requests for name are to be answered 404
+// because its original client unregistered: its registration was removed
+// and no tunnel connector holds the name (an h2 connector does not
+// register, so a tombstone says nothing about it).
+func (g *Gateway) unregistered(name string) bool {
+	if !g.registrations.Removed(name) {
+		return false
+	}
+	conn, _, known := g.presence.Get(name)
+	if !known {
+		return true
+	}
+	t, ok := conn.(*tracked)
+	return !ok || t.protocol == metrics.ProtocolLegacy
+}
+
+// refuseUnregistered answers 404 for a name whose original client
+// unregistered, as the original gateway did; nil lets the request on.
+func (g *Gateway) refuseUnregistered(name string) error {
+	if g.unregistered(name) {
+		return echo.NewHTTPError(http.StatusNotFound, "connector not found: "+name+" (unregistered)")
+	}
+	return nil
+}
+
+// listed leaves out of an endpoints list the original clients that
+// unregistered.
+func listed[E any](g *Gateway, eps []E, nameOf func(E) (name, protocol string)) []E {
+	out := eps[:0:0]
+	for _, e := range eps {
+		name, protocol := nameOf(e)
+		if protocol == metrics.ProtocolLegacy && g.registrations.Removed(name) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// withoutUnregistered is listed for this process's own endpoints.
+func (g *Gateway) withoutUnregistered(eps []presence.Endpoint) []presence.Endpoint {
+	return listed(g, eps, func(e presence.Endpoint) (string, string) { return e.Name, e.Protocol })
+}
+
+// watchRegistrations loads the kept registrations and keeps them current
+// from the store's notifications until ctx ends or the store closes. It
+// subscribes before loading, so no change is missed between the two. A
+// load that fails is logged and the gateway serves on: each client's next
+// heartbeat registers it again.
+func (g *Gateway) watchRegistrations(ctx context.Context) {
+	if !g.keepsRegistrations() {
+		return
+	}
+	changes, err := g.opts.Store.Subscribe(ctx)
+	if err != nil {
+		g.opts.Logger.Warn("registrations: no notifications from the store; other processes' changes will not be seen", "err", err.Error())
+	}
+	g.reloadRegistrations(ctx)
+	if changes == nil {
+		return
+	}
+	go func() {
+		for ch := range changes {
+			switch ch.Kind {
+			case store.ChangeRegistration:
+				for _, name := range ch.IDs {
+					g.reloadRegistration(ctx, name)
+				}
+			case store.ChangeReload:
+				g.reloadRegistrations(ctx)
+			}
+		}
+	}()
+}
+
+// reloadRegistrations replaces the registrations in memory with the
+// store's: those gone from it leave a tombstone (every registration is
+// saved, so one missing was deleted).
+func (g *Gateway) reloadRegistrations(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	regs, err := g.opts.Store.ListRegistrations(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.opts.Logger.Warn("registrations not loaded; the clients' next heartbeats register them again", "err", err.Error())
+		}
+		return
+	}
+	kept := make(map[string]bool, len(regs))
+	for _, r := range regs {
+		kept[r.Name] = true
+		g.loadRegistration(r)
+	}
+	for _, name := range g.registrations.Names() {
+		if !kept[name] {
+			g.registrations.Remove(name)
+		}
+	}
+}
+
+// reloadRegistration reads one registration again after a notification.
+func (g *Gateway) reloadRegistration(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	r, err := g.opts.Store.GetRegistration(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		g.registrations.Remove(name)
+	case err != nil:
+		if ctx.Err() == nil {
+			g.opts.Logger.Warn("registration not reloaded", "connector", name, "err", err.Error())
+		}
+	default:
+		g.loadRegistration(r)
+	}
+}
+
+// loadRegistration puts a kept registration in memory. One whose token
+// does not open (the key changed) is skipped: the client's next heartbeat
+// brings the token again.
+func (g *Gateway) loadRegistration(r store.Registration) {
+	token, err := legacy.OpenToken(g.opts.RegistrationKey, r.Name, r.TokenSealed)
+	if err != nil {
+		g.opts.Logger.Warn("registration not loaded", "connector", r.Name, "err", err.Error())
+		return
+	}
+	g.registrations.Load(legacy.Registration{Name: r.Name, URL: r.URL, ClientToken: token}, r.RegisteredAt, r.LastHeartbeat)
 }

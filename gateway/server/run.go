@@ -94,6 +94,15 @@ func Run(ctx context.Context, cfg Config) error {
 	opts := cfg.Options
 	opts.Cluster = cl
 	opts.Store = st
+	if st != nil {
+		if opts.RegistrationKey, err = registrationKey(cfg); err != nil {
+			_ = ln.Close() // the error that matters is err
+			return err
+		}
+		if opts.RegistrationKey == nil {
+			logger.Warn("original clients' registrations are kept in memory only: no key to seal their client tokens with (set Options.RegistrationKey)")
+		}
+	}
 	g := New(opts)
 	srv := g.HTTPServer()
 	if cl != nil {
@@ -123,7 +132,15 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
+	// The requests have drained: flush their audit entries before the
+	// store closes.
+	actx, acancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer acancel()
+	if aerr := g.closeAudit(actx); aerr != nil {
+		logger.Warn("audit log not flushed", "err", aerr.Error())
+	}
+	return err
 }
 
 // openStore opens the store cfg names, or returns nil when it names none.

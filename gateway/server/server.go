@@ -144,6 +144,14 @@ type Options struct {
 	// HistoryRetention is how long the fleet's thread history and the audit
 	// log are kept (0: DefaultHistoryRetention).
 	HistoryRetention time.Duration
+	// RegistrationKey seals the client tokens of original clients'
+	// registrations kept in Store (register.go); nil keeps registrations
+	// in memory only. Run picks one when it is not given.
+	RegistrationKey []byte
+	// AuditQueue is how many audit entries may wait for the store
+	// (0: DefaultAuditQueue); past it entries are dropped and counted,
+	// never waited for (audit.go).
+	AuditQueue int
 }
 
 // Gateway is a running gateway.
@@ -163,6 +171,11 @@ type Gateway struct {
 	// test's own).
 	started time.Time
 	now     func() time.Time
+	// audit records changes made through the gateway (audit.go);
+	// stopWatching ends the store subscription of the registrations
+	// (register.go).
+	audit        *auditLog
+	stopWatching context.CancelFunc
 }
 
 // connectorName is what a connector may call itself: a host-name label.
@@ -218,6 +231,10 @@ func New(opts Options) *Gateway {
 	if opts.Cluster != nil {
 		g.joinCluster()
 	}
+	g.audit = newAuditLog(opts.Store, opts.AuditQueue, g.metrics, opts.Logger)
+	var watchCtx context.Context
+	watchCtx, g.stopWatching = context.WithCancel(context.Background())
+	g.watchRegistrations(watchCtx)
 	g.echo = g.routes()
 	return g
 }
@@ -234,6 +251,7 @@ func (g *Gateway) Metrics() *metrics.Gateway { return g.metrics }
 // Shutdown closes every tunnel with a reason the connectors log.
 func (g *Gateway) Shutdown() {
 	g.shuttingDown.Store(true)
+	g.stopWatching()
 	g.presence.CloseAll(shutdownReason)
 }
 
@@ -248,8 +266,8 @@ func (g *Gateway) routes() *echo.Echo {
 	e.GET("/metrics", g.serveMetrics)
 	e.GET(tunnel.ConnectPath, g.connect)
 	api := e.Group("/api")
-	api.POST("/gateway/login", g.login)
-	api.POST("/gateway/logout", g.logout)
+	api.POST("/gateway/login", g.login, g.auditLogin)
+	api.POST("/gateway/logout", g.logout, g.auditLogout)
 	api.POST("/gateway/register", g.register)
 	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
@@ -257,9 +275,10 @@ func (g *Gateway) routes() *echo.Echo {
 	fl := g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
 	dash.GET("/gateway/threads", fl.searchThreads)
 	dash.GET("/gateway/machines", fl.machines)
+	dash.GET("/gateway/audit", g.listAudit)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
-		dash.Any(prefix, g.forward, g.instrument, fl.offlineMachine)
-		dash.Any(prefix+"/*", g.forward, g.instrument, fl.offlineMachine)
+		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
+		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 	}
 	if g.opts.Dashboard != nil {
 		e.GET("/*", echo.WrapHandler(g.opts.Dashboard))
@@ -466,6 +485,9 @@ type ctxKey struct{}
 // forward proxies /api/clients/<name>/<rest> to the connector's /api/<rest>.
 func (g *Gateway) forward(c echo.Context) error {
 	name := c.Param("name")
+	if err := g.refuseUnregistered(name); err != nil {
+		return err
+	}
 	if g.opts.Cluster != nil {
 		if handled, err := g.forwardInCluster(c, name); handled {
 			return err
