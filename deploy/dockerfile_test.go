@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -154,9 +155,20 @@ func TestDockerfiles(t *testing.T) {
 			}
 			checkArgs(t, file+" CMD", bin, cmdArgs)
 
+			// Every variable the image sets is one the binary reads.
+			imageEnv := map[string]string{}
+			for _, e := range final.all("ENV") {
+				k, v, _ := strings.Cut(e.Args, "=")
+				imageEnv[k] = v
+				if !readsEnv(sourcesOf(t, name), k) {
+					t.Errorf("ENV %s, which %s never reads", k, name)
+				}
+			}
+
 			if name != gatewayBinary {
 				return
 			}
+			checkDataDir(t, build, final, imageEnv["UNCAGED_GATEWAY_DATA_DIR"], user.Args)
 			hc, ok := final.last("HEALTHCHECK")
 			if !ok {
 				t.Fatal("the gateway image has no HEALTHCHECK")
@@ -185,6 +197,96 @@ func TestDockerfiles(t *testing.T) {
 				t.Errorf("EXPOSE %s but UNCAGED_GATEWAY_LISTEN=%q", expose.Args, listen)
 			}
 		})
+	}
+}
+
+// sourcesOf is the Go source of what a binary is built from (see
+// goSources).
+func sourcesOf(t *testing.T, name string) string {
+	t.Helper()
+	if name == gatewayBinary {
+		return goSources(t, "../gateway")
+	}
+	return goSources(t, "../connector") + goSources(t, "../engine")
+}
+
+// checkDataDir reports unless dir, the image's data directory, is a
+// directory the build stage makes (install -d) owned by user (uid:gid) and
+// the runtime stage copies in with that owner: the runtime image has no
+// shell to make it, the gateway must write there, and a named volume
+// mounted on it starts with its owner and mode.
+func checkDataDir(r reporter, build, final stage, dir, user string) {
+	if dir == "" {
+		r.Errorf("the image sets no UNCAGED_GATEWAY_DATA_DIR: the store would go to the user's home, which nothing mounts")
+		return
+	}
+	uid, gid, _ := strings.Cut(user, ":")
+	src := ""
+	for _, c := range final.all("COPY") {
+		w := strings.Fields(c.Args)
+		if len(w) == 4 && w[0] == "--from="+build.name && w[1] == "--chown="+user && w[3] == dir {
+			src = w[2]
+		}
+	}
+	if src == "" {
+		r.Errorf("the runtime stage does not COPY --from=%s --chown=%s <dir> %s", build.name, user, dir)
+		return
+	}
+	for _, run := range build.all("RUN") {
+		words, err := shellWords(run.Args)
+		if err != nil {
+			continue
+		}
+		for _, cmd := range commands(words) {
+			if cmd[0] == "install" && slices.Contains(cmd, "-d") && cmd[len(cmd)-1] == src &&
+				slices.Contains(cmd, "-o") && cmd[slices.Index(cmd, "-o")+1] == uid &&
+				slices.Contains(cmd, "-g") && cmd[slices.Index(cmd, "-g")+1] == gid {
+				return
+			}
+		}
+	}
+	r.Errorf("the build stage does not make %s with install -d -o %s -g %s", src, uid, gid)
+}
+
+func TestCheckDataDirCatchesMistakes(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(dockerfileOf[gatewayBinary])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ old, new, want string }{
+		{"", "", ""},
+		{"install -d -o 65532", "install -d -o 0", "does not make /out/data"},
+		{"RUN install -d -o 65532 -g 65532 -m 0700 /out/data", "RUN mkdir -p /out/data", "does not make /out/data"},
+		{"--chown=65532:65532 /out/data", "/out/data", "does not COPY"},
+		{"ENV UNCAGED_GATEWAY_DATA_DIR=/var/lib/uncaged-gateway", "ENV UNCAGED_GATEWAY_DATA_DIR=/data", "does not COPY"},
+		{"ENV UNCAGED_GATEWAY_DATA_DIR=/var/lib/uncaged-gateway", "", "sets no UNCAGED_GATEWAY_DATA_DIR"},
+	} {
+		if !strings.Contains(string(src), tc.old) {
+			t.Errorf("%s lacks %q; update this test", dockerfileOf[gatewayBinary], tc.old)
+			continue
+		}
+		ins, err := parseDockerfile(strings.Replace(string(src), tc.old, tc.new, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := stages(t, ins)
+		env, user := map[string]string{}, ""
+		for _, e := range st[1].all("ENV") {
+			k, v, _ := strings.Cut(e.Args, "=")
+			env[k] = v
+		}
+		if u, ok := st[1].last("USER"); ok {
+			user = u.Args
+		}
+		var f failures
+		checkDataDir(&f, st[0], st[1], env["UNCAGED_GATEWAY_DATA_DIR"], user)
+		switch {
+		case tc.want == "" && len(f) > 0:
+			t.Errorf("the Dockerfile as it is: %v", f)
+		case tc.want != "" && !slices.ContainsFunc(f, func(s string) bool { return strings.Contains(s, tc.want) }):
+			t.Errorf("%q for %q: got %q, want a failure saying %q", tc.new, tc.old, f, tc.want)
+		}
 	}
 }
 
@@ -238,7 +340,15 @@ func TestGatewayHealthcheckRuns(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "UNCAGED_GATEWAY_LISTEN="+addr, "UNCAGED_GATEWAY_KEY="+strings.Repeat("k", 32), "UNCAGED_GATEWAY_URL=")
+	// The image's variables, with its listen address and data directory
+	// moved somewhere this test may use.
+	dataDir := t.TempDir()
+	env := os.Environ()
+	for _, e := range final.all("ENV") {
+		env = append(env, e.Args)
+	}
+	env = append(env, "UNCAGED_GATEWAY_LISTEN="+addr, "UNCAGED_GATEWAY_DATA_DIR="+dataDir,
+		"UNCAGED_GATEWAY_KEY="+strings.Repeat("k", 32), "UNCAGED_GATEWAY_URL=")
 	gw := exec.Command(bin, serveArgs...)
 	gw.Env = env
 	if err := gw.Start(); err != nil {
@@ -263,6 +373,10 @@ func TestGatewayHealthcheckRuns(t *testing.T) {
 		return c.Run()
 	}
 	testkit.WaitUntil(t, "the healthcheck to pass", func() bool { return healthcheck() == nil })
+	// Serving means the store is open: in the image's data directory.
+	if _, err := os.Stat(filepath.Join(dataDir, "gateway.db")); err != nil {
+		t.Errorf("the gateway keeps no store in UNCAGED_GATEWAY_DATA_DIR: %v", err)
+	}
 	stop()
 	if err := healthcheck(); err == nil {
 		t.Fatal("the healthcheck passes with the gateway gone")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make demo: a gateway, a connector and the hello-world workflow on loopback.
-# Everything lives in a temporary directory and stops with Ctrl-C.
+# Everything lives in a temporary directory and stops with Ctrl-C: the
+# connector's storage root and the gateway's store (SQLite), so a demo never
+# touches ~/.uncaged.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$here/../../bin"
@@ -18,11 +20,13 @@ trap cleanup EXIT INT TERM
 
 export UNCAGED_GATEWAY_KEY="$("$bin/uncaged-gateway" key generate)"
 export UNCAGED_WORKFLOW_STORAGE_ROOT="$work/root"
+# Every gateway command here (token create records its tokens) uses it.
+export UNCAGED_GATEWAY_DATA_DIR="$work/gateway"
 dashboard_token="$("$bin/uncaged-gateway" token create --dashboard)"
 connector_token="$("$bin/uncaged-gateway" token create --connector demo)"
 
 echo "starting the gateway on 127.0.0.1:$port ..."
-"$bin/uncaged-gateway" serve --listen "127.0.0.1:$port" 2>"$work/gateway.log" &
+"$bin/uncaged-gateway" serve --listen "127.0.0.1:$port" --data-dir "$UNCAGED_GATEWAY_DATA_DIR" 2>"$work/gateway.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -44,6 +48,10 @@ cat <<INFO
   machines   curl -H "Authorization: Bearer \$TOKEN" http://127.0.0.1:$port/api/gateway/endpoints
   threads    curl -H "Authorization: Bearer \$TOKEN" http://127.0.0.1:$port/api/clients/demo/threads
   live       curl -N -H "Authorization: Bearer \$TOKEN" http://127.0.0.1:$port/api/clients/demo/threads/$thread/live
+
+  gateway    store $UNCAGED_GATEWAY_DATA_DIR/gateway.db (SQLite), log $work/gateway.log
+  connector  storage root $UNCAGED_WORKFLOW_STORAGE_ROOT, log $work/connector.log
+             (all of $work is removed when the demo stops)
 
   a hello-world thread ($thread) is running; watching it here. Ctrl-C stops everything.
 
