@@ -222,3 +222,33 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 		t.Fatalf("the secret took the name back: %v", err)
 	}
 }
+
+// CloseTokens closes the connections of revoked tokens, with the reason,
+// and leaves the others (another token, the shared secret) alone.
+func TestCloseTokens(t *testing.T) {
+	t.Parallel()
+	r := New(time.Hour)
+	revokedConn, keptConn, secretConn := newFake(), newFake(), newFake()
+	attach(t, r, "alpha", revokedConn, Info{Credential: CredentialToken, TokenID: "t1"})
+	attach(t, r, "beta", keptConn, Info{Credential: CredentialToken, TokenID: "t2"})
+	attach(t, r, "gamma", secretConn, Info{Credential: CredentialSecret})
+	closed := r.CloseTokens(func(id string) bool { return id == "t1" || id == "" }, "token revoked")
+	if len(closed) != 1 || closed[0] != "alpha" {
+		t.Fatalf("closed %v, want alpha", closed)
+	}
+	if _, online, _ := r.Get("alpha"); online {
+		t.Fatal("alpha still online")
+	}
+	testkit.WaitUntil(t, "alpha's connection to be closed", func() bool { return revokedConn.reason.Load() != nil })
+	if got := revokedConn.reason.Load(); got != "token revoked" {
+		t.Fatalf("close reason %v", got)
+	}
+	for name, c := range map[string]*fakeConn{"beta": keptConn, "gamma": secretConn} {
+		if _, online, _ := r.Get(name); !online || c.reason.Load() != nil {
+			t.Fatalf("%s was closed", name)
+		}
+	}
+	if again := r.CloseTokens(func(id string) bool { return id == "t1" }, "token revoked"); len(again) != 0 {
+		t.Fatalf("closed again: %v", again)
+	}
+}

@@ -88,8 +88,10 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	}
 	select {
 	case err := <-served:
-		if err != nil {
-			t.Fatalf("tunnel.Serve: %v", err)
+		// The connector hears why, to log it.
+		var closed *tunnel.ClosedError
+		if !errors.As(err, &closed) || closed.Reason != shutdownReason {
+			t.Fatalf("tunnel.Serve: %v, want the gateway's reason %q", err, shutdownReason)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the tunnel connector was not closed")

@@ -81,6 +81,12 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("gateway refused the connection: %d %s", e.Status, e.Message)
 }
 
+// ClosedError is Serve's error when the gateway closed the tunnel saying
+// why ("token revoked", "gateway shutting down"), for the connector to log.
+type ClosedError struct{ Reason string }
+
+func (e *ClosedError) Error() string { return "closed by the gateway: " + e.Reason }
+
 // Dial opens the connector's WebSocket to the gateway, authenticated with
 // token (sent as a bearer token, never in the URL).
 func Dial(ctx context.Context, gateway, name, token string, header http.Header) (*websocket.Conn, error) {
@@ -128,13 +134,15 @@ type ServeOptions struct {
 }
 
 // Serve answers HTTP/2 requests from the gateway with h until the WebSocket
-// closes or ctx ends; then it closes the WebSocket with reason.
+// closes or ctx ends; then it closes the WebSocket with reason. When the
+// gateway closed it giving a reason, the error is a *ClosedError with it.
 func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOptions) error {
 	// The connection lives on its own context so that stopping (ctx) can
 	// drain it: no new requests, the ones in flight finish.
 	connCtx, dropConn := context.WithCancel(context.Background())
 	defer dropConn()
-	conn := newCoalescingConn(newWSConn(ws, serverReadBuffer), func() { _ = ws.CloseNow() }, DefaultWriteTimeout)
+	wc := newWSConn(ws, serverReadBuffer)
+	conn := newCoalescingConn(wc, func() { _ = ws.CloseNow() }, DefaultWriteTimeout)
 	// Dropping the connection (after a drain, or on missed pings) has to
 	// end the server's blocked read: close the WebSocket under it.
 	stopOnEnd := context.AfterFunc(connCtx, func() { _ = ws.CloseNow() })
@@ -175,6 +183,9 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	case <-served:
 		// The connection has ended: a failed close handshake changes nothing.
 		_ = ws.Close(websocket.StatusNormalClosure, "")
+		if reason := wc.peerReason(); reason != "" {
+			return &ClosedError{Reason: reason}
+		}
 		return nil
 	case <-ctx.Done():
 	}
@@ -268,6 +279,7 @@ func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 // is an http.RoundTripper.
 type Client struct {
 	ws      *websocket.Conn
+	wc      *wsConn
 	cc      *http2.ClientConn //lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 	conn    *coalescingConn
 	watched *watchedConn
@@ -286,7 +298,8 @@ func NewClient(ws *websocket.Conn) (*Client, error) {
 
 func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) {
 	ctx, stop := context.WithCancel(context.Background())
-	conn := newCoalescingConn(newWSConn(ws, 0), func() { _ = ws.CloseNow() }, writeTimeout)
+	wc := newWSConn(ws, 0)
+	conn := newCoalescingConn(wc, func() { _ = ws.CloseNow() }, writeTimeout)
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
 	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
@@ -298,7 +311,7 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 		stop()
 		return nil, err
 	}
-	c := &Client{ws: ws, cc: cc, conn: conn, watched: watched, done: make(chan struct{}), stop: stop}
+	c := &Client{ws: ws, wc: wc, cc: cc, conn: conn, watched: watched, done: make(chan struct{}), stop: stop}
 	go func() {
 		<-ctx.Done()
 		close(c.done)
@@ -359,6 +372,9 @@ const closeWait = time.Second
 func (c *Client) Close(reason string) error {
 	c.stop()
 	closed := make(chan error, 1)
+	// The HTTP/2 client closes the WebSocket once it has flushed: with
+	// the reason, which the connector logs.
+	c.wc.closeWith(reason)
 	go func() {
 		_ = c.cc.Close() // what it could report, the WebSocket's Close does
 		closed <- c.ws.Close(websocket.StatusGoingAway, reason)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,15 +34,28 @@ const serverReadBuffer = 32 << 10
 type wsConn struct {
 	ws *websocket.Conn
 	r  io.Reader
+	mr *messageReader
+	// closeReason, once set, makes Close say going away, and why.
+	closeReason atomic.Pointer[string]
 }
 
 // newWSConn wraps ws; buffer > 0 buffers reads that much.
 func newWSConn(ws *websocket.Conn, buffer int) *wsConn {
-	var r io.Reader = &messageReader{ws: ws}
+	mr := &messageReader{ws: ws}
+	var r io.Reader = mr
 	if buffer > 0 {
 		r = bufio.NewReaderSize(r, buffer)
 	}
-	return &wsConn{ws: ws, r: r}
+	return &wsConn{ws: ws, r: r, mr: mr}
+}
+
+// peerReason is the reason the peer gave in its close frame, once it
+// closed normally or going away ("" if it gave none or has not closed).
+func (c *wsConn) peerReason() string {
+	if r := c.mr.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // Read reads the peer's messages as one stream of bytes. A close frame with
@@ -56,8 +70,18 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close closes the WebSocket with a normal closure, as NetConn does.
-func (c *wsConn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+// Close closes the WebSocket with a normal closure, as NetConn does, or
+// going away with the reason set by closeWith.
+func (c *wsConn) Close() error {
+	if r := c.closeReason.Load(); r != nil {
+		return c.ws.Close(websocket.StatusGoingAway, *r)
+	}
+	return c.ws.Close(websocket.StatusNormalClosure, "")
+}
+
+// closeWith sets the reason a later Close sends: the HTTP/2 layer closes
+// the connection itself, after flushing, and the peer should hear why.
+func (c *wsConn) closeWith(reason string) { c.closeReason.Store(&reason) }
 
 // LocalAddr is the WebSocket's end of the connection as far as it is known:
 // the HTTP/2 layer only prints it.
@@ -97,6 +121,9 @@ func (tunnelAddr) String() string  { return "tunnel" }
 type messageReader struct {
 	ws  *websocket.Conn
 	cur io.Reader
+	// reason is the peer's close reason (the gateway says why it closed
+	// a tunnel: "token revoked", "gateway shutting down").
+	reason atomic.Pointer[string]
 }
 
 func (m *messageReader) Read(p []byte) (int, error) {
@@ -106,6 +133,10 @@ func (m *messageReader) Read(p []byte) (int, error) {
 			if err != nil {
 				switch websocket.CloseStatus(err) {
 				case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+					var ce websocket.CloseError
+					if errors.As(err, &ce) {
+						m.reason.Store(&ce.Reason)
+					}
 					return 0, io.EOF
 				}
 				return 0, err

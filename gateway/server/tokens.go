@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/store"
+)
+
+// revokedReason is the WebSocket close reason of a connector whose token
+// was revoked; the connector logs it.
+const revokedReason = "token revoked"
+
+// watchTokens gives the authority its ledger (the store's token records)
+// and keeps it current from the store's notifications until ctx ends:
+// each revocation takes effect in the authority, then closes this
+// gateway's connectors that use a revoked token. In a cluster every
+// replica does this for its own connectors. Without a store every
+// validly signed token is accepted, as before tokens were recorded.
+func (g *Gateway) watchTokens(ctx context.Context) {
+	st, a := g.opts.Store, g.opts.Auth
+	if st == nil || a == nil {
+		return
+	}
+	// Subscribe before loading: a revocation committed in between is then
+	// delivered, not lost.
+	changes, err := st.Subscribe(ctx)
+	if err != nil {
+		g.opts.Logger.Warn("tokens: no notifications from the store; revocations made elsewhere take effect only after a restart", "err", err.Error())
+	}
+	lctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	if err := a.Load(lctx, st); err != nil {
+		g.opts.Logger.Warn("tokens: records not loaded; each token is looked up on first use", "err", err.Error())
+	}
+	cancel()
+	if changes == nil {
+		return
+	}
+	go func() {
+		for c := range changes {
+			if c.Kind != store.ChangeRevocation && c.Kind != store.ChangeReload {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, storeTimeout)
+			if err := a.Apply(actx, c); err != nil && ctx.Err() == nil {
+				g.opts.Logger.Warn("tokens: reload failed; revocations already known stay in force", "err", err.Error())
+			}
+			cancel()
+			g.closeRevoked()
+		}
+	}()
+}
+
+// closeRevoked disconnects the connectors whose token is revoked.
+func (g *Gateway) closeRevoked() {
+	for _, name := range g.presence.CloseTokens(g.opts.Auth.Revoked, revokedReason) {
+		g.opts.Logger.Info("connector disconnected: token revoked", "connector", name)
+	}
+}
+
+// refusal is the answer to a credential Verify refused, counted in the
+// metrics: 401 or 403 with {"error": why, "reason": code} (the error
+// handler adds the reason), or 503 when the store could not say.
+func (g *Gateway) refusal(err error) error {
+	if errors.Is(err, auth.ErrUnavailable) {
+		g.opts.Logger.Warn("token not checked: the store did not answer", "err", err.Error())
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "cannot check the token now; try again")
+	}
+	g.metrics.AuthFailure(authReason(err))
+	return &echo.HTTPError{Code: auth.Status(err), Message: err.Error(), Internal: err}
+}
+
+// refusalBody is the JSON of an error answer: {"error": msg}, with the
+// refusal's "reason" when err is a refused credential (401, 403).
+func refusalBody(err error, code int, msg string) map[string]string {
+	body := map[string]string{"error": msg}
+	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		if reason := auth.ReasonOf(err); reason != "" {
+			body["reason"] = reason
+		}
+	}
+	return body
+}
