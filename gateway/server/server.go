@@ -235,6 +235,7 @@ func New(opts Options) *Gateway {
 	var watchCtx context.Context
 	watchCtx, g.stopWatching = context.WithCancel(context.Background())
 	g.watchRegistrations(watchCtx)
+	g.watchTokens(watchCtx)
 	g.echo = g.routes()
 	return g
 }
@@ -301,15 +302,14 @@ func jsonErrorHandler(err error, c echo.Context) {
 		code, msg = http.StatusRequestTimeout, bodyTimeoutMessage
 	}
 	// A client that cannot take the answer has nobody to tell.
-	_ = c.JSON(code, map[string]string{"error": msg})
+	_ = c.JSON(code, refusalBody(err, code, msg))
 }
 
 // verify checks a credential, counting a refusal in the metrics; the
-// error is the 401/403 to answer.
+// error is the 401/403 to answer, with the refusal's reason (tokens.go).
 func (g *Gateway) verify(credential, role, name string) error {
 	if _, err := g.opts.Auth.Verify(credential, role, name); err != nil {
-		g.metrics.AuthFailure(authReason(err))
-		return echo.NewHTTPError(auth.Status(err), err.Error())
+		return g.refusal(err)
 	}
 	return nil
 }
@@ -351,10 +351,10 @@ func (g *Gateway) serveMetrics(c echo.Context) error {
 		switch {
 		case !ok || got == "":
 			g.metrics.AuthFailure(metrics.AuthMissing)
-			return echo.NewHTTPError(http.StatusUnauthorized, auth.ErrNoCredentials.Error())
+			return &echo.HTTPError{Code: http.StatusUnauthorized, Message: auth.ErrNoCredentials.Error(), Internal: &auth.Refusal{Reason: auth.ReasonMissing}}
 		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1:
 			g.metrics.AuthFailure(metrics.AuthInvalid)
-			return echo.NewHTTPError(http.StatusUnauthorized, "invalid metrics token")
+			return &echo.HTTPError{Code: http.StatusUnauthorized, Message: "invalid metrics token", Internal: &auth.Refusal{Reason: auth.ReasonUnknown}}
 		}
 	}
 	g.metrics.Handler().ServeHTTP(c.Response(), c.Request())
@@ -411,14 +411,13 @@ func (g *Gateway) connect(c echo.Context) error {
 	}
 	p, err := g.opts.Auth.Verify(auth.Credential(r), auth.RoleConnector, name)
 	if err != nil {
-		g.metrics.AuthFailure(authReason(err))
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP())
-		return echo.NewHTTPError(auth.Status(err), err.Error())
+		return g.refusal(err)
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return echo.NewHTTPError(http.StatusUpgradeRequired, "expected WebSocket upgrade")
 	}
-	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p)}
+	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID}
 	if p.Shared && g.heldByToken(name) {
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", presence.ErrTokenBound.Error(), "address", c.RealIP(), "shared_secret", true)
 		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
@@ -457,6 +456,11 @@ func (g *Gateway) connect(c echo.Context) error {
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
 		go func() { _ = conn.Close("name " + presence.ErrTokenBound.Error()) }() // dropped either way
 		return nil
+	}
+	if p.TokenID != "" && g.opts.Auth.Revoked(p.TokenID) {
+		// Revoked between the check above and now: the revocation's sweep
+		// may have run before this connection was there to close.
+		g.closeRevoked()
 	}
 	if replaced != nil {
 		g.opts.Logger.Info("connector replaced", "connector", name, "address", c.RealIP(), "credential", info.Credential,

@@ -185,8 +185,8 @@ func TestRefusalsSayWhy(t *testing.T) {
 
 	for _, c := range []struct {
 		what, method, path, token, body string
-		status                           int
-		reason                           string
+		status                          int
+		reason                          string
 	}{
 		{"login with a connector token", "POST", "/api/gateway/login", "", `{"token":"` + conn + `"}`, 403, auth.ReasonWrongKind},
 		{"login with garbage", "POST", "/api/gateway/login", "", `{"token":"garbage-credential"}`, 401, auth.ReasonMalformed},
