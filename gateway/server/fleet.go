@@ -57,6 +57,11 @@ type fleetMemory struct {
 
 	mu      sync.Mutex
 	readers map[string]*fleetReader // by connector name
+	// lastIDs are the last event ids stored, by connector name, so that a
+	// connector whose tunnel broke and came back (a network blip, a
+	// replica moving) resumes instead of sending everything again. Only in
+	// memory: after a gateway restart the first stream is a full resync.
+	lastIDs map[string]string
 }
 
 // fleetReader is the goroutine reading one connection's change stream.
@@ -72,7 +77,7 @@ func (g *Gateway) newFleet() *fleetMemory {
 	if g.opts.Store == nil {
 		return nil
 	}
-	fl := &fleetMemory{g: g, st: g.opts.Store, log: g.opts.Logger, readers: map[string]*fleetReader{}}
+	fl := &fleetMemory{g: g, st: g.opts.Store, log: g.opts.Logger, readers: map[string]*fleetReader{}, lastIDs: map[string]string{}}
 	prev := g.presence.OnChange
 	g.presence.OnChange = func(name, status string) {
 		if prev != nil {
@@ -123,10 +128,15 @@ func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn
 		fl.touch(name) // it was here until now
 	}()
 	fl.touch(name)
-	lastID := ""
+	fl.mu.Lock()
+	lastID := fl.lastIDs[name]
+	fl.mu.Unlock()
 	wait := fleetRetryMin
 	for {
 		err := fl.stream(ctx, name, conn, &lastID)
+		fl.mu.Lock()
+		fl.lastIDs[name] = lastID
+		fl.mu.Unlock()
 		var old errTooOld
 		switch {
 		case ctx.Err() != nil:

@@ -314,7 +314,7 @@ func TestFleetResumesAfterBreak(t *testing.T) {
 	f, _ := newFleetFixture(t)
 	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	fc := newFakeConnector(fakeThread("t1", "hello", "completed", "one", "", base))
-	f.connector("laptop", fc)
+	disconnect := f.connector("laptop", fc)
 	f.waitSearch("", 1)
 	fc.add(fakeThread("t2", "hello", "running", "two", "", base.Add(time.Minute)))
 	f.waitSearch("", 2)
@@ -328,14 +328,24 @@ func TestFleetResumesAfterBreak(t *testing.T) {
 		t.Fatalf("Last-Event-IDs: %q, want none then %s-2", reqs, inst)
 	}
 
+	// The tunnel breaks and comes back: the new connection resumes too.
+	disconnect()
+	f.waitStatus("laptop", "offline")
+	fc.add(fakeThread("t1", "hello", "completed", "one", "renamed", base.Add(150*time.Second)))
+	f.connector("laptop", fc)
+	f.waitSearch("q=renamed", 1)
+	if reqs := fc.requests(); len(reqs) != 3 || reqs[2] != inst+"-3" {
+		t.Fatalf("Last-Event-IDs after a reconnect: %q, want %s-3 last", reqs, inst)
+	}
+
 	fc.restart()
 	fc.breakStreams()
 	fc.add(fakeThread("t3", "hello", "completed", "three", "", base.Add(3*time.Minute)))
 	f.waitSearch("", 3)
-	if reqs := fc.requests(); len(reqs) != 3 || reqs[2] != inst+"-3" {
-		t.Fatalf("Last-Event-IDs: %q", reqs)
+	if reqs := fc.requests(); len(reqs) != 4 || reqs[3] != inst+"-4" {
+		t.Fatalf("Last-Event-IDs after the connector restarted: %q", reqs)
 	}
-	if got := ids(f.search("").Threads); got != "laptop/t3,laptop/t2,laptop/t1" {
+	if got := ids(f.search("").Threads); got != "laptop/t3,laptop/t1,laptop/t2" {
 		t.Fatalf("after the resync: %s", got)
 	}
 }
