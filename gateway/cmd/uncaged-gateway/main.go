@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/server"
-	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/gctune"
@@ -102,8 +100,9 @@ func authority(k *keyFlags, sharedSecret string) (*auth.Authority, error) {
 }
 
 func serveCmd() *cobra.Command {
-	var listen, natsURL, advertise, replicaID, dataDir, databaseURL, databaseURLFile string
+	var listen, natsURL, advertise, replicaID string
 	var key keyFlags
+	var storage storeFlags
 	var sharedSecret, sharedSecretFile, metricsToken, metricsTokenFile string
 	var heartbeat, requestTimeout, bodyTimeout, idleTimeout, historyRetention time.Duration
 	var maxBody, wsReadLimit int64
@@ -136,14 +135,9 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dbURL, err := envflag.ReadSecret(databaseURL, databaseURLFile)
+			storeConfig, err := storage.config()
 			if err != nil {
-				return fmt.Errorf("--database-url-file: %w", err)
-			}
-			if dbURL == "" && dataDir == "" {
-				if dataDir, err = defaultDataDir(); err != nil {
-					return err
-				}
+				return err
 			}
 			var clusterKey []byte
 			if natsURL != "" {
@@ -151,18 +145,20 @@ func serveCmd() *cobra.Command {
 					return err
 				}
 			}
+			logger := logOptions.New(os.Stderr)
+			a.SetLogger(logger)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return server.Run(ctx, server.Config{
 				Options: server.Options{
-					Auth: a, Heartbeat: heartbeat, Logger: logOptions.New(os.Stderr), RequestTimeout: requestTimeout,
+					Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(),
 				},
-				Store:  store.Config{DataDir: dataDir, DatabaseURL: dbURL},
+				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
 				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: clusterKey,
 			})
@@ -185,9 +181,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit)")
 	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (the variable: comma-separated; default: none, the peer address is the client's)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory of the gateway's SQLite database, gateway.db (default: ~/.uncaged/gateway; not used with --database-url)")
-	cmd.Flags().StringVar(&databaseURLFile, "database-url-file", "", "file holding the PostgreSQL URL; wins over --database-url")
-	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL (postgres://user:password@host/db): keep the gateway's state there instead of SQLite; cluster mode needs it")
+	storage.register(cmd)
 	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
 	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address)")
@@ -195,7 +189,7 @@ func serveCmd() *cobra.Command {
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
 	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy",
-		"nats", "cluster-advertise", "replica-id", "data-dir", "database-url", "database-url-file", "history-retention",
+		"nats", "cluster-advertise", "replica-id", "history-retention",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))
 	}
@@ -219,45 +213,6 @@ func defaultDataDir() (string, error) {
 // reads.
 func envName(name string) string {
 	return "UNCAGED_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-func tokenCmd() *cobra.Command {
-	var connector string
-	var key keyFlags
-	var dashboard bool
-	var ttl time.Duration
-	create := &cobra.Command{
-		Use:     "create --connector NAME | --dashboard [--ttl DURATION]",
-		Short:   "Issue a token signed with the gateway's key",
-		Args:    cobra.NoArgs,
-		PreRunE: fromEnv,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (connector == "") == !dashboard {
-				return errors.New("give exactly one of --connector NAME or --dashboard")
-			}
-			a, err := authority(&key, "")
-			if err != nil {
-				return err
-			}
-			role := auth.RoleDashboard
-			if connector != "" {
-				role = auth.RoleConnector
-			}
-			tok, err := a.Issue(role, connector, ttl)
-			if err != nil {
-				return err
-			}
-			fmt.Println(tok)
-			return nil
-		},
-	}
-	create.Flags().StringVar(&connector, "connector", "", "issue a connector token bound to this name")
-	create.Flags().BoolVar(&dashboard, "dashboard", false, "issue a dashboard token")
-	create.Flags().DurationVar(&ttl, "ttl", 0, "validity (0: no expiry)")
-	key.register(create)
-	tok := &cobra.Command{Use: "token", Short: "Manage tokens"}
-	tok.AddCommand(create)
-	return tok
 }
 
 func keyCmd() *cobra.Command {
