@@ -290,7 +290,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, laptopRoot := g.connector("laptop", map[string]string{"crawl": rel, "slow": "slow.esm.js"})
-	ciBox, _ := g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
+	ciBox, ciBoxRoot := g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
 	base := dashboardURL(t, g)
 	b := newBrowser(t, exe)
 
@@ -298,7 +298,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.open(base + "/#/")
 	b.until("the login form", `document.querySelector("#token")`)
 	b.do("typing a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
-	b.until("the refusal", `document.querySelector("[role=alert]")`)
+	b.until("the refusal, in words", `document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText.startsWith("That is not a usable token")`)
 	b.shot("login")
 	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`) // typing replaces it
 	b.do("typing the token", chromedp.SendKeys(chromedp.CSS("#token"), g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
@@ -430,10 +430,49 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.shot("all-threads")
 	b.click(`th[data-sort=status] button`)
 	b.until("sorted by status, the killed thread before the completed ones", fmt.Sprintf(`document.querySelector('th[data-sort=status]').getAttribute("aria-sort") === "ascending" && document.querySelector("tbody tr").dataset.thread === %q`, other.ThreadID))
-	// A machine going offline is named in a note; the others' threads stay.
+	// A thread on ci-box, which the gateway remembers before ci-box goes away.
+	resp, body = g.do("POST", "/api/clients/ci-box/threads", `{"workflow":"plan-code-review","prompt":"reconcile the ledger of the offline books"}`)
+	var onCI struct{ ThreadID string }
+	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &onCI) != nil {
+		t.Fatalf("start a thread on ci-box: %d %s", resp.StatusCode, body)
+	}
+	if s := finished(t, ciBoxRoot, onCI.ThreadID); s.Result.ReturnCode != 0 {
+		t.Fatalf("ci-box's thread: %+v", s)
+	}
+	testkit.WaitUntil(t, "the gateway to remember ci-box's finished thread", func() bool {
+		resp, body := g.do("GET", "/api/gateway/threads?machine=ci-box&status=completed", "")
+		return resp.StatusCode == 200 && strings.Contains(body, onCI.ThreadID)
+	})
+
+	// A machine going offline: it stays in the sidebar, greyed, with when it
+	// was last seen; its threads stay listed, marked as last known.
 	ciBox.stop(syscall.SIGTERM)
 	g.waitStatus("ci-box", "offline")
 	b.until("the offline note", fmt.Sprintf(`document.querySelector('[data-testid=offline-note] li[data-machine="ci-box"]') && document.querySelector('[data-testid=offline-note]').innerText.includes("ci-box offline") && document.querySelector('tr[data-thread=%q]')`, id))
+	b.until("ci-box's thread, marked last known", fmt.Sprintf(`document.querySelector('tr[data-thread=%q][data-machine="ci-box"][data-offline="true"]')`, onCI.ThreadID))
+	b.until("ci-box in the sidebar, offline, last seen", `document.querySelector('.machine[data-machine="ci-box"][data-status="offline"]') && document.querySelector('.machine[data-machine="ci-box"]').innerText.includes("last seen")`)
+	b.shot("all-threads-offline")
+
+	// Search finds it by a word of its prompt, on every machine, online or not.
+	b.do("typing a search", chromedp.SendKeys(chromedp.CSS("[data-testid=search-q]"), "ledger"))
+	b.click(`[data-testid=search-submit]`)
+	b.until("the search's one result", fmt.Sprintf(`document.querySelectorAll("tr[data-thread]").length === 1 && document.querySelector('tr[data-thread=%q] .prompt-cell').innerText.includes("ledger")`, onCI.ThreadID))
+	b.shot("search")
+
+	// Its machine's page: the last-known threads, no Run…; its thread's page:
+	// the last-known summary, no actions.
+	b.click(`.machine[data-machine="ci-box"] a`)
+	b.until("ci-box's last-known threads", fmt.Sprintf(`document.querySelector("[data-testid=offline-banner]") && document.querySelector('tr[data-thread=%q]') && document.querySelector("[data-testid=run-open]").disabled && !document.querySelector(".error-box")`, onCI.ThreadID))
+	b.shot("machine-offline")
+	b.click(fmt.Sprintf(`tr[data-thread=%q] td a`, onCI.ThreadID))
+	b.until("the thread's last-known summary", `document.querySelector("[data-testid=known-thread]") && document.querySelector("[data-testid=known-thread]").innerText.includes("ledger") && document.querySelector("[data-testid=offline-banner]") && !document.querySelector("[data-testid=kill]") && !document.querySelector(".error-box")`)
+	b.shot("thread-offline")
+
+	// The audit log lists this session's login and the kill above.
+	b.click(`.topbar a.audit-link`)
+	b.until("the login and the kill in the audit log", fmt.Sprintf(`document.querySelector('tr[data-action="login"]') && document.querySelector('tr[data-action="kill"] a[href$=%q]')`, "/threads/"+other.ThreadID))
+	b.shot("audit")
+	b.click(`.topbar a.all-link`)
 
 	// A phone-sized window: the machine list folds behind a menu button.
 	b.do("a phone-sized window", chromedp.EmulateViewport(390, 844))

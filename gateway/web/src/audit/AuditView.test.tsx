@@ -38,7 +38,7 @@ describe("AuditView", () => {
     expect(rows[0].textContent).toContain("alice's laptop");
     expect(rows[0].textContent).toContain("10.0.0.7");
     expect(rows[1].querySelector(".st-failed")!.textContent).toBe("502");
-    expect(rows[1].textContent).toContain("unnamed token");
+    expect(rows[1].textContent).toContain("unknown");
     expect(rows[0].textContent).toContain("1 min ago");
     expect(screen.getByText(/Entries 1–3 of 60, newest first/)).toBeTruthy();
     expect(params(f, "/api/gateway/audit")).toEqual({ limit: "50", offset: "0" });

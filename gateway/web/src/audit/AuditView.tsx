@@ -117,7 +117,7 @@ function AuditRow({ e, now }: { e: AuditEntry; now: number }) {
         {e.target && e.machine && THREAD_RE.test(e.target) ? <a href={href.thread(e.machine, e.target)}>{e.target}</a> : e.target || <span className="muted">–</span>}
       </td>
       <td>
-        {e.actor || <span className="muted">unnamed token</span>}
+        {e.actor || <span className="muted">{e.tokenId ? "a token without a note" : "unknown"}</span>}
         {e.tokenId && <span className="muted mono small" title="token id"> {e.tokenId}</span>}
       </td>
       <td className="mono">{e.source || "–"}</td>

@@ -8,7 +8,8 @@ describe("refusalMessage", () => {
   it("says each reason in words", () => {
     expect(refusalMessage(new ApiError(401, "token revoked", "revoked"))).toMatch(/^This token was revoked/);
     expect(refusalMessage(new ApiError(401, "connector token used as a dashboard token", "wrong-kind"))).toBe("This is a connector token; log in with a dashboard token.");
-    expect(refusalMessage(new ApiError(401, "x", "malformed"))).toMatch(/not a token/);
+    expect(refusalMessage(new ApiError(401, "malformed token: not valid yet (is a clock wrong?)", "malformed"))).toBe("That is not a usable token: not valid yet (is a clock wrong?).");
+    expect(refusalMessage(new ApiError(401, "", "malformed"))).toBe("That is not a usable token; paste the whole token.");
     expect(refusalMessage(new ApiError(401, "x", "bad-signature"))).toMatch(/signed with another key/);
     expect(refusalMessage(new ApiError(401, "x", "unknown"))).toMatch(/no record of this token/);
   });

@@ -38,8 +38,13 @@ export function refusalMessage(e: ApiError, fmt: (d: Date) => string = (d) => d.
       return "This is a connector token; log in with a dashboard token.";
     case "wrong-connector":
       return "This token belongs to another connector; log in with a dashboard token.";
-    case "malformed":
-      return "This is not a token the gateway can read; paste the whole token.";
+    case "malformed": {
+      // The gateway's message says what is wrong with it ("not valid yet (is a clock wrong?)").
+      const what = e.message.replace(/^malformed token:?\s*/i, "").replace(/\.$/, "");
+      return what ? `That is not a usable token: ${what}.` : "That is not a usable token; paste the whole token.";
+    }
+    case "missing":
+      return "Log in with a dashboard token.";
     case "bad-signature":
       return "This token was signed with another key: it is from another gateway, or the gateway's key was changed since.";
     case "unknown":

@@ -64,7 +64,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
       <p className="muted live-state" aria-live="polite">
         {gone || offline ? "" : live.done ? `Stream ended (${live.done}).` : live.connected ? "● live" : live.error ?? "connecting…"}
       </p>
-      {offline && <OfflineNote machine={m} lastSeen={known.data?.lastSeen} what={snap.data ? "thread's steps, as last loaded," : "thread's summary"} />}
+      {offline && <OfflineNote machine={m} lastSeen={known.data?.lastSeen} shown={snap.data ? "this thread's steps are shown as this page last loaded them" : "this thread is shown as the gateway last saw it"} />}
       {offline && !snap.data && known.data && <KnownThread t={known.data} />}
       {offline && !snap.data && known.data === null && <p className="empty muted">The gateway has no record of this thread.</p>}
       {offline && !snap.data && known.error && <ErrorBox error={known.error} retry={known.reload} />}

@@ -62,7 +62,7 @@ export function ThreadList({ machine: m }: { machine: string }) {
       {q.data && q.data.threads.length === 0 && <p className="empty muted">No threads{status ? ` with status ${status}` : ""}{workflow ? ` of ${workflow}` : ""} yet.</p>}
       {q.data && q.data.threads.length > 0 && (
         <ThreadTable
-          rows={q.data.threads}
+          rows={q.data.offline ? q.data.threads.map((t) => ({ ...t, offline: true, lastSeen: q.data!.lastSeen })) : q.data.threads}
           machine={m}
           offline={!!q.data.offline}
           sort={sort}
