@@ -12,6 +12,13 @@ import (
 // registration (legacy.Registration; Removed for its end). It travels
 // sealed (legacy.SealRegistration) under a key derived from the cluster
 // key: NATS sees neither the client token nor a chance to change it.
+//
+// Only a gateway without a store shares registrations this way. One with
+// a store (every replica Run starts: cluster mode requires a shared
+// PostgreSQL) keeps them there and learns of the others' through the
+// store's notifications, which re-read the row in commit order; a NATS
+// message, unordered with them, could bring back a registration deleted
+// since.
 func (c *Cluster) ShareRegistration(r legacy.Registration) {
 	if c.nc == nil {
 		return
