@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 var binDir string
@@ -29,7 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	// pgtest.Main stops the PostgreSQL server the cluster tests start.
+	code := pgtest.Main(m)
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "removing the binaries:", err)
 	}

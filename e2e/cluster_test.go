@@ -15,7 +15,9 @@ import (
 	"time"
 
 	natsservertest "github.com/nats-io/nats-server/v2/test"
+
 	"github.com/uncaged/workflow/shared/testkit"
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 // clusterRequestTimeout is the replicas' --request-timeout: every request
@@ -42,7 +44,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 	ns := natsservertest.RunRandClientPortServer()
 	t.Cleanup(ns.Shutdown)
 	natsURL := ns.ClientURL()
-	key := gwCLI(t, "", "key", "generate")
+	key := clusterKey(t)
 	dash := gwCLI(t, key, "token", "create", "--dashboard")
 	var replicas []*replica
 	var addrs []string
@@ -207,12 +209,28 @@ type clusterEndpoint struct {
 	Name, Status, Replica string
 }
 
-// startReplica runs one gateway of the cluster and waits for it to be
-// ready (connected to NATS).
+// clusterKey generates a cluster's signing key and gives the cluster a
+// PostgreSQL database of its own (cluster mode needs one), registered
+// under the key for startReplica and the token commands (useStore).
+func clusterKey(t *testing.T) string {
+	t.Helper()
+	url := pgtest.URL(t)
+	key := gwCLI(t, "", "key", "generate")
+	useStore(key, "UNCAGED_GATEWAY_DATABASE_URL="+url)
+	return key
+}
+
+// startReplica runs one gateway of the cluster whose key clusterKey made,
+// on the cluster's database, and waits for it to be ready (connected to
+// NATS).
 func startReplica(t *testing.T, key, natsURL, id string) *replica {
 	t.Helper()
 	r := &replica{id: id}
-	r.p = startProc(t, []string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, "uncaged-gateway", "serve",
+	db, ok := storeOf(key)
+	if !ok {
+		t.Fatal("startReplica: no database for this key (clusterKey)")
+	}
+	r.p = startProc(t, append([]string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, db...), "uncaged-gateway", "serve",
 		"--listen", "127.0.0.1:0", "--replica-id", id, "--heartbeat", "1s",
 		"--request-timeout", clusterRequestTimeout.String(),
 		// Behind the balancer every connector comes from one address.

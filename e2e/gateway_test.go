@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,15 +41,61 @@ type gatewayEnv struct {
 	dataDir string
 }
 
+// gwCLI runs `uncaged-gateway args...` with the signing key and returns
+// its standard output, trimmed; it fails the test if the command fails.
+// The token commands work on the store of the gateway (or cluster) that
+// uses key, as useStore registered it.
 func gwCLI(t *testing.T, key string, args ...string) string {
+	t.Helper()
+	out, errOut, err := gwCLIResult(t, key, args...)
+	if err != nil {
+		t.Fatalf("uncaged-gateway %v: %v\n%s", args, err, errOut)
+	}
+	return out
+}
+
+// gwCLIResult is gwCLI for a command that may fail: its standard output
+// (trimmed), standard error and error.
+func gwCLIResult(t *testing.T, key string, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-gateway"), args...)
 	cmd.Env = append(os.Environ(), "UNCAGED_GATEWAY_KEY="+key)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("uncaged-gateway %v: %v", args, err)
+	if len(args) > 0 && args[0] == "token" {
+		env, ok := storeOf(key)
+		if !ok {
+			// Never the default ~/.uncaged/gateway of whoever runs the tests.
+			t.Fatalf("uncaged-gateway %v: no store registered for this key (useStore)", args)
+		}
+		cmd.Env = append(cmd.Env, env...)
 	}
-	return strings.TrimSpace(string(out))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return strings.TrimSpace(stdout.String()), stderr.String(), err
+}
+
+// stores maps a signing key to the environment naming the store of the
+// gateway or cluster using it: keys are generated per gateway, so the key
+// a test holds says where its tokens are recorded.
+var (
+	storesMu sync.Mutex
+	stores   = map[string][]string{}
+)
+
+// useStore records that the gateway (or cluster) signing with key keeps
+// its state where env says (UNCAGED_GATEWAY_DATA_DIR or
+// UNCAGED_GATEWAY_DATABASE_URL).
+func useStore(key string, env ...string) {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	stores[key] = env
+}
+
+func storeOf(key string) ([]string, bool) {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	env, ok := stores[key]
+	return env, ok
 }
 
 func startGateway(t *testing.T, serveArgs ...string) *gatewayEnv {
@@ -61,6 +108,7 @@ func newGateway(t *testing.T, env []string, nofile int, serveArgs ...string) *ga
 	t.Helper()
 	g := &gatewayEnv{t: t, client: &http.Client{Timeout: 60 * time.Second}, env: env, nofile: nofile, serveArgs: serveArgs, dataDir: t.TempDir()}
 	g.key = gwCLI(t, "", "key", "generate")
+	useStore(g.key, "UNCAGED_GATEWAY_DATA_DIR="+g.dataDir)
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	g.restart()
 	g.front = g.addr

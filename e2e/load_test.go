@@ -59,6 +59,7 @@ type loadGateway struct {
 func startLoadGateway(t *testing.T) *loadGateway {
 	g := &loadGateway{t: t, dataDir: t.TempDir()}
 	g.key = gwCLI(t, "", "key", "generate")
+	useStore(g.key, "UNCAGED_GATEWAY_DATA_DIR="+g.dataDir)
 	g.dash = gwCLI(t, g.key, "token", "create", "--dashboard")
 	raw, err := auth.LoadKey("", func(string) string { return g.key })
 	if err != nil {

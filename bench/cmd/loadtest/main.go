@@ -23,12 +23,20 @@
 // connectors reconnect to the others. The single-replica run and the
 // cluster run are printed with a ratio line, measured in the same
 // invocation. Without cluster support in the gateway binary (no --nats
-// flag) the cluster run is skipped with a note.
+// flag) the cluster run is skipped with a note. Cluster mode keeps its
+// state in PostgreSQL: the cluster run needs -database-url (or
+// UNCAGED_GATEWAY_DATABASE_URL), a database the replicas share, and is
+// skipped with a note without one.
+//
+// The tokens the simulated connectors present are minted here and
+// recorded in the gateways' store (a SQLite data directory of this run's
+// own, or the cluster's database), as `uncaged-gateway token create`
+// records them: a gateway refuses a token it has no record of.
 //
 // Usage:
 //
 //	go run ./bench/cmd/loadtest [-connectors 1000] [-rate 10] [-duration 60s]
-//	    [-chaos restart,kill-replica] [-nats] [-replicas 3] [-balance-single] [-quick]
+//	    [-chaos restart,kill-replica] [-nats -database-url URL] [-replicas 3] [-balance-single] [-quick]
 //
 // The cluster is reached through TCP balancers in this process, the single
 // replica directly; -balance-single puts the single replica behind the
@@ -60,6 +68,7 @@ import (
 
 	"github.com/uncaged/workflow/bench/loadgen"
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/profiling"
 )
 
@@ -86,6 +95,9 @@ type config struct {
 	// balanced puts a single replica behind the balancers too, as the
 	// cluster always is, so the ratio is the cluster's own cost.
 	balanced bool
+	// store is where the gateways keep their state and the run records
+	// its tokens: a data directory (single replica) or PostgreSQL.
+	store store.Config
 }
 
 func main() {
@@ -105,6 +117,7 @@ func main() {
 	baseline := flag.Duration("baseline", 5*time.Second, "measure the gateways' CPU with every connector connected and no load for this long first (0: skip)")
 	balanceSingle := flag.Bool("balance-single", false, "put the single replica behind the harness's TCP balancers too, like the cluster (the ratio then leaves the balancers out)")
 	quick := flag.Bool("quick", false, "CI-size run: 100 connectors × 5 req/s × 10 s unless given")
+	databaseURL := flag.String("database-url", os.Getenv("UNCAGED_GATEWAY_DATABASE_URL"), "PostgreSQL the cluster run's replicas share (cluster mode needs one; default: $UNCAGED_GATEWAY_DATABASE_URL; without one the cluster run is skipped)")
 	flag.Parse()
 	// UNCAGED_CPUPROFILE=DIR profiles this process, and the gateways too.
 	defer profiling.Start()()
@@ -170,6 +183,7 @@ func main() {
 		runtime.NumCPU(), base.connectors, base.rate, base.duration, base.timeout)
 
 	single := base
+	single.store = store.Config{DataDir: filepath.Join(work, "gateway-data")}
 	single.label = "single replica"
 	if single.balanced {
 		single.label += " (behind the balancers)"
@@ -186,7 +200,12 @@ func main() {
 		fmt.Printf("cluster run skipped: %s serve has no --nats/--replica-id flags\n", *gatewayBin)
 		return
 	}
+	if *databaseURL == "" {
+		fmt.Println("cluster run skipped: cluster mode keeps its state in PostgreSQL; pass -database-url (or set UNCAGED_GATEWAY_DATABASE_URL)")
+		return
+	}
 	cluster := base
+	cluster.store = store.Config{DatabaseURL: *databaseURL}
 	cluster.label = fmt.Sprintf("cluster of %d replicas (NATS)", *replicas)
 	cluster.replicas = *replicas
 	if chaosSet["kill-replica"] {
@@ -367,8 +386,16 @@ func execute(c config) *report {
 	check(err)
 	authority, err := auth.New(raw, "")
 	check(err)
-	dash, err := authority.Issue(auth.RoleDashboard, "", 0)
+	st, err := store.Open(context.Background(), c.store)
 	check(err)
+	// mint signs a token and records it, as `token create` does.
+	mint := func(role, name string) string {
+		tok, rec, err := authority.Mint(role, name, 0, "loadtest")
+		check(err)
+		check(st.CreateToken(context.Background(), rec))
+		return tok
+	}
+	dash := mint(auth.RoleDashboard, "")
 
 	var natsURL string
 	if c.replicas > 1 {
@@ -400,7 +427,14 @@ func execute(c config) *report {
 		if natsURL != "" {
 			args = append(args, "--nats", natsURL, "--replica-id", fmt.Sprintf("replica-%d", i), "--cluster-advertise", "http://"+addr)
 		}
-		gws[i] = &gateway{args: args, env: []string{"UNCAGED_GATEWAY_KEY=" + key}, addr: addr, log: logFile}
+		env := []string{"UNCAGED_GATEWAY_KEY=" + key}
+		if c.store.DatabaseURL != "" {
+			// In the environment, not the arguments: it may hold a password.
+			env = append(env, "UNCAGED_GATEWAY_DATABASE_URL="+c.store.DatabaseURL)
+		} else {
+			args = append(args, "--data-dir", c.store.DataDir)
+		}
+		gws[i] = &gateway{args: args, env: env, addr: addr, log: logFile}
 		gws[i].start()
 		addrs[i] = addr
 		defer gws[i].stop(syscall.SIGTERM)
@@ -424,9 +458,9 @@ func execute(c config) *report {
 	tokens := map[string]string{}
 	for i := range names {
 		names[i] = fmt.Sprintf("load-%05d", i)
-		tokens[names[i]], err = authority.Issue(auth.RoleConnector, names[i], 0)
-		check(err)
+		tokens[names[i]] = mint(auth.RoleConnector, names[i])
 	}
+	check(st.Close())
 	t0 := time.Now()
 	fleet := loadgen.StartFleet(loadgen.FleetOptions{Gateway: connectTo, Names: names, Token: func(n string) string { return tokens[n] }, Version: "loadtest"})
 	defer fleet.Stop()
