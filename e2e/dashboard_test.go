@@ -493,6 +493,20 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.click(`.topbar > button.link`)
 	b.until("the login form again", `document.querySelector("#token") && !localStorage.getItem("uncaged.dashboard.token")`)
 
+	// A session whose token is revoked meanwhile returns to the login page,
+	// which says so; the audit log names the session's token by its note.
+	var minted struct{ ID, Token string }
+	if out := gwCLI(t, g.key, "token", "create", "--dashboard", "--json", "--note", "browser session", "--data-dir", g.dataDir); json.Unmarshal([]byte(out), &minted) != nil || minted.Token == "" {
+		t.Fatalf("token create --json: %q", out)
+	}
+	b.do("logging in with a token to revoke", chromedp.SendKeys(chromedp.CSS("#token"), minted.Token), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.until("the dashboard", `document.querySelector(".topbar a.audit-link")`)
+	b.click(`.topbar a.audit-link`)
+	b.until("the login in the audit log, by the token's note", `[...document.querySelectorAll('tr[data-action="login"]')].some(r => r.innerText.includes("browser session"))`)
+	gwCLI(t, g.key, "token", "revoke", minted.ID, "--data-dir", g.dataDir)
+	b.until("the login form, saying the token was revoked", `document.querySelector("#token") && document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText.startsWith("This token was revoked") && !localStorage.getItem("uncaged.dashboard.token")`)
+	b.shot("login-revoked")
+
 	// A 401 from the gateway (a token that stopped working) also returns to login.
 	eval[bool](b, `(localStorage.setItem("uncaged.dashboard.token", "revoked"), true)`)
 	b.open(base + "/#/m/laptop/threads")
