@@ -44,13 +44,16 @@ func mint(t *testing.T, a *Authority, st store.Store, role, name string, ttl tim
 	return tok, rec
 }
 
-func wantRefusal(t *testing.T, what string, err error, reason string, status int) *Refusal {
+// wantRefusal fails unless err refuses for reason with status; it returns
+// the refusal (as a value: errcheck would take a returned error for one to
+// check).
+func wantRefusal(t *testing.T, what string, err error, reason string, status int) Refusal {
 	t.Helper()
 	var r *Refusal
 	if !errors.As(err, &r) || r.Reason != reason || Status(err) != status {
 		t.Fatalf("%s: %v (reason %q, status %d), want reason %q, status %d", what, err, ReasonOf(err), Status(err), reason, status)
 	}
-	return r
+	return *r
 }
 
 // Every way a credential is refused has its own reason, and no message
