@@ -11,9 +11,11 @@
 //
 // Such a client also registers (POST /api/gateway/register, repeated as a
 // heartbeat) the token its local API requires; Conn sends it as
-// X-Client-Token. Registrations holds them, and SealRegistration /
-// OpenRegistration encode one for the other replicas in cluster mode
-// (registration.go). The routes are gateway/server's, the NATS transport
+// X-Client-Token. Registrations holds them (and the tombstones of those
+// unregistered), SealToken / OpenToken encrypt a client token for the
+// gateway's store, and SealRegistration / OpenRegistration encode one for
+// the other replicas of a cluster without a store (registration.go). The
+// routes and the persistence are gateway/server's, the NATS transport
 // gateway/cluster's.
 package legacy
 

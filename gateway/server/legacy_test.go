@@ -675,7 +675,7 @@ func TestRegistrationKey(t *testing.T) {
 	cluster := []byte(strings.Repeat("c", 32))
 	k1, err1 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://x"}})
 	k2, err2 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://y"}})
-	if err1 != nil || err2 != nil || len(k1) != 32 || string(k1) != string(k2) || string(k1) == string(cluster) {
+	if err1 != nil || err2 != nil || len(k1) != 32 || string(k1) != string(k2) || string(k1) == string(cluster) || string(k1) != string(RegistrationKeyFrom(cluster)) {
 		t.Fatalf("from the cluster key: %x %x %v %v", k1, k2, err1, err2)
 	}
 	dir := t.TempDir()

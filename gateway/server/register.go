@@ -68,11 +68,19 @@ func registrationKey(cfg Config) ([]byte, error) {
 	case cfg.Options.RegistrationKey != nil:
 		return cfg.Options.RegistrationKey, nil
 	case len(cfg.ClusterKey) > 0:
-		return deriveKey(cfg.ClusterKey, registrationSealPurpose), nil
+		return RegistrationKeyFrom(cfg.ClusterKey), nil
 	case cfg.Store.DatabaseURL == "" && cfg.Store.DataDir != "":
 		return dataDirKey(filepath.Join(cfg.Store.DataDir, RegistrationKeyFile))
 	}
 	return nil, nil
+}
+
+// RegistrationKeyFrom derives Options.RegistrationKey from the gateway's
+// signing key, so that every process holding that key (a PostgreSQL
+// deployment's gateways, whether or not they form a cluster) opens the
+// client tokens the others kept.
+func RegistrationKeyFrom(signingKey []byte) []byte {
+	return deriveKey(signingKey, registrationSealPurpose)
 }
 
 // deriveKey is a 32-byte key for purpose derived from key.
