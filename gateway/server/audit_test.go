@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -368,5 +372,69 @@ func TestProxiedAction(t *testing.T) {
 	}
 	if got := connectorPath("/api/clients/laptop/threads/T1/kill/", "laptop"); got != "threads/T1/kill" {
 		t.Errorf("connectorPath: %q", got)
+	}
+}
+
+// TestRunFlushesTheAuditLog: entries of requests answered just before the
+// gateway stops are in the store once Run has returned, and Run keeps the
+// registrations in the data directory (sealed with its own key there).
+func TestRunFlushesTheAuditLog(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- Run(ctx, Config{Options: Options{Auth: a}, Listener: ln, Store: store.Config{DataDir: dir}})
+	}()
+	base := "http://" + ln.Addr().String()
+	testkit.WaitUntil(t, "the gateway to answer", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	resp, err := http.Post(base+"/api/gateway/register", "application/json",
+		strings.NewReader(`{"name":"old","url":"http://x","secret":"shared-secret","clientToken":"ct"}`))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for range 20 {
+		resp, err := http.Post(base+"/api/gateway/logout", "application/json", nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("logout: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	st := openSQLite(t, dir)
+	defer func() { _ = st.Close() }()
+	page, err := st.ListAudit(context.Background(), store.AuditQuery{Action: ActionLogout})
+	if err != nil || page.Total != 20 {
+		t.Fatalf("after Run: %d entries, %v", page.Total, err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, RegistrationKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := st.GetRegistration(context.Background(), "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := legacy.OpenToken(key, "old", kept.TokenSealed); err != nil || tok != "ct" {
+		t.Fatalf("kept token: %q %v", tok, err)
 	}
 }
