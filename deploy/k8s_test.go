@@ -327,7 +327,7 @@ func storeChecks(r reporter, objs []object, sources map[string]string) {
 				checkPostgresContainer(r, where, c, mounts, claims)
 			case img == "uncaged-gateway":
 				sawGateway = true
-				checkDatabaseURL(r, where, stringList(dig(c, "args")), mounts, volumes, sources[w.file], workloads, services, sources)
+				checkDatabaseURL(r, where, c, mounts, volumes, sources[w.file], workloads, services, sources)
 			}
 		}
 	}
@@ -519,16 +519,21 @@ func checkPostgresContainer(r reporter, where string, c any, mounts map[string]s
 }
 
 // checkDatabaseURL reports unless the gateway container reads its database
-// URL from --database-url-file, that file is a mounted key of a Secret its
-// manifest says how to create, and the URL there names a Service port of a
-// PostgreSQL workload with that workload's user, database and password.
-func checkDatabaseURL(r reporter, where string, args []string, mounts map[string]string, volumes map[string]any, src string, workloads, services []object, sources map[string]string) {
-	i := slices.Index(args, "--database-url-file")
-	if i < 0 || i+1 >= len(args) {
-		r.Errorf("%s: cluster mode without --database-url-file: the replicas would refuse to start", where)
+// URL from the file UNCAGED_GATEWAY_DATABASE_URL_FILE names (a variable,
+// so that commands run in the container with kubectl exec, such as token
+// create, use the same database), that file is a mounted key of a Secret
+// its manifest says how to create, and the URL there names a Service port
+// of a PostgreSQL workload with that workload's user, database and
+// password.
+func checkDatabaseURL(r reporter, where string, c any, mounts map[string]string, volumes map[string]any, src string, workloads, services []object, sources map[string]string) {
+	file := envValues(c)["UNCAGED_GATEWAY_DATABASE_URL_FILE"]
+	if file == "" {
+		r.Errorf("%s: cluster mode without UNCAGED_GATEWAY_DATABASE_URL_FILE: the replicas would refuse to start", where)
 		return
 	}
-	file := args[i+1]
+	if args := stringList(dig(c, "args")); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--database-url") }) {
+		r.Errorf("%s: a --database-url flag in the args: kubectl exec's token commands would not see it", where)
+	}
 	sec := dig(volumes[mounts[path.Dir(file)]], "secret")
 	key := ""
 	for _, it := range digList(sec, "items") {
@@ -687,8 +692,9 @@ func TestK8sStoreChecksCatchMistakes(t *testing.T) {
 		{"gateway.yaml", "@postgres:5432/", "@postgres:5433/", "no Service port"},
 		{"gateway.yaml", "uncaged:$pw@", "uncaged:$password@", "password"},
 		{"gateway.yaml", "5432/uncaged?", "5432/gateway?", `logs in as "uncaged" to "gateway"`},
-		{"gateway.yaml", "- /run/secrets/uncaged-gateway/database-url", "- /run/secrets/uncaged-gateway/db-url", "no mounted key of a Secret"},
-		{"gateway.yaml", "            - --database-url-file\n            - /run/secrets/uncaged-gateway/database-url\n", "", "without --database-url-file"},
+		{"gateway.yaml", "value: /run/secrets/uncaged-gateway/database-url", "value: /run/secrets/uncaged-gateway/db-url", "no mounted key of a Secret"},
+		{"gateway.yaml", "            - name: UNCAGED_GATEWAY_DATABASE_URL_FILE\n              value: /run/secrets/uncaged-gateway/database-url\n", "", "without UNCAGED_GATEWAY_DATABASE_URL_FILE"},
+		{"gateway.yaml", "            - --listen\n", "            - --database-url-file=/x\n            - --listen\n", "kubectl exec's token commands would not see it"},
 		{"gateway.yaml", "--from-literal=database-url=", "--from-literal=db-url=", `uses key "database-url" of Secret uncaged-gateway`},
 		{"postgres.yaml", "create secret generic uncaged-postgres", "create secret generic uncaged-pg", "does not say how to create it"},
 		{"postgres.yaml", "value: /var/lib/postgresql/data/pgdata", "value: /var/lib/pgdata", "not on a volume claim"},
