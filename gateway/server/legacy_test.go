@@ -701,3 +701,31 @@ func TestRegistrationKey(t *testing.T) {
 		t.Fatalf("short key file: %v", err)
 	}
 }
+
+// TestRegistrationsReloadFromAnotherProcess: on SQLite another process's
+// commit reaches the gateway as a reload; the registrations it put and
+// deleted are then the gateway's too.
+func TestRegistrationsReloadFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openSQLite(t, dir)
+	t.Cleanup(func() { _ = st.Close() })
+	f := newStoreFixture(t, st, testRegistrationKey)
+	f.registerLegacy("old", "tok-old")
+	other := openSQLite(t, dir)
+	t.Cleanup(func() { _ = other.Close() })
+	sealed, err := legacy.SealToken(testRegistrationKey, "new", "tok-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := other.PutRegistration(context.Background(), store.Registration{Name: "new", URL: "http://y", TokenSealed: sealed, RegisteredAt: now, LastHeartbeat: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DeleteRegistration(context.Background(), "old"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the gateway to reload", func() bool {
+		return f.gw.registrations.ClientToken("new") == "tok-new" && f.gw.registrations.Removed("old")
+	})
+}

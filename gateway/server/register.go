@@ -315,10 +315,13 @@ func (g *Gateway) watchRegistrations(ctx context.Context) {
 
 // reloadRegistrations replaces the registrations in memory with the
 // store's: those gone from it leave a tombstone (every registration is
-// saved, so one missing was deleted).
+// saved, so one missing was deleted). Only names known before the store
+// is read may go: one registered here meanwhile may be missing from a
+// list read before its commit.
 func (g *Gateway) reloadRegistrations(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	before := g.registrations.Names()
 	regs, err := g.opts.Store.ListRegistrations(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -331,7 +334,7 @@ func (g *Gateway) reloadRegistrations(ctx context.Context) {
 		kept[r.Name] = true
 		g.loadRegistration(r)
 	}
-	for _, name := range g.registrations.Names() {
+	for _, name := range before {
 		if !kept[name] {
 			g.registrations.Remove(name)
 		}
