@@ -165,6 +165,14 @@ func TestComposeHangsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	composeStoreChecks(t, c, string(src), gatewayImageEnv(t))
+	// The README gives the same .env lines for the cluster profile.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, got := composeDatabaseURL.FindString(string(src)), composeDatabaseURL.FindString(string(readme)); want == "" || got != want {
+		t.Errorf("README.md tells you to put %q in .env; docker-compose.yml, %q", got, want)
+	}
 }
 
 // gatewayImageEnv is the environment the gateway's image sets (its runtime
