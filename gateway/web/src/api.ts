@@ -210,7 +210,7 @@ export const gateway = {
   /** machines: every machine the gateway remembers (404 from a gateway that keeps none). */
   machines: () => api<{ machines: GatewayMachine[] }>("/api/gateway/machines"),
   /** threads searches every machine's threads, online or not, newest first. */
-  threads: (q: FleetQuery) => api<{ threads: FleetThread[]; total: number }>(`/api/gateway/threads?${query(q)}`),
+  threads: (q: FleetQuery) => api<{ threads: FleetThread[]; total: number; totalCapped?: boolean }>(`/api/gateway/threads?${query(q)}`),
   /** audit pages the audit log, newest first. */
   audit: (q: AuditQuery) => api<{ entries: AuditEntry[]; total: number }>(`/api/gateway/audit?${query(q)}`),
   async login(token: string) {

@@ -1,11 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { href, parseHash } from "./route";
+import { hashQuery, href, parseHash } from "./route";
 
 describe("hash routes", () => {
   it("parses every view and round-trips href", () => {
     expect(parseHash("")).toEqual({ view: "home" });
     expect(parseHash(href.all())).toEqual({ view: "all" });
     expect(parseHash(href.audit())).toEqual({ view: "audit" });
+    expect(parseHash("#/threads?q=fix+bug&machine=m")).toEqual({ view: "all" });
+    expect(parseHash("#/?q=x")).toEqual({ view: "home" });
+    expect(hashQuery("#/threads?q=fix+bug&offset=50").get("q")).toBe("fix bug");
+    expect(hashQuery("#/threads").toString()).toBe("");
     expect(parseHash("#/threads/x").view).toBe("notfound");
     expect(parseHash("#/m/laptop")).toEqual({ view: "threads", machine: "laptop" });
     expect(parseHash(href.thread("ci box", "01ABC"))).toEqual({ view: "thread", machine: "ci box", id: "01ABC" });

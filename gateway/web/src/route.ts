@@ -2,7 +2,7 @@ import { useEffect, useState } from "react";
 
 // Hash routes:
 //   #/                               all machines' threads (the landing page)
-//   #/threads                        the same
+//   #/threads[?q=&machine=&...]      the same, with a search (see FleetThreads)
 //   #/audit                          the gateway's audit log
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
@@ -20,7 +20,8 @@ export type Route =
   | { view: "notfound"; path: string };
 
 export function parseHash(hash: string): Route {
-  const path = hash.replace(/^#/, "");
+  // A query (#/threads?q=...) is a view's own state: not part of the route.
+  const path = hash.replace(/^#/, "").split("?")[0];
   const parts = path.split("/").filter(Boolean).map((p) => {
     try {
       return decodeURIComponent(p);
@@ -53,6 +54,23 @@ export const href = {
   workflow: (m: string, name: string) => `#/m/${e(m)}/workflows/${e(name)}`,
   cas: (m: string, hash: string) => `#/m/${e(m)}/cas/${e(hash)}`,
 };
+
+/** hashQuery is the query of the current hash (#/threads?q=x → q=x). */
+export function hashQuery(hash = window.location.hash): URLSearchParams {
+  const i = hash.indexOf("?");
+  return new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
+}
+
+/**
+ * replaceQuery keeps a view's state in the hash's query without a new
+ * history entry (and without a hashchange), so Back from a page it links
+ * to comes back to the same state.
+ */
+export function replaceQuery(q: URLSearchParams) {
+  const path = window.location.hash.replace(/^#/, "").split("?")[0] || "/";
+  const s = q.toString();
+  window.history.replaceState(window.history.state, "", `#${path}${s ? `?${s}` : ""}`);
+}
 
 export function useRoute(): Route {
   const [route, setRoute] = useState(() => parseHash(window.location.hash));

@@ -16,7 +16,10 @@ afterEach(() => {
   cleanup();
   vi.unstubAllGlobals();
 });
-beforeEach(() => localStorage.clear());
+beforeEach(() => {
+  localStorage.clear();
+  window.location.hash = "#/threads";
+});
 
 describe("fleetQuery", () => {
   it("sends only the filters that are set, since from the start of the day", () => {
@@ -74,9 +77,27 @@ describe("AllThreads (the gateway's memory)", () => {
     fireEvent.change(screen.getByLabelText("status filter"), { target: { value: "failed" } });
     await act(async () => {});
     expect(params(f, "/api/gateway/threads")).toEqual({ q: "memory leak", workflow: "review", machine: "ci-box", status: "failed", limit: "50", offset: "0" });
+    // The search is in the hash, so Back from a thread's page comes back to it.
+    expect(window.location.hash).toBe("#/threads?q=memory+leak&machine=ci-box&workflow=review&status=failed");
     fireEvent.click(screen.getByRole("button", { name: "Clear" }));
     await act(async () => {});
     expect(params(f, "/api/gateway/threads")).toEqual({ limit: "50", offset: "0" });
+  });
+
+  it("starts from the search in the hash", async () => {
+    window.location.hash = "#/threads?q=leak&status=failed&offset=50";
+    const f = stubFetch([...machines(), ["/api/gateway/threads", () => json(200, { threads: [ft("laptop", "L1")], total: 51 })]]);
+    render(<AllThreads />);
+    await screen.findByText("L1");
+    expect(params(f, "/api/gateway/threads")).toEqual({ q: "leak", status: "failed", limit: "50", offset: "50" });
+    expect((screen.getByTestId("search-q") as HTMLInputElement).value).toBe("leak");
+    // The "All machines" link: no search.
+    await act(async () => {
+      window.location.hash = "#/threads";
+      window.dispatchEvent(new HashChangeEvent("hashchange"));
+    });
+    expect(params(f, "/api/gateway/threads")).toEqual({ limit: "50", offset: "0" });
+    expect((screen.getByTestId("search-q") as HTMLInputElement).value).toBe("");
   });
 
   it("says when nothing matches", async () => {

@@ -1,9 +1,9 @@
-import { FormEvent, useState } from "react";
+import { FormEvent, useEffect, useState } from "react";
 import { ago, FleetQuery, gateway, noMemory, ThreadStatus, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { loadAllMachines } from "../machines/machines";
-import { href } from "../route";
+import { hashQuery, href, replaceQuery } from "../route";
 import { MergedThreads } from "./AllThreads";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { fleetRow, Sort } from "./threads";
@@ -37,6 +37,24 @@ export function fleetQuery(f: Filters, offset: number, limit = FLEET_PAGE): Flee
   };
 }
 
+const KEYS: (keyof Filters)[] = ["q", "machine", "workflow", "status", "since"];
+
+/** fromHash reads a search from the hash's query (#/threads?q=...&offset=50). */
+export function fromHash(): { filters: Filters; offset: number } {
+  const p = hashQuery();
+  const filters = { ...NONE };
+  for (const k of KEYS) filters[k] = p.get(k) ?? "";
+  const offset = Number(p.get("offset"));
+  return { filters, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };
+}
+
+function toHash(f: Filters, offset: number) {
+  const p = new URLSearchParams();
+  for (const k of KEYS) if (f[k]) p.set(k, f[k]);
+  if (offset) p.set("offset", String(offset));
+  replaceQuery(p);
+}
+
 /**
  * AllThreads is the landing page: every machine's threads, online or not,
  * from the gateway's memory (GET /api/gateway/threads), with full-text
@@ -45,9 +63,26 @@ export function fleetQuery(f: Filters, offset: number, limit = FLEET_PAGE): Flee
  * no memory (404) gets the older view, asked of each online machine.
  */
 export function AllThreads() {
-  const [applied, setApplied] = useState<Filters>(NONE);
-  const [draft, setDraft] = useState<Filters>(NONE);
-  const [offset, setOffset] = useState(0);
+  // The search lives in the hash's query too, so Back from a thread returns to it.
+  const [initial] = useState(() => fromHash());
+  const [applied, setApplied] = useState<Filters>(initial.filters);
+  const [draft, setDraft] = useState<Filters>(initial.filters);
+  const [offset, setOffsetState] = useState(initial.offset);
+  const setOffset = (n: number) => {
+    setOffsetState(n);
+    toHash(applied, n);
+  };
+  // A link to another search (the "All machines" link: none) replaces this one.
+  useEffect(() => {
+    const on = () => {
+      const next = fromHash();
+      setApplied(next.filters);
+      setDraft(next.filters);
+      setOffsetState(next.offset);
+    };
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
   const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
   // legacy: the gateway keeps no memory (an older one: 404; one without a store: 503); then nothing here polls.
   const [legacy, setLegacy] = useState(false);
@@ -65,7 +100,8 @@ export function AllThreads() {
   const apply = (f: Filters) => {
     setApplied(f);
     setDraft(f);
-    setOffset(0);
+    setOffsetState(0);
+    toHash(f, 0);
   };
   const submit = (e: FormEvent) => {
     e.preventDefault();
@@ -140,7 +176,7 @@ export function AllThreads() {
           sort={sort}
           onSort={setSort}
           prompts
-          caption={`Threads ${offset + 1}–${offset + rows.length} of ${total}${total >= 10000 ? "+" : ""}, newest change first${total > FLEET_PAGE ? "; sorting orders the rows on this page only" : ""}.`}
+          caption={`Threads ${offset + 1}–${offset + rows.length} of ${q.data?.totalCapped ? `more than ${total}` : total}, newest change first${total > FLEET_PAGE ? "; sorting orders the rows on this page only" : ""}.`}
         />
       )}
       {total > FLEET_PAGE && (

@@ -1,5 +1,7 @@
 import { act, cleanup, render, screen } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ApiError } from "../api";
+import { ErrorBox } from "../common/ErrorBox";
 import { FakeEventSource, json, stubFetch, urls } from "../testutil/fetch";
 import { ThreadDetail } from "./ThreadDetail";
 import { ThreadList } from "./ThreadList";
@@ -77,5 +79,16 @@ describe("an offline machine's threads", () => {
     ]);
     render(<ThreadDetail machine="ci-box" id="T404" />);
     expect((await screen.findByText(/no record of this thread/)).textContent).toBeTruthy();
+  });
+});
+
+describe("ErrorBox", () => {
+  it("says an offline machine is offline as a note, not as something gone wrong", () => {
+    render(<ErrorBox error={new ApiError(503, `machine ci-box is offline (last seen ${seen})`, "offline")} />);
+    expect(screen.getByTestId("offline-banner").textContent).toBe(`machine ci-box is offline (last seen ${seen}): what it holds shows once it is back online.`);
+    expect(screen.queryByRole("alert")).toBeNull();
+    cleanup();
+    render(<ErrorBox error={new ApiError(502, "bad gateway")} />);
+    expect(screen.getByRole("alert").textContent).toBe("Something went wrong: bad gateway");
   });
 });
