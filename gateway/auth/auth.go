@@ -494,9 +494,21 @@ func (a *Authority) remember(rec store.Token) {
 // read, and from then on a token with an id is accepted only if tokens
 // has its record, unrevoked. Call it again to re-read everything (Apply
 // does on a store.ChangeReload); revocations already applied are kept.
+//
+// If the records cannot be read, the ledger is still in force: every
+// token with an id is then looked up on its first use, so a revoked one
+// is never let in for want of the list.
 func (a *Authority) Load(ctx context.Context, tokens Tokens) error {
 	recs, err := tokens.ListTokens(ctx, store.TokenFilter{})
 	if err != nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.tokens == nil {
+			a.tokens, a.known, a.unknown = tokens, map[string]store.Token{}, map[string]time.Time{}
+			if a.revoked == nil {
+				a.revoked = map[string]bool{}
+			}
+		}
 		return fmt.Errorf("auth: load tokens: %w", err)
 	}
 	known := make(map[string]store.Token, len(recs))

@@ -311,3 +311,28 @@ func TestMintRecord(t *testing.T) {
 		t.Fatal("ids are lower case")
 	}
 }
+
+// listFails is a store whose list cannot be read but whose lookups work.
+type listFails struct{ Tokens }
+
+func (listFails) ListTokens(context.Context, store.TokenFilter) ([]store.Token, error) {
+	return nil, errors.New("database busy")
+}
+
+// A ledger that could not be loaded is still in force: a revoked token
+// is looked up and refused, never let in for want of the list.
+func TestLedgerInForceWhenLoadFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, store.Config{DataDir: t.TempDir()})
+	a := newAuthority(t, "")
+	tok, rec := mint(t, a, st, RoleConnector, "alpha", 0, "")
+	if _, err := st.RevokeToken(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Load(ctx, listFails{st}); err == nil {
+		t.Fatal("Load reported no error")
+	}
+	_, err := a.Verify(tok, RoleConnector, "alpha")
+	wantRefusal(t, "revoked, with no list loaded", err, ReasonRevoked, 401)
+}
