@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 // The two binaries, built by the tests exactly as their Dockerfiles build
@@ -44,7 +46,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	// pgtest stops its PostgreSQL server, if a test started one, after
+	// the tests.
+	code := pgtest.Main(m)
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = max(code, 1)
