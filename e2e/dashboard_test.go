@@ -301,6 +301,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.until("the refusal, in words", `document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText.startsWith("That is not a usable token")`)
 	b.shot("login")
 	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`) // typing replaces it
+	connectorToken := gwCLI(t, g.key, "token", "create", "--connector", "someone", "--data-dir", g.dataDir)
+	b.do("typing a connector token", chromedp.SendKeys(chromedp.CSS("#token"), connectorToken), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.until("the refusal of a connector token, in words", `document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText === "This is a connector token; log in with a dashboard token."`)
+	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`)
 	b.do("typing the token", chromedp.SendKeys(chromedp.CSS("#token"), g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 
 	// The landing page: every machine's threads in one table.
