@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/testkit/pgtest"
+	_ "modernc.org/sqlite" // VACUUM INTO where the sqlite3 program is missing
 )
 
 // runGateway runs a gateway command with env and returns its stdout.
@@ -159,5 +162,86 @@ func TestPostgresBackupAndRestoreAsDocumented(t *testing.T) {
 	}
 	if len(listed) != 1 || listed[0].ID != created.ID || listed[0].Revoked != nil {
 		t.Errorf("token list after the restore: %+v, want %s, not revoked", listed, created.ID)
+	}
+}
+
+// TestSQLiteBackupAndRestoreAsDocumented runs docs/operations.md's SQLite
+// backup and restore against a real gateway: an online backup while it
+// serves, a token revoked after it, then the gateway stopped, the WAL
+// files deleted and the backup put in place of gateway.db. The restored
+// gateway is back at the backup's moment. The backup is sqlite3's
+// .backup, as documented, where the sqlite3 program is installed, and
+// otherwise SQLite's VACUUM INTO through the gateway's own driver (also a
+// consistent copy of a live database), so the restore is tested either
+// way.
+func TestSQLiteBackupAndRestoreAsDocumented(t *testing.T) {
+	t.Parallel()
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		`sqlite3 ~/.uncaged/gateway/gateway.db ".backup /backups/gateway-$(date +%F).db"`,
+		`rm -f gateway.db-wal gateway.db-shm && cp /backups/gateway-2026-01-31.db gateway.db`,
+	} {
+		if !strings.Contains(string(ops), doc) {
+			t.Fatalf("docs/operations.md no longer says %q: update this test with it", doc)
+		}
+	}
+	dataDir := t.TempDir()
+	db := filepath.Join(dataDir, "gateway.db")
+	backup := filepath.Join(t.TempDir(), "gateway-backup.db")
+	env := append(os.Environ(), "UNCAGED_GATEWAY_KEY="+strings.Repeat("k", 32), "UNCAGED_GATEWAY_DATA_DIR="+dataDir,
+		"UNCAGED_GATEWAY_DATABASE_URL=", "UNCAGED_GATEWAY_DATABASE_URL_FILE=", "UNCAGED_GATEWAY_NATS=",
+		"UNCAGED_GATEWAY_SHARED_SECRET=", "WORKFLOW_DASHBOARD_SECRET=")
+	url, stop := serveGateway(t, env)
+	var created struct{ ID, Token string }
+	if err := json.Unmarshal([]byte(runGateway(t, env, "token", "create", "--dashboard", "--note", "backup test", "--json")), &created); err != nil || created.Token == "" {
+		t.Fatalf("token create --json: %v %+v", err, created)
+	}
+	testkit.WaitUntil(t, "the new token to be accepted", func() bool {
+		return statusWith(t, url, "/api/gateway/endpoints", created.Token) == http.StatusOK
+	})
+
+	// While the gateway runs.
+	if sqlite3, err := exec.LookPath("sqlite3"); err == nil {
+		if out, err := exec.Command(sqlite3, db, ".backup "+backup).CombinedOutput(); err != nil {
+			t.Fatalf("sqlite3 .backup: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("sqlite3 is not installed: backing up with VACUUM INTO instead of .backup")
+		conn, err := sql.Open("sqlite", db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(`VACUUM INTO ?`, backup); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runGateway(t, env, "token", "revoke", created.ID)
+	testkit.WaitUntil(t, "the revoked token to be refused", func() bool {
+		return statusWith(t, url, "/api/gateway/endpoints", created.Token) == http.StatusUnauthorized
+	})
+
+	stop()
+	for _, f := range []string{db + "-wal", db + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ = serveGateway(t, env)
+	if got := statusWith(t, url, "/api/gateway/endpoints", created.Token); got != http.StatusOK {
+		t.Errorf("after the restore the token revoked since the backup gets %d, want 200 (the backup's state)", got)
 	}
 }
