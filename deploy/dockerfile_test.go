@@ -257,7 +257,7 @@ func TestCheckDataDirCatchesMistakes(t *testing.T) {
 	for _, tc := range []struct{ old, new, want string }{
 		{"", "", ""},
 		{"install -d -o 65532", "install -d -o 0", "does not make /out/data"},
-		{"RUN install -d -o 65532 -g 65532 -m 0700 /out/data", "RUN mkdir -p /out/data", "does not make /out/data"},
+		{"RUN install -d -o 65532 -g 65532 /out/data", "RUN mkdir -p /out/data", "does not make /out/data"},
 		{"--chown=65532:65532 /out/data", "/out/data", "does not COPY"},
 		{"ENV UNCAGED_GATEWAY_DATA_DIR=/var/lib/uncaged-gateway", "ENV UNCAGED_GATEWAY_DATA_DIR=/data", "does not COPY"},
 		{"ENV UNCAGED_GATEWAY_DATA_DIR=/var/lib/uncaged-gateway", "", "sets no UNCAGED_GATEWAY_DATA_DIR"},

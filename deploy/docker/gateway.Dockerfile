@@ -26,8 +26,10 @@ RUN CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath \
       -o /out/uncaged-gateway ./gateway/cmd/uncaged-gateway
 # The data directory, owned by the user the gateway runs as: the runtime
 # image has no shell to create it, and an empty named volume mounted on it
-# takes this directory's owner and mode, so the gateway can write there.
-RUN install -d -o 65532 -g 65532 -m 0700 /out/data
+# starts with its owner, so the gateway can write there. (COPY --chown
+# below owns the directory it creates; this owner is for builders that
+# keep the source's.)
+RUN install -d -o 65532 -g 65532 /out/data
 
 FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/uncaged-gateway /usr/local/bin/uncaged-gateway
