@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -206,4 +207,38 @@ func TestEventsClientCancelAndPing(t *testing.T) {
 	testkit.WaitUntil(t, "the events handler to return after the client left", func() bool {
 		return strings.Contains(logs.String(), "path="+fleet.EventsPath)
 	})
+}
+
+// A server shutting down ends the stream instead of waiting for it: a
+// stopping connector (whose tunnel server drains its requests) would
+// otherwise wait out its whole drain timeout.
+func TestEventsEndWhenTheServerShutsDown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: f.e}
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed after Shutdown
+	resp, err := http.Get("http://" + ln.Addr().String() + fleet.EventsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	eventsUntil(t, fleet.NewDecoder(resp.Body), isSynced)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	var shutErr error
+	testkit.WaitUntil(t, "the server to shut down with a stream open", func() bool {
+		select {
+		case shutErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if shutErr != nil {
+		t.Fatal(shutErr)
+	}
 }

@@ -62,6 +62,14 @@ type fleetMemory struct {
 	// replica moving) resumes instead of sending everything again. Only in
 	// memory: after a gateway restart the first stream is a full resync.
 	lastIDs map[string]string
+
+	// seen caches the machines' last-seen times for searches, which show
+	// them beside every thread: reading every machine per search would
+	// cost more than the search at a thousand machines, and a second old
+	// is fresh enough for "last seen".
+	seenMu sync.Mutex
+	seenAt time.Time
+	seen   map[string]store.Machine
 }
 
 // fleetReader is the goroutine reading one connection's change stream.

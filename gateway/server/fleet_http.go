@@ -175,6 +175,24 @@ func (fl *fleetMemory) lastSeen(ctx context.Context) (map[string]store.Machine, 
 	return out, nil
 }
 
+// seenCacheFor is how long searches reuse the machines' last-seen times.
+const seenCacheFor = time.Second
+
+// cachedLastSeen is lastSeen, reused for seenCacheFor.
+func (fl *fleetMemory) cachedLastSeen(ctx context.Context) (map[string]store.Machine, error) {
+	fl.seenMu.Lock()
+	defer fl.seenMu.Unlock()
+	if fl.seen != nil && time.Since(fl.seenAt) < seenCacheFor {
+		return fl.seen, nil
+	}
+	m, err := fl.lastSeen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fl.seen, fl.seenAt = m, time.Now()
+	return m, nil
+}
+
 // searchThreads is GET /api/gateway/threads.
 func (fl *fleetMemory) searchThreads(c echo.Context) error {
 	if fl == nil {
@@ -192,7 +210,7 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 	}
 	machines := map[string]store.Machine{}
 	if len(page.Threads) > 0 {
-		if machines, err = fl.lastSeen(ctx); err != nil {
+		if machines, err = fl.cachedLastSeen(ctx); err != nil {
 			fl.log.Error("fleet: list machines", "err", err)
 			return echo.NewHTTPError(http.StatusInternalServerError, "reading the fleet's machines failed")
 		}
