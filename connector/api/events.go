@@ -49,6 +49,10 @@ type feed struct {
 	refreshMu   sync.Mutex
 	lastRefresh time.Time
 	bundles     map[string]bundleStamp // by bundle hash; guarded by refreshMu
+	// lastRunning is what the engine said at the last poll (thread id →
+	// status): while it says the same, no thread's liveness moved and the
+	// active threads need not be looked at.
+	lastRunning map[string]threads.Status
 
 	mu      sync.Mutex
 	seq     uint64                // the last change's number
@@ -175,13 +179,39 @@ func (f *feed) refresh() {
 			listed = append(listed, h)
 		}
 	}
-	f.apply(listed, changed, running, engErr == nil)
+	liveKnown := engErr == nil
+	moved := liveKnown && !sameRunning(f.lastRunning, running)
+	if liveKnown {
+		f.lastRunning = map[string]threads.Status{}
+		for id, r := range running {
+			f.lastRunning[id] = r.Status
+		}
+	}
+	if len(listed) == 0 && !moved {
+		return // nothing on disk or in the engine changed
+	}
+	f.apply(listed, changed, running, liveKnown, moved)
+}
+
+// sameRunning says whether the engine runs the same threads, in the same
+// states, as last time.
+func sameRunning(last map[string]threads.Status, now map[string]host.RunningThread) bool {
+	if last == nil || len(last) != len(now) {
+		return false
+	}
+	for id, r := range now {
+		if st, ok := last[id]; !ok || st != r.Status {
+			return false
+		}
+	}
+	return true
 }
 
 // apply records the threads of the listed bundles (recs: all of them, as
-// read) and the liveness of every active thread; a thread whose head,
-// source or liveness moved gets a new change number.
-func (f *feed) apply(listed []string, recs []threads.Record, running map[string]host.RunningThread, liveKnown bool) {
+// read) and, when the engine's answer moved, the liveness of every active
+// thread; a thread whose head, source or liveness moved gets a new change
+// number.
+func (f *feed) apply(listed []string, recs []threads.Record, running map[string]host.RunningThread, liveKnown, liveMoved bool) {
 	type update struct {
 		rec    threads.Record
 		live   threads.Liveness
@@ -207,7 +237,7 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 		}
 		updates = append(updates, update{rec: r, live: live, e: e})
 	}
-	if liveKnown {
+	if liveMoved {
 		for _, e := range f.entries {
 			if seen[e.rec.ThreadID] || gone[e.rec.BundleHash] || e.rec.Source != threads.SourceActive {
 				continue
