@@ -50,7 +50,8 @@ func serve(w http.ResponseWriter, r *http.Request) {
 	if p == "/api" || strings.HasPrefix(p, "/api/") {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte(`{"error":"not found"}` + "\n"))
+		// A failed write means the client left; there is no one to tell.
+		_, _ = w.Write([]byte(`{"error":"not found"}` + "\n"))
 		return
 	}
 	name := strings.TrimPrefix(p, "/")
