@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -380,7 +378,8 @@ func TestProxiedAction(t *testing.T) {
 // registrations in the data directory (sealed with its own key there).
 func TestRunFlushesTheAuditLog(t *testing.T) {
 	t.Parallel()
-	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
+	signingKey := []byte(strings.Repeat("k", 32))
+	a, err := auth.New(signingKey, "shared-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +392,7 @@ func TestRunFlushesTheAuditLog(t *testing.T) {
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() {
-		ran <- Run(ctx, Config{Options: Options{Auth: a}, Listener: ln, Store: store.Config{DataDir: dir}})
+		ran <- Run(ctx, Config{Options: Options{Auth: a}, Listener: ln, Store: store.Config{DataDir: dir}, SigningKey: signingKey})
 	}()
 	base := "http://" + ln.Addr().String()
 	testkit.WaitUntil(t, "the gateway to answer", func() bool {
@@ -426,10 +425,7 @@ func TestRunFlushesTheAuditLog(t *testing.T) {
 	if err != nil || page.Total != 20 {
 		t.Fatalf("after Run: %d entries, %v", page.Total, err)
 	}
-	key, err := os.ReadFile(filepath.Join(dir, RegistrationKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := RegistrationKeyFrom(signingKey)
 	kept, err := st.GetRegistration(context.Background(), "old")
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -393,7 +391,7 @@ func TestRegisterRoutes(t *testing.T) {
 		{`not json`, 400, `"error":"body must be a JSON object`},
 		{`{"url":"ws://x","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
 		{`{"name":"old","secret":"shared-secret"}`, 400, `{"error":"name and url required"}`},
-		{`{"name":"old","url":"ws://old"}`, 401, `{"error":"missing credentials"}`},
+		{`{"name":"old","url":"ws://old"}`, 401, `{"error":"missing credentials","reason":"missing"}`},
 		// The refusals' wording is gateway/auth's (and tested there).
 		{`{"name":"old","url":"ws://old","secret":"nope"}`, 401, `{"error":"`},
 		{`{"name":"old","url":"ws://old","secret":"` + ciTok + `"}`, 403, `{"error":"`},
@@ -669,36 +667,17 @@ func TestRegistrationsReachOtherProcesses(t *testing.T) {
 func TestRegistrationKey(t *testing.T) {
 	t.Parallel()
 	given := []byte(strings.Repeat("g", 32))
-	if k, err := registrationKey(Config{Options: Options{RegistrationKey: given}, ClusterKey: []byte("c")}); err != nil || string(k) != string(given) {
-		t.Fatalf("given: %q %v", k, err)
+	if k := registrationKey(Config{Options: Options{RegistrationKey: given}, SigningKey: []byte("c")}); string(k) != string(given) {
+		t.Fatalf("given: %q", k)
 	}
-	cluster := []byte(strings.Repeat("c", 32))
-	k1, err1 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://x"}})
-	k2, err2 := registrationKey(Config{ClusterKey: cluster, Store: store.Config{DatabaseURL: "postgres://y"}})
-	if err1 != nil || err2 != nil || len(k1) != 32 || string(k1) != string(k2) || string(k1) == string(cluster) || string(k1) != string(RegistrationKeyFrom(cluster)) {
-		t.Fatalf("from the cluster key: %x %x %v %v", k1, k2, err1, err2)
+	signing := []byte(strings.Repeat("c", 32))
+	k1 := registrationKey(Config{SigningKey: signing, Store: store.Config{DatabaseURL: "postgres://x"}})
+	k2 := registrationKey(Config{SigningKey: signing, Store: store.Config{DataDir: t.TempDir()}})
+	if len(k1) != 32 || string(k1) != string(k2) || string(k1) == string(signing) || string(k1) != string(RegistrationKeyFrom(signing)) {
+		t.Fatalf("from the signing key: %x %x", k1, k2)
 	}
-	dir := t.TempDir()
-	d1, err := registrationKey(Config{Store: store.Config{DataDir: dir}})
-	if err != nil || len(d1) != 32 {
-		t.Fatalf("data dir: %x %v", d1, err)
-	}
-	fi, err := os.Stat(filepath.Join(dir, RegistrationKeyFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file: %v %v", fi, err)
-	}
-	if d2, err := registrationKey(Config{Store: store.Config{DataDir: dir}}); err != nil || string(d2) != string(d1) {
-		t.Fatalf("data dir again: %x %v", d2, err)
-	}
-	if k, err := registrationKey(Config{Store: store.Config{DatabaseURL: "postgres://x"}}); k != nil || err != nil {
-		t.Fatalf("PostgreSQL without a key: %x %v", k, err)
-	}
-	bad := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bad, RegistrationKeyFile), []byte("short"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := registrationKey(Config{Store: store.Config{DataDir: bad}}); err == nil || !strings.Contains(err.Error(), "5 bytes, want 32") {
-		t.Fatalf("short key file: %v", err)
+	if k := registrationKey(Config{Store: store.Config{DatabaseURL: "postgres://x"}}); k != nil {
+		t.Fatalf("without a signing key: %x", k)
 	}
 }
 

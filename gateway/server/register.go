@@ -3,13 +3,9 @@ package server
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -47,32 +43,22 @@ import (
 // so the key that signs tokens never encrypts anything itself.
 const registrationSealPurpose = "registration seal"
 
-// RegistrationKeyFile is the file, inside the data directory, holding the
-// key sealing registrations' client tokens when no other key is given.
-// It is apart from the database so that a copy of gateway.db alone opens
-// no client token; a database restored without it loses only the client
-// tokens, which the clients send again at their next heartbeat.
-const RegistrationKeyFile = "registration.key"
-
 // storeTimeout bounds one store operation of a registration: a database
 // that does not answer must not hold a client's request forever.
 const storeTimeout = 10 * time.Second
 
 // registrationKey picks the key sealing the registrations' client tokens
 // kept in the store: Options.RegistrationKey if given, else one derived
-// from the cluster key (the signing key, the same on every replica), else
-// the data directory's own (RegistrationKeyFile, made on first use). nil
+// from the signing key (the same on every gateway sharing a database). nil
 // means there is none: registrations are then not kept.
-func registrationKey(cfg Config) ([]byte, error) {
+func registrationKey(cfg Config) []byte {
 	switch {
 	case cfg.Options.RegistrationKey != nil:
-		return cfg.Options.RegistrationKey, nil
-	case len(cfg.ClusterKey) > 0:
-		return RegistrationKeyFrom(cfg.ClusterKey), nil
-	case cfg.Store.DatabaseURL == "" && cfg.Store.DataDir != "":
-		return dataDirKey(filepath.Join(cfg.Store.DataDir, RegistrationKeyFile))
+		return cfg.Options.RegistrationKey
+	case len(cfg.SigningKey) > 0:
+		return RegistrationKeyFrom(cfg.SigningKey)
 	}
-	return nil, nil
+	return nil
 }
 
 // RegistrationKeyFrom derives Options.RegistrationKey from the gateway's
@@ -88,45 +74,6 @@ func deriveKey(key []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(purpose))
 	return m.Sum(nil)
-}
-
-// dataDirKey reads the 32-byte key in file, creating it (mode 0600) if it
-// does not exist.
-func dataDirKey(file string) ([]byte, error) {
-	key, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		key = make([]byte, 32)
-		// crypto/rand.Read never fails (it crashes the program instead).
-		_, _ = rand.Read(key)
-		switch err = writeNew(file, key); {
-		case errors.Is(err, os.ErrExist):
-			// Another process made it first: use theirs.
-			key, err = os.ReadFile(file)
-		case err != nil:
-			return nil, fmt.Errorf("registration key: %w", err)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("registration key: %w", err)
-	}
-	if len(key) != 32 {
-		return nil, fmt.Errorf("registration key %s: %d bytes, want 32 (remove it to make a new one; the clients' next heartbeats restore their tokens)", file, len(key))
-	}
-	return key, nil
-}
-
-// writeNew writes data to a file that must not exist yet.
-func writeNew(file string, data []byte) error {
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		_ = os.Remove(file) // a short key file would be refused at the next start
-		return err
-	}
-	return f.Close()
 }
 
 // keepsRegistrations says whether registrations go to the store.
@@ -228,8 +175,7 @@ func (g *Gateway) unregister(c echo.Context) error {
 func (g *Gateway) verifyConnector(credential, name string) error {
 	p, err := g.opts.Auth.Verify(credential, auth.RoleConnector, name)
 	if err != nil {
-		g.metrics.AuthFailure(authReason(err))
-		return echo.NewHTTPError(auth.Status(err), err.Error())
+		return g.refusal(err)
 	}
 	if p.Shared && g.heldByToken(name) {
 		g.opts.Logger.Warn("registration refused", "connector", name, "reason", "held by a token-bound connector")

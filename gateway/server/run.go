@@ -37,9 +37,10 @@ type Config struct {
 	// interface); ReplicaID is its name (default: hostname:port).
 	Advertise string
 	ReplicaID string
-	// ClusterKey is the signing key, the same on every replica; it signs
-	// the messages between them.
-	ClusterKey []byte
+	// SigningKey is the gateway's signing key, the same on every replica:
+	// it signs the messages between replicas and seals the original
+	// clients' tokens kept in the store.
+	SigningKey []byte
 	// Store says where the gateway keeps what outlives it (tokens and their
 	// revocations, original clients' registrations, the fleet's history,
 	// the audit log). Run opens it before serving and closes it last. With
@@ -95,12 +96,8 @@ func Run(ctx context.Context, cfg Config) error {
 	opts.Cluster = cl
 	opts.Store = st
 	if st != nil {
-		if opts.RegistrationKey, err = registrationKey(cfg); err != nil {
-			_ = ln.Close() // the error that matters is err
-			return err
-		}
-		if opts.RegistrationKey == nil {
-			logger.Warn("original clients' registrations are kept in memory only: no key to seal their client tokens with (set Options.RegistrationKey)")
+		if opts.RegistrationKey = registrationKey(cfg); opts.RegistrationKey == nil {
+			logger.Warn("original clients' registrations are kept in memory only: no key to seal their client tokens with (Config.SigningKey)")
 		}
 	}
 	g := New(opts)
@@ -153,7 +150,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Stor
 		return nil, nil
 	}
 	if cfg.NATS != "" && cfg.Store.DatabaseURL == "" {
-		return nil, errors.New("cluster mode needs PostgreSQL (--database-url): a SQLite file belongs to one process, so the other replicas would never see its revocations or registrations")
+		return nil, errors.New("cluster mode needs PostgreSQL (--database-url): replicas on other machines cannot share a SQLite file, and PostgreSQL is what tells each replica of the others' revocations and registrations")
 	}
 	st, err := store.Open(ctx, cfg.Store)
 	if err != nil {
@@ -229,7 +226,7 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 	// The durations as given, not New's defaults: cluster.New has its own.
 	heartbeat, requestTimeout := cfg.Options.Heartbeat, cfg.Options.RequestTimeout
 	return cluster.New(cluster.Options{
-		NATS: cfg.NATS, ReplicaID: replicaID, Advertise: advertise, Key: cfg.ClusterKey,
+		NATS: cfg.NATS, ReplicaID: replicaID, Advertise: advertise, Key: cfg.SigningKey,
 		// Presence is repeated every heartbeat, at most every 5 s, so a dead
 		// replica's connectors show offline within 15 s.
 		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,

@@ -11,7 +11,7 @@ import (
 func clusterConfig(natsURL, advertise, replicaID string, key []byte) Config {
 	return Config{
 		Options: Options{Heartbeat: time.Second, RequestTimeout: time.Second},
-		NATS:    natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: key,
+		NATS:    natsURL, Advertise: advertise, ReplicaID: replicaID, SigningKey: key,
 	}
 }
 

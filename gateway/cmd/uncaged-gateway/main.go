@@ -139,11 +139,9 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var clusterKey []byte
-			if natsURL != "" {
-				if clusterKey, err = key.load(); err != nil {
-					return err
-				}
+			signingKey, err := key.load()
+			if err != nil {
+				return err
 			}
 			logger := logOptions.New(os.Stderr)
 			a.SetLogger(logger)
@@ -160,7 +158,7 @@ func serveCmd() *cobra.Command {
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
-				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, ClusterKey: clusterKey,
+				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, SigningKey: signingKey,
 			})
 		},
 	}
