@@ -111,7 +111,7 @@ func main() {
 	searchDirect(ctx, st, gen, queries, *iterations)
 	searchHTTP(c, queries, *iterations)
 	rssSearched := rss(gw.Process.Pid)
-	resync(ctx, gw.Process.Pid, addr, st, work, *perMachine, *resyncs)
+	resync(ctx, gw.Process.Pid, addr, st, *perMachine, *resyncs)
 
 	rssFull := rss(gw.Process.Pid)
 	fmt.Println("gateway memory")
@@ -172,12 +172,20 @@ func (g *generator) machineName(i int) string {
 
 var verbs = []string{"Fix", "Add", "Refactor", "Review", "Investigate", "Update", "Document", "Migrate", "Speed up", "Remove", "Write tests for", "Upgrade"}
 
-// sentence is one instruction or finding.
+// sentence is one instruction or finding. One in three names something
+// nearly unique, as real prompts do (an issue number, a file), so that a
+// search for it finds a handful of threads among a million.
 func (g *generator) sentence() string {
 	n := 4 + g.rng.Intn(10)
 	words := make([]string, n)
 	for i := range words {
 		words[i] = g.word()
+	}
+	switch g.rng.Intn(6) {
+	case 0:
+		words = append(words, fmt.Sprintf("(issue %d)", g.rng.Intn(100000)))
+	case 1:
+		words = append(words, fmt.Sprintf("in %s_%d.go", g.word(), g.rng.Intn(5000)))
 	}
 	return verbs[g.rng.Intn(len(verbs))] + " " + strings.Join(words, " ") + "."
 }
@@ -257,6 +265,7 @@ func typicalQueries(g *generator, machines int) []query {
 		{"newest page", store.ThreadQuery{}},
 		{"q: common word (deploy)", store.ThreadQuery{Q: "deploy"}},
 		{"q: rare word (marmalade)", store.ThreadQuery{Q: "marmalade"}},
+		{"q: an issue number", store.ThreadQuery{Q: "issue 4242"}},
 		{"q: two words", store.ThreadQuery{Q: "payments timeout"}},
 		{"machine + status", store.ThreadQuery{Machine: m, Status: "failed"}},
 		{"workflow", store.ThreadQuery{Workflow: "security-audit"}},
@@ -409,13 +418,12 @@ func asWire(ts []store.Thread) []fleet.Thread {
 
 // resync measures the gateway's CPU for one connector's resync of n
 // threads, from the connection to the last thread stored.
-func resync(ctx context.Context, pid int, addr string, st store.Store, work string, n, runs int) {
+func resync(ctx context.Context, pid int, addr string, st store.Store, n, runs int) {
 	fmt.Printf("resync of one connector's %d threads over its change stream (gateway CPU, median of %d)\n", n, runs)
 	// Baseline: this process writing the same threads with SyncThreads, in
-	// the gateway's batches of 500, into a store of its own.
-	base, err := store.Open(ctx, store.Config{DataDir: filepath.Join(work, "baseline")})
-	check(err)
-	defer func() { check(base.Close()) }()
+	// the gateway's batches of 500, into the same database (as a machine of
+	// its own): what the write costs, without the stream.
+	base := st
 	g := newGenerator(2)
 	var baseCPU []time.Duration
 	for run := range runs {
