@@ -36,8 +36,8 @@ func TestPercentFor(t *testing.T) {
 }
 
 // The tuner changes process-wide settings, so each case runs in a child
-// process of its own: the test binary again, running only the child test
-// named, which the variable GCTUNE_CHILD lets run.
+// process of its own: the test binary again, running only that test, whose
+// body GCTUNE_CHILD lets run.
 func runChild(t *testing.T, test string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
@@ -48,31 +48,27 @@ func runChild(t *testing.T, test string, env ...string) {
 	}
 }
 
-// child skips a child test run other than by runChild.
-func child(t *testing.T) {
+// inParent runs the calling test in a child process (with env added) and
+// reports true when this is the parent, which is then done: the test's own
+// body runs only in the child.
+func inParent(t *testing.T, env ...string) bool {
 	t.Helper()
-	if os.Getenv("GCTUNE_CHILD") == "" {
-		t.Skip("runs in a child process only")
+	if os.Getenv("GCTUNE_CHILD") != "" {
+		return false
 	}
-}
-
-func TestSmallHeapGetsHeadroom(t *testing.T) {
 	t.Parallel()
-	runChild(t, "TestChildSmallHeap", "GOGC=")
-}
-
-func TestOperatorGOGCIsLeftAlone(t *testing.T) {
-	t.Parallel()
-	runChild(t, "TestChildOperatorGOGC", "GOGC=150")
+	runChild(t, t.Name(), env...)
+	return true
 }
 
 var keep [][]byte
 
-// TestChildSmallHeap collects with a small live heap until the tuner has
-// raised GOGC, and checks the runtime runs with the value the tuner
-// reports.
-func TestChildSmallHeap(t *testing.T) {
-	child(t)
+// TestSmallHeapGetsHeadroom collects with a small live heap until the tuner has raised
+// GOGC, and checks the runtime runs with the value the tuner reports.
+func TestSmallHeapGetsHeadroom(t *testing.T) {
+	if inParent(t, "GOGC=") {
+		return
+	}
 	if err := os.Unsetenv("GOGC"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +91,12 @@ func TestChildSmallHeap(t *testing.T) {
 	})
 }
 
-// TestChildOperatorGOGC checks a GOGC from the environment survives
-// collections untouched.
-func TestChildOperatorGOGC(t *testing.T) {
-	child(t)
+// TestOperatorGOGCIsLeftAlone checks a GOGC from the environment survives collections
+// untouched.
+func TestOperatorGOGCIsLeftAlone(t *testing.T) {
+	if inParent(t, "GOGC=150") {
+		return
+	}
 	Start()
 	for range 5 {
 		runtime.GC()

@@ -148,17 +148,20 @@ func TestStalledStreamHitsIdleWatchdogAndIsRetried(t *testing.T) {
 
 // The header timeout does not cut off a stream that keeps producing data.
 func TestLongStreamOutlivesHeaderTimeout(t *testing.T) {
-	// Serial: a 20 ms header timeout that load from parallel tests can exceed.
+	t.Parallel()
+	// The header timeout is long enough that the first chunk arrives within
+	// it even on a loaded machine; the rest is held until well after it.
+	const headerTimeout = 2 * time.Second
 	release := make(chan struct{})
 	s := streamReply("slow ", "but steady")
 	s.hold, s.holdAfter = release, 1
 	f := newFake(t, s)
 	opts := fastOpts()
-	opts.Timeout = 20 * time.Millisecond
+	opts.Timeout = headerTimeout
 	opts.MaxAttempts = 1
 	go func() {
 		// Deliberately outlast the header timeout before the rest arrives.
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(headerTimeout + 500*time.Millisecond)
 		close(release)
 	}()
 	msg, err := chat(t, f, opts)
