@@ -79,6 +79,9 @@ func TestServeSecretsFromFlagsAndEnvironment(t *testing.T) {
 
 // The signing key comes from --key-file, else --key or UNCAGED_GATEWAY_KEY.
 func TestKeyFlags(t *testing.T) {
+	// token create records the token: in this test's store, never in the
+	// default one under the home directory of whoever runs the tests.
+	t.Setenv("UNCAGED_GATEWAY_DATA_DIR", t.TempDir())
 	t.Setenv("UNCAGED_GATEWAY_KEY", strings.Repeat("e", 32))
 	root := newRoot()
 	var out bytes.Buffer
