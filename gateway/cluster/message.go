@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"net/url"
-	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -62,9 +61,6 @@ const macHeader = "Uncaged-Mac"
 // disagree) a message may be. Older ones are replays or stuck buffers and
 // would resurrect connectors that have moved on.
 const maxMessageAge = 2 * time.Minute
-
-// nameRule is the connector-name rule of the gateway (server.connectorName).
-var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // sign returns the HMAC of parts under key, hex-encoded.
 func sign(key []byte, parts ...string) string {
@@ -163,7 +159,7 @@ func (m message) validate(now time.Time) error {
 		}
 	}
 	for _, e := range m.Endpoints {
-		if !nameRule.MatchString(e.Name) {
+		if !presence.ValidName(e.Name) {
 			return fmt.Errorf("replica %s announced an invalid connector name %q", m.Replica, e.Name)
 		}
 		if e.Status != presence.Online && e.Status != presence.Offline {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/uncaged/workflow/gateway/legacy"
+	"github.com/uncaged/workflow/gateway/presence"
 )
 
 // ShareRegistration tells the other replicas of an original client's
@@ -44,7 +45,7 @@ func openRegistration(key []byte, sealed string) (legacy.Registration, error) {
 	if err != nil {
 		return legacy.Registration{}, err
 	}
-	if !nameRule.MatchString(r.Name) {
+	if !presence.ValidName(r.Name) {
 		return legacy.Registration{}, fmt.Errorf("sealed registration: invalid connector name %q", r.Name)
 	}
 	return r, nil

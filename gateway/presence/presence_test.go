@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,5 +251,19 @@ func TestCloseTokens(t *testing.T) {
 	}
 	if again := r.CloseTokens(func(id string) bool { return id == "t1" }, "token revoked"); len(again) != 0 {
 		t.Fatalf("closed again: %v", again)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "m1", "ci-box", strings.Repeat("a", 63)} {
+		if !ValidName(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", "-a", "a-", "A", "a_b", "a.b", "a/b", strings.Repeat("a", 64), "ü"} {
+		if ValidName(bad) {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/store"
 )
 
@@ -495,7 +496,7 @@ func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
 		q.Action = a
 	}
 	if m := get("machine"); m != "" {
-		if !connectorName.MatchString(m) {
+		if !presence.ValidName(m) {
 			return q, fmt.Errorf("machine: %q is not a connector name", m)
 		}
 		q.Machine = m

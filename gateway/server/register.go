@@ -95,7 +95,7 @@ func (g *Gateway) register(c echo.Context) error {
 	if err := g.verifyConnector(secret, reg.Name); err != nil {
 		return err
 	}
-	if !connectorName.MatchString(reg.Name) {
+	if !presence.ValidName(reg.Name) {
 		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
 	now := time.Now()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/shared/requestid"
 )
 
@@ -32,7 +33,7 @@ func proxiedConnector(path string) string {
 	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
 		if rest, ok := strings.CutPrefix(path, prefix); ok {
 			name, _, _ := strings.Cut(rest, "/")
-			if connectorName.MatchString(name) {
+			if presence.ValidName(name) {
 				return name
 			}
 			return ""

@@ -36,7 +36,6 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -177,9 +176,6 @@ type Gateway struct {
 	audit        *auditLog
 	stopWatching context.CancelFunc
 }
-
-// connectorName is what a connector may call itself: a host-name label.
-var connectorName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // New builds a gateway.
 func New(opts Options) *Gateway {
@@ -406,7 +402,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	if name == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "name required")
 	}
-	if !connectorName.MatchString(name) {
+	if !presence.ValidName(name) {
 		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
 	p, err := g.opts.Auth.Verify(auth.Credential(r), auth.RoleConnector, name)

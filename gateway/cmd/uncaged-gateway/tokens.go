@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,12 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/envflag"
 )
-
-// connectorName is what the gateway accepts as a connector's name.
-var connectorName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // DefaultDashboardTTL is how long a dashboard token is valid when
 // `token create --dashboard` is given no --ttl.
@@ -128,7 +125,7 @@ goes to standard error (or, with --json, everything to standard output).`,
 			if (connector == "") == !dashboard {
 				return errors.New("give exactly one of --connector NAME or --dashboard")
 			}
-			if connector != "" && !connectorName.MatchString(connector) {
+			if connector != "" && !presence.ValidName(connector) {
 				return fmt.Errorf("--connector %q: invalid connector name: use lowercase letters, digits and hyphens (at most 63), as the connector's --name", connector)
 			}
 			if ttl < 0 {
