@@ -61,13 +61,19 @@ func (s *storeFlags) config() (store.Config, error) {
 	return store.Config{DataDir: dir, DatabaseURL: url}, nil
 }
 
-// open opens the store the flags name.
-func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
+// open opens the store the flags name for cmd, with cmd's context (one
+// for the command's whole run when cobra gave none).
+func (s *storeFlags) open(cmd *cobra.Command) (context.Context, store.Store, error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	cfg, err := s.config()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return store.Open(ctx, cfg)
+	st, err := store.Open(ctx, cfg)
+	return ctx, st, err
 }
 
 // tokenJSON is a token's record as `token list --json` and
@@ -145,11 +151,7 @@ goes to standard error (or, with --json, everything to standard output).`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			s, err := st.open(ctx)
+			ctx, s, err := st.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -208,11 +210,7 @@ func tokenListCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			s, err := st.open(ctx)
+			ctx, s, err := st.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -287,11 +285,7 @@ was revoked; revoking nothing is an error.`,
 			if kind != "" && kind != string(store.KindDashboard) && kind != string(store.KindConnector) {
 				return fmt.Errorf("--kind %q: want dashboard or connector", kind)
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			s, err := st.open(ctx)
+			ctx, s, err := st.open(cmd)
 			if err != nil {
 				return err
 			}
