@@ -42,13 +42,11 @@ type statusEndpoint struct {
 	Replica       string `json:"replica,omitempty"`
 }
 
-// defaultStatusURL is where a gateway on this machine listens: the
-// UNCAGED_GATEWAY_URL a person set, else the address `serve` would take from
-// UNCAGED_GATEWAY_LISTEN (so the image's HEALTHCHECK follows it), else :8080.
+// defaultStatusURL is where a gateway on this machine listens when neither
+// --url nor its variable (UNCAGED_GATEWAY_URL, bound like every flag's) says:
+// the address `serve` would take from UNCAGED_GATEWAY_LISTEN (so the image's
+// HEALTHCHECK follows it), else :8080.
 func defaultStatusURL(getenv func(string) string) string {
-	if u := getenv("UNCAGED_GATEWAY_URL"); u != "" {
-		return u
-	}
 	listen := getenv("UNCAGED_GATEWAY_LISTEN")
 	host, port, err := net.SplitHostPort(listen)
 	if listen == "" || err != nil {

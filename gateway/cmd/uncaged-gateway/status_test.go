@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/shared/envflag"
 )
 
 // fakeGateway answers the three routes status reads.
@@ -141,9 +143,14 @@ func TestDefaultStatusURL(t *testing.T) {
 			t.Errorf("listen %q: %q, want %q", env, got, want)
 		}
 	}
-	if got := defaultStatusURL(func(k string) string {
-		return map[string]string{"UNCAGED_GATEWAY_URL": "https://gw", "UNCAGED_GATEWAY_LISTEN": ":1"}[k]
-	}); got != "https://gw" {
+	// UNCAGED_GATEWAY_URL reaches --url through the command's own binding,
+	// and wins over the default derived from UNCAGED_GATEWAY_LISTEN.
+	cmd := statusCmd()
+	env := map[string]string{"UNCAGED_GATEWAY_URL": "https://gw", "UNCAGED_GATEWAY_LISTEN": ":1"}
+	if err := envflag.Apply(cmd.Flags(), func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cmd.Flags().GetString("url"); got != "https://gw" {
 		t.Errorf("UNCAGED_GATEWAY_URL ignored: %q", got)
 	}
 }
