@@ -174,6 +174,9 @@ func TestTheNextHostKillsWhatADeadHostLeft(t *testing.T) {
 	if !alive(child) {
 		t.Fatal("the leader's child died too: nothing was left for the next host to kill")
 	}
+	// The kernel signals the leader while the host is still exiting, before
+	// it is a zombie: until then the next host rightly takes it for alive.
+	testkit.WaitUntil(t, "the host to be dead", func() bool { return testkit.ProcessGone(host.Process.Pid) })
 
 	next, err := Open(filepath.Join(dir, "records"), nil)
 	if err != nil {
