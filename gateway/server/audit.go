@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -486,11 +487,7 @@ func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
 		return ""
 	}
 	if a := get("action"); a != "" {
-		known := false
-		for _, k := range auditActions {
-			known = known || a == k
-		}
-		if !known {
+		if !slices.Contains(auditActions, a) {
 			return q, fmt.Errorf("action: unknown action %q (one of %s)", a, strings.Join(auditActions, ", "))
 		}
 		q.Action = a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,7 +129,7 @@ func parseThreadQuery(c echo.Context) (store.ThreadQuery, error) {
 		Machine: strings.TrimSpace(c.QueryParam("machine")), Workflow: strings.TrimSpace(c.QueryParam("workflow")),
 		Status: strings.TrimSpace(c.QueryParam("status")), Q: c.QueryParam("q"),
 	}
-	if q.Status != "" && !contains(fleetStatuses, q.Status) {
+	if q.Status != "" && !slices.Contains(fleetStatuses, q.Status) {
 		return q, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("status must be one of %s; got %q", strings.Join(fleetStatuses, ", "), q.Status))
 	}
 	if len(q.Q) > 1000 {
@@ -151,15 +152,6 @@ func parseThreadQuery(c echo.Context) (store.ThreadQuery, error) {
 		return q, err
 	}
 	return q, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // lastSeen maps every remembered machine to when it was last heard from.
@@ -337,7 +329,7 @@ func (fl *fleetMemory) offlineMachine(next echo.HandlerFunc) echo.HandlerFunc {
 // is offline, from the store, in the connector's list shape.
 func (fl *fleetMemory) offlineThreads(c echo.Context, m store.Machine) error {
 	status := strings.TrimSpace(c.QueryParam("status"))
-	if status != "" && !contains(fleetStatuses, status) {
+	if status != "" && !slices.Contains(fleetStatuses, status) {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("status must be one of %s while the machine is offline; got %q", strings.Join(fleetStatuses, ", "), status))
 	}
 	limit, err := parseIntParam(c, "limit", 1<<30)
