@@ -8,12 +8,22 @@
 // that stopped reading may take a while to let go, so connections are
 // closed in the background — after the name is shown offline, or after a
 // replacement has taken it.
+//
+// A name belongs to one instance at a time. A connector sends its instance
+// id (one per storage root): a newer connection from the same instance
+// replaces the older one, as after a network blip; one from another
+// instance is refused while the name is online, unless it asks to take
+// over, and then the older one is told who took its place. Connections
+// without an instance id (original clients, older connectors) replace and
+// are replaced as before.
 package presence
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -63,6 +73,51 @@ type Info struct {
 	// shared secret and tokens without an id), so that revoking the token
 	// closes it (CloseTokens). Not shown in the endpoints list.
 	TokenID string
+	// Instance is the connector's instance id (one per storage root, the
+	// same across its restarts); empty for original clients and older
+	// connectors, which are replaced by any newcomer as before.
+	Instance string
+	// Takeover says the newcomer asked to take the name from another
+	// instance (connect --takeover). Not kept.
+	Takeover bool
+}
+
+// instanceRule is what an instance id may be: short, and safe in a log
+// line, a header and a JSON message alike.
+var instanceRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidInstance reports whether id is an instance id the gateway accepts:
+// 1 to 64 letters, digits, '-' and '_'.
+func ValidInstance(id string) bool { return instanceRule.MatchString(id) }
+
+// ConflictError is Attach's refusal of a connection from another instance
+// than the one holding the name online, when it did not ask to take over:
+// two machines (or storage roots) using one name would otherwise knock
+// each other off at every reconnection.
+type ConflictError struct {
+	Name string
+	// Holder is the connection holding the name, Since when it connected.
+	Holder Info
+	Since  time.Time
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("connector name %q is held by instance %s from %s since %s: another machine or storage root uses this name; choose another --name, or pass --takeover to replace it",
+		e.Name, e.Holder.Instance, e.Holder.Address, e.Since.UTC().Format(time.RFC3339))
+}
+
+// instanceConflict says whether newer, from another instance than held,
+// must be refused the name: both carry an instance id, they differ, and
+// newer did not ask to take over.
+func instanceConflict(held, newer Info) bool {
+	return held.Instance != "" && newer.Instance != "" && held.Instance != newer.Instance && !newer.Takeover
+}
+
+// TakeoverReason is the close reason of a connection another instance
+// took over; it ends with tunnel.TakeoverMark, which tells the connector
+// to stop reconnecting.
+func TakeoverReason(by Info) string {
+	return fmt.Sprintf("replaced by instance %s from %s (--takeover)", by.Instance, by.Address)
 }
 
 // Endpoint is one connector as the endpoints list shows it.
@@ -78,6 +133,10 @@ type Endpoint struct {
 	// Credential is CredentialToken or CredentialSecret; other replicas
 	// read it too, to refuse the shared secret a name a token holds there.
 	Credential string `json:"credential"`
+	// Instance is the connector's instance id (Info.Instance); empty for
+	// original clients and older connectors. Other replicas read it to
+	// refuse a second instance the name.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Registry holds the connectors.
@@ -108,15 +167,19 @@ func New(interval time.Duration) *Registry {
 // Attach makes c the connection for name, unless the name is held by a
 // connection made with a token bound to it (online, or the offline entry
 // the list still shows) and c came with the shared secret: then it returns
-// ErrTokenBound and leaves c to the caller. An older connection under the
-// name is closed in the background with a reason saying it was replaced,
-// so one that no longer drains never holds up its replacement; replaced
-// describes it (nil when none was online). The caller has checked the
-// newcomer may use the name.
+// ErrTokenBound and leaves c to the caller. Nor does it when another
+// instance holds the name online and c did not ask to take over: then it
+// returns a *ConflictError. An older connection under the name is closed
+// in the background with a reason saying it was replaced (by whom, for a
+// takeover), so one that no longer drains never holds up its replacement;
+// replaced describes it (nil when none was online). The caller has
+// checked the newcomer may use the name.
 func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err error) {
 	ctx, stop := context.WithCancel(context.Background())
 	now := r.now()
-	e := &entry{conn: c, info: info, connectedAt: now, lastHeartbeat: now, online: true, stop: stop}
+	stored := info
+	stored.Takeover = false
+	e := &entry{conn: c, info: stored, connectedAt: now, lastHeartbeat: now, online: true, stop: stop}
 	r.mu.Lock()
 	old := r.entries[name]
 	if old != nil && takesFromToken(old.info, info) {
@@ -124,17 +187,27 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 		stop()
 		return nil, ErrTokenBound
 	}
+	if old != nil && old.online && instanceConflict(old.info, info) {
+		conflict := &ConflictError{Name: name, Holder: old.info, Since: old.connectedAt}
+		r.mu.Unlock()
+		stop()
+		return nil, conflict
+	}
 	r.entries[name] = e
+	reason := "replaced by a newer connection for " + name
 	if old != nil && old.online {
 		old.online = false
 		prev := old.info
 		replaced = &prev
+		if prev.Instance != "" && info.Instance != "" && prev.Instance != info.Instance {
+			reason = TakeoverReason(info)
+		}
 	}
 	r.mu.Unlock()
 	if old != nil {
 		old.stop()
 		if replaced != nil {
-			go drop(old.conn, "replaced by a newer connection for "+name)
+			go drop(old.conn, reason)
 		}
 	}
 	r.changed(name, Online)
@@ -146,6 +219,19 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 // name from one made with a token bound to it: only a token may.
 func takesFromToken(held, newer Info) bool {
 	return held.Credential == CredentialToken && newer.Credential != CredentialToken
+}
+
+// Conflict is the *ConflictError Attach would return for a connection
+// described by info under name now, or nil: a check before the WebSocket
+// upgrade, so the refusal can be an HTTP answer. Attach checks again.
+func (r *Registry) Conflict(name string, info Info) *ConflictError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	if !ok || !e.online || !instanceConflict(e.info, info) {
+		return nil
+	}
+	return &ConflictError{Name: name, Holder: e.info, Since: e.connectedAt}
 }
 
 // HeldByToken says whether Attach would refuse the shared secret name.
@@ -233,7 +319,7 @@ func (r *Registry) List() []Endpoint {
 			Name: name, URL: "tunnel://" + name, Status: status,
 			LastHeartbeat: e.lastHeartbeat.UnixMilli(), ConnectedAt: e.connectedAt.UnixMilli(),
 			Version: e.info.Version, Address: e.info.Address, Protocol: e.info.Protocol,
-			Credential: e.info.Credential,
+			Credential: e.info.Credential, Instance: e.info.Instance,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

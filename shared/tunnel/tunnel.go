@@ -70,11 +70,32 @@ func ConnectURL(gateway, name string) (string, error) {
 	return u.String(), nil
 }
 
-// RejectedError is a gateway's refusal of a connection, with its status and
-// the message it gave.
+// Headers a connector sends when it dials.
+const (
+	// InstanceHeader carries the connector's instance id: one per storage
+	// root, the same across restarts, so the gateway can tell a machine
+	// reconnecting after a network blip (same instance) from a second
+	// machine using the same name (another instance).
+	InstanceHeader = "X-Uncaged-Instance"
+	// TakeoverHeader, set to "1", asks the gateway to give the name to this
+	// connection even when another instance holds it.
+	TakeoverHeader = "X-Uncaged-Takeover"
+)
+
+// TakeoverMark ends the close reason the gateway gives a connection that
+// another instance took over with --takeover. A connector closed with it
+// stops reconnecting: the name now belongs to another machine.
+const TakeoverMark = "(--takeover)"
+
+// RejectedError is a gateway's answer that did not upgrade to a
+// WebSocket: a refusal (4xx, 5xx), or another status (a 200 web page, a
+// redirect's target) from something that is not the gateway's tunnel.
 type RejectedError struct {
 	Status  int
 	Message string
+	// ContentType is the answer's Content-Type, so a web page can be told
+	// from the gateway's JSON refusals.
+	ContentType string
 }
 
 func (e *RejectedError) Error() string {
@@ -86,6 +107,10 @@ func (e *RejectedError) Error() string {
 type ClosedError struct{ Reason string }
 
 func (e *ClosedError) Error() string { return "closed by the gateway: " + e.Reason }
+
+// TakenOver says whether another instance took the connector's name with
+// --takeover (TakeoverMark), so reconnecting would be pointless.
+func (e *ClosedError) TakenOver() bool { return strings.HasSuffix(e.Reason, TakeoverMark) }
 
 // Dial opens the connector's WebSocket to the gateway, authenticated with
 // token (sent as a bearer token, never in the URL).
@@ -103,13 +128,15 @@ func Dial(ctx context.Context, gateway, name, token string, header http.Header) 
 	}
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{Subprotocol}})
 	if err != nil {
-		if resp != nil && resp.StatusCode >= 400 {
+		// Any answer but 101 is not the tunnel: the caller tells a
+		// refusal from a web page by its status and content type.
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			body := ""
 			if resp.Body != nil {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 				body = strings.TrimSpace(string(b))
 			}
-			return nil, &RejectedError{Status: resp.StatusCode, Message: body}
+			return nil, &RejectedError{Status: resp.StatusCode, Message: body, ContentType: resp.Header.Get("Content-Type")}
 		}
 		return nil, err
 	}
