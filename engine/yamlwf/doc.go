@@ -30,7 +30,7 @@
 //	  reviewer:                     # a map: routed by the last step's meta.status
 //	    approved: __end__
 //	    rejected: planner
-//	    FALLBACK: __end__           # optional; no match and no FALLBACK → __end__
+//	    FALLBACK: __end__           # optional; no match and no FALLBACK fails the thread
 //
 // Role names follow the registry's name rule (lowercase letters, digits and
 // single hyphens); __start__ and __end__ are reserved. Unknown keys are
@@ -38,7 +38,9 @@
 // where only JSON Schema keywords, casRef and "x-" extensions are accepted —
 // and every role must be reachable from __start__. Output schemas are
 // compiled when the workflow is added, with no $ref loading beyond the
-// schema itself.
+// schema itself. Parse reports every problem of a file at once, in file
+// order, each with its key path and line (an ErrorList prints the first
+// MaxShown and counts the rest).
 //
 // # Routing
 //
@@ -46,9 +48,21 @@
 // before the first step). A string names the next role (or __end__). A map
 // is looked up with the last step's meta.status when it is a string; when
 // no key matches (or status is missing or not a string) the FALLBACK entry
-// is used, and with no FALLBACK the thread ends. A role without a graph
-// entry ends the thread too. Ending returns code 0 with the summary
-// "completed: moderator returned END", as createWorkflow does.
+// is used. With no FALLBACK the thread fails, naming the status and the
+// route (a RouteError): ending it as a success would hide a misspelt key. A
+// role without a graph entry ends the thread, and so does __end__; ending
+// returns code 0 with the summary "completed: moderator returned END", as
+// createWorkflow does.
+//
+// A map's keys are checked against the statuses the role's output schema
+// allows (properties.status.enum, or const) when the workflow is parsed:
+//
+//   - a key that is not an allowed status is an error, with the nearest
+//     status as a suggestion ("no such status (did you mean "approved"?)");
+//   - an allowed status with no key is an error, unless FALLBACK covers it;
+//   - when the schema does not list the statuses, or does not require
+//     status, the keys cannot be trusted to cover every step: without
+//     FALLBACK that is a warning (Definition.Warnings), not an error.
 //
 // # Steps
 //

@@ -41,7 +41,7 @@ var (
 
 // checkKeywords reports the first unknown keyword in the schema at n.
 // Values that are data (enum, const, default, examples) are not walked.
-func checkKeywords(n *yaml.Node, path string, depth int) error {
+func checkKeywords(n *yaml.Node, path string, depth int) *Error {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode || depth > maxSchemaDepth {
 		return nil

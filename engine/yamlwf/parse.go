@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,29 +25,7 @@ import (
 // FallbackKey is the graph key taken when no status matches.
 const FallbackKey = "FALLBACK"
 
-// Error is a problem in a YAML workflow, located by its key path
-// ("roles.reviewer.agent") and, when known, its line.
-type Error struct {
-	Path string // dotted key path; "" for the document itself
-	Line int    // 1-based; 0 when unknown
-	Msg  string
-}
-
-// Error formats the problem as "line N: path: message".
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", e.Line)
-	}
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-func errAt(n *yaml.Node, path, format string, args ...any) error {
+func errAt(n *yaml.Node, path, format string, args ...any) *Error {
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -61,6 +40,9 @@ type Definition struct {
 	Roles []Role
 	// Routes in declaration order, one per graph key.
 	Routes []Route
+	// Warnings are what may still go wrong at run time that Parse cannot
+	// rule out, such as route keys it cannot check against a status enum.
+	Warnings []*Error
 }
 
 // Role is one role of a workflow.
@@ -76,6 +58,7 @@ type Role struct {
 	// outputJSON is Output as JSON text, what agents receive as Call.Schema.
 	outputJSON []byte
 	schema     *jsonschema.Schema
+	line       int // of the role's key, for problems found after the walk
 }
 
 // Route is the graph entry of one role (or __start__).
@@ -107,7 +90,10 @@ var agentNameRule = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 const maxInput = 4 << 20
 
 // Parse reads and validates a YAML workflow. Malformed YAML gives yaml.v3's
-// error (with its line); every other problem an *Error naming the key path.
+// error (with its line); every other problem is reported at once, as an
+// *ErrorList of *Error values naming each key path, after the walk has gone
+// through the whole file. Problems that are worth knowing but do not stop
+// the workflow from running well are the Definition's Warnings.
 func Parse(data []byte) (*Definition, error) {
 	if len(data) > maxInput {
 		return nil, &Error{Msg: fmt.Sprintf("workflow file is larger than %d bytes", maxInput)}
@@ -140,13 +126,28 @@ func Parse(data []byte) (*Definition, error) {
 		return nil, &Error{Msg: strings.TrimPrefix(err.Error(), "canonyaml: ")}
 	}
 	p := parser{}
-	return p.document(doc.Content[0])
+	def := p.document(doc.Content[0])
+	if err := p.errs.err(); err != nil {
+		return nil, err
+	}
+	def.Warnings = p.warnings
+	return def, nil
 }
 
+// parser walks a workflow, recording every problem and going on with the
+// next part it can still check: a broken part is left out, and what refers
+// to it is not reported again.
 type parser struct {
 	agentNames []string
 	agentSpecs map[string]agents.Spec
+	// brokenAgents are defined agents whose spec has problems: roles naming
+	// them are not also told the agent is unknown.
+	brokenAgents map[string]bool
+	errs         problems
+	warnings     []*Error
 }
+
+func (p *parser) fail(e *Error) { p.errs.add(e) }
 
 // deref follows aliases: the first pass has ruled out cycles.
 func deref(n *yaml.Node) *yaml.Node {
@@ -161,31 +162,38 @@ type field struct {
 	value *yaml.Node
 }
 
-// mapping returns the pairs of a mapping node, rejecting keys not in allowed
-// (nil allows any key).
-func mapping(n *yaml.Node, path, what string, allowed []string) ([]field, error) {
+// mapping returns the pairs of a mapping node whose keys are in allowed
+// (nil allows any key), reporting every other key. ok is false when n is
+// not a mapping or a key was reported.
+func (p *parser) mapping(n *yaml.Node, path, what string, allowed []string) (fields []field, ok bool) {
 	n = deref(n)
 	if n.Kind != yaml.MappingNode {
-		return nil, errAt(n, path, "must be a mapping (%s), got %s", what, describeNode(n))
+		p.fail(errAt(n, path, "must be a mapping (%s), got %s", what, describeNode(n)))
+		return nil, false
 	}
-	out := make([]field, 0, len(n.Content)/2)
+	ok = true
+	fields = make([]field, 0, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			return nil, errAt(k, path, "keys must be plain strings")
+			p.fail(errAt(k, path, "keys must be plain strings"))
+			ok = false
+			continue
 		}
-		if allowed != nil && !contains(allowed, k.Value) {
-			return nil, errAt(k, join(path, k.Value), "unknown key (allowed: %s)", strings.Join(sortedCopy(allowed), ", "))
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
+			p.fail(errAt(k, join(path, k.Value), "unknown key (allowed: %s)", strings.Join(sortedCopy(allowed), ", ")))
+			ok = false
+			continue
 		}
-		out = append(out, field{k, v})
+		fields = append(fields, field{k, v})
 	}
-	return out, nil
+	return fields, ok
 }
 
-func (p *parser) document(root *yaml.Node) (*Definition, error) {
-	fields, err := mapping(root, "", "the workflow", []string{"version", "description", "agents", "roles", "agent", "graph"})
-	if err != nil {
-		return nil, err
+func (p *parser) document(root *yaml.Node) *Definition {
+	fields, ok := p.mapping(root, "", "the workflow", []string{"version", "description", "agents", "roles", "agent", "graph"})
+	if !ok && fields == nil {
+		return nil
 	}
 	got := map[string]*yaml.Node{}
 	for _, f := range fields {
@@ -193,87 +201,99 @@ func (p *parser) document(root *yaml.Node) (*Definition, error) {
 	}
 	for _, k := range []string{"version", "description", "roles", "graph"} {
 		if got[k] == nil {
-			return nil, errAt(root, k, "required")
+			p.fail(errAt(root, k, "required"))
 		}
 	}
-	if v := got["version"]; v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Value != "1" {
-		return nil, errAt(v, "version", "must be 1, got %s", describeNode(v))
+	if v := got["version"]; v != nil && (v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Value != "1") {
+		p.fail(errAt(v, "version", "must be 1, got %s", describeNode(v)))
 	}
 	def := &Definition{}
-	if def.Description, err = requiredString(got["description"], "description"); err != nil {
-		return nil, err
+	if n := got["description"]; n != nil {
+		def.Description = p.requiredString(n, "description")
 	}
 	p.agentSpecs = map[string]agents.Spec{}
+	p.brokenAgents = map[string]bool{}
 	if n := got["agents"]; n != nil && !isNull(n) {
-		if err := p.agents(n); err != nil {
-			return nil, err
-		}
+		p.agents(n)
 	}
+	// defaultAgent is nil when there is none; defaultBroken when there is
+	// one with problems, so roles relying on it are not reported too.
 	var defaultAgent *agents.Spec
+	defaultBroken := false
 	if n := got["agent"]; n != nil && !isNull(n) {
-		s, err := p.agentRef(n, "agent")
-		if err != nil {
-			return nil, err
+		if s, ok := p.agentRef(n, "agent"); ok {
+			defaultAgent = &s
+		} else {
+			defaultBroken = true
 		}
-		defaultAgent = &s
 	}
-	if def.Roles, err = p.roles(got["roles"], defaultAgent); err != nil {
-		return nil, err
+	var declared []string
+	if n := got["roles"]; n != nil {
+		def.Roles, declared = p.roles(n, defaultAgent, defaultBroken)
 	}
-	if def.Routes, err = p.graph(got["graph"], def.Roles); err != nil {
-		return nil, err
+	if n := got["graph"]; n != nil {
+		var graphOK bool
+		def.Routes, graphOK = p.graph(n, def.Roles, declared)
+		// Reachability over a graph with broken entries would only repeat
+		// their problems as unreachable roles.
+		if graphOK && len(declared) == len(def.Roles) {
+			p.checkReachable(def)
+		}
 	}
-	if err := checkReachable(def, fields); err != nil {
-		return nil, err
-	}
-	return def, nil
+	return def
 }
 
-func (p *parser) agents(n *yaml.Node) error {
-	fields, err := mapping(n, "agents", "agent name → agent spec", nil)
-	if err != nil {
-		return err
-	}
+func (p *parser) agents(n *yaml.Node) {
+	fields, _ := p.mapping(n, "agents", "agent name → agent spec", nil)
 	for _, f := range fields {
 		name := f.key.Value
 		path := join("agents", name)
 		if !agentNameRule.MatchString(name) {
-			return errAt(f.key, path, "invalid agent name: start with a letter; use letters, digits, '-' and '_'")
+			p.fail(errAt(f.key, path, "invalid agent name: start with a letter; use letters, digits, '-' and '_'"))
+			p.brokenAgents[name] = true
+			continue
 		}
 		if f.value.Kind != yaml.MappingNode {
-			return errAt(f.value, path, "must be an agent spec mapping {type: ..., ...}, got %s", describeNode(f.value))
+			p.fail(errAt(f.value, path, "must be an agent spec mapping {type: ..., ...}, got %s", describeNode(f.value)))
+			p.brokenAgents[name] = true
+			continue
 		}
-		s, err := agentSpec(f.value, path)
-		if err != nil {
-			return err
+		s, ok := p.agentSpec(f.value, path)
+		if !ok {
+			p.brokenAgents[name] = true
+			continue
 		}
 		p.agentNames = append(p.agentNames, name)
 		p.agentSpecs[name] = s
 	}
-	return nil
 }
 
 // agentRef reads a role's (or the default) agent: a name from agents or an
-// inline spec.
-func (p *parser) agentRef(n *yaml.Node, path string) (agents.Spec, error) {
+// inline spec. ok is false when a problem was reported, or the named agent
+// has problems of its own.
+func (p *parser) agentRef(n *yaml.Node, path string) (spec agents.Spec, ok bool) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag != "!!str" {
-			return agents.Spec{}, errAt(n, path, "must be an agent name or an inline agent spec, got %s", describeNode(n))
+			break
 		}
-		s, ok := p.agentSpecs[n.Value]
-		if !ok {
-			defined := "none"
-			if len(p.agentNames) > 0 {
-				defined = strings.Join(sortedCopy(p.agentNames), ", ")
-			}
-			return agents.Spec{}, errAt(n, path, "unknown agent %q (defined: %s)", n.Value, defined)
+		if s, ok := p.agentSpecs[n.Value]; ok {
+			return s, true
 		}
-		return s, nil
+		if p.brokenAgents[n.Value] {
+			return agents.Spec{}, false
+		}
+		defined := "none"
+		if len(p.agentNames) > 0 {
+			defined = strings.Join(sortedCopy(p.agentNames), ", ")
+		}
+		p.fail(errAt(n, path, "unknown agent %q (defined: %s)", n.Value, defined))
+		return agents.Spec{}, false
 	case yaml.MappingNode:
-		return agentSpec(n, path)
+		return p.agentSpec(n, path)
 	}
-	return agents.Spec{}, errAt(n, path, "must be an agent name or an inline agent spec, got %s", describeNode(n))
+	p.fail(errAt(n, path, "must be an agent name or an inline agent spec, got %s", describeNode(n)))
+	return agents.Spec{}, false
 }
 
 // specKeys are the YAML keys of agents.Spec, taken from its JSON names so
@@ -291,10 +311,19 @@ var specKeys = func() []string {
 }()
 
 // agentSpec decodes and validates an inline agent spec.
-func agentSpec(n *yaml.Node, path string) (agents.Spec, error) {
-	if _, err := mapping(n, path, "an agent spec", specKeys); err != nil {
-		return agents.Spec{}, err
+func (p *parser) agentSpec(n *yaml.Node, path string) (agents.Spec, bool) {
+	if _, ok := p.mapping(n, path, "an agent spec", specKeys); !ok {
+		return agents.Spec{}, false
 	}
+	s, err := decodeAgentSpec(n, path)
+	if err != nil {
+		p.fail(err)
+		return agents.Spec{}, false
+	}
+	return s, true
+}
+
+func decodeAgentSpec(n *yaml.Node, path string) (agents.Spec, *Error) {
 	v, err := canonyaml.FromYAML(n)
 	if err != nil {
 		return agents.Spec{}, errAt(n, path, "%s", strings.TrimPrefix(err.Error(), "canonyaml: "))
@@ -340,74 +369,72 @@ func jsonKind(t reflect.Type) string {
 	return "a " + t.String()
 }
 
-func (p *parser) roles(n *yaml.Node, defaultAgent *agents.Spec) ([]Role, error) {
-	fields, err := mapping(n, "roles", "role name → role", nil)
-	if err != nil {
-		return nil, err
+// roles returns the roles without problems, and the names of every role
+// declared, so the graph can tell a broken role from an unknown one.
+func (p *parser) roles(n *yaml.Node, defaultAgent *agents.Spec, defaultBroken bool) (roles []Role, declared []string) {
+	if n = deref(n); n.Kind == yaml.MappingNode && len(n.Content) == 0 {
+		p.fail(errAt(n, "roles", "at least one role is required"))
+		return nil, nil
 	}
-	if len(fields) == 0 {
-		return nil, errAt(n, "roles", "at least one role is required")
-	}
-	roles := make([]Role, 0, len(fields))
+	fields, _ := p.mapping(n, "roles", "role name → role", nil)
 	for _, f := range fields {
-		r, err := p.role(f, defaultAgent)
-		if err != nil {
-			return nil, err
+		declared = append(declared, f.key.Value)
+		if r, ok := p.role(f, defaultAgent, defaultBroken); ok {
+			roles = append(roles, r)
 		}
-		roles = append(roles, r)
 	}
-	return roles, nil
+	return roles, declared
 }
 
-func (p *parser) role(f field, defaultAgent *agents.Spec) (Role, error) {
+func (p *parser) role(f field, defaultAgent *agents.Spec, defaultBroken bool) (Role, bool) {
 	name := f.key.Value
 	path := join("roles", name)
+	before := len(p.errs.list) + p.errs.omitted
 	if name == node.RoleStart || name == node.RoleEnd {
-		return Role{}, errAt(f.key, path, "%s is reserved; it cannot be a role", name)
+		p.fail(errAt(f.key, path, "%s is reserved; it cannot be a role", name))
+	} else if !roleNameRule.MatchString(name) {
+		p.fail(errAt(f.key, path, `invalid role name: use lowercase letters, digits and hyphens, e.g. "reviewer"`))
 	}
-	if !roleNameRule.MatchString(name) {
-		return Role{}, errAt(f.key, path, `invalid role name: use lowercase letters, digits and hyphens, e.g. "reviewer"`)
+	if f.value.Kind != yaml.MappingNode {
+		p.fail(errAt(f.value, path, "must be a mapping (description, prompt, agent, output), got %s", describeNode(f.value)))
+		return Role{}, false
 	}
-	fields, err := mapping(f.value, path, "description, prompt, agent, output", []string{"description", "prompt", "agent", "output"})
-	if err != nil {
-		return Role{}, err
-	}
+	fields, _ := p.mapping(f.value, path, "description, prompt, agent, output", []string{"description", "prompt", "agent", "output"})
 	got := map[string]*yaml.Node{}
 	for _, rf := range fields {
 		got[rf.key.Value] = rf.value
 	}
-	r := Role{Name: name}
+	r := Role{Name: name, line: f.key.Line}
 	for _, k := range []string{"description", "prompt"} {
 		if got[k] == nil {
-			return Role{}, errAt(f.value, join(path, k), "required")
+			p.fail(errAt(f.value, join(path, k), "required"))
 		}
 	}
-	if r.Description, err = requiredString(got["description"], join(path, "description")); err != nil {
-		return Role{}, err
+	if n := got["description"]; n != nil {
+		r.Description = p.requiredString(n, join(path, "description"))
 	}
-	if r.Prompt, err = requiredString(got["prompt"], join(path, "prompt")); err != nil {
-		return Role{}, err
+	if n := got["prompt"]; n != nil {
+		r.Prompt = p.requiredString(n, join(path, "prompt"))
 	}
 	switch a := got["agent"]; {
 	case a != nil && !isNull(a):
-		if r.Agent, err = p.agentRef(a, join(path, "agent")); err != nil {
-			return Role{}, err
-		}
+		r.Agent, _ = p.agentRef(a, join(path, "agent"))
 	case defaultAgent != nil:
 		r.Agent = *defaultAgent
+	case defaultBroken:
 	default:
-		return Role{}, errAt(f.value, join(path, "agent"), "required (there is no top-level agent default)")
+		p.fail(errAt(f.value, join(path, "agent"), "required (there is no top-level agent default)"))
 	}
 	if err := r.compileOutput(got["output"], join(path, "output")); err != nil {
-		return Role{}, err
+		p.fail(err)
 	}
-	return r, nil
+	return r, len(p.errs.list)+p.errs.omitted == before
 }
 
 // compileOutput reads the role's output schema (default {type: object}) and
 // compiles it, so a broken schema is refused when the workflow is added,
 // not when the role first runs.
-func (r *Role) compileOutput(n *yaml.Node, path string) error {
+func (r *Role) compileOutput(n *yaml.Node, path string) *Error {
 	r.Output = canonyaml.Map{{Key: "type", Value: "object"}}
 	if n != nil && !isNull(n) {
 		if n.Kind != yaml.MappingNode {
@@ -448,33 +475,37 @@ func (r *Role) compileOutput(n *yaml.Node, path string) error {
 	return nil
 }
 
-func (p *parser) graph(n *yaml.Node, roles []Role) ([]Route, error) {
-	fields, err := mapping(n, "graph", "role → next role, or role → {status: next role}", nil)
-	if err != nil {
-		return nil, err
+// graph reads the routes. roles are the roles without problems, declared
+// every role name the file declares; ok is false when a problem in the
+// graph itself was reported.
+func (p *parser) graph(n *yaml.Node, roles []Role, declared []string) (routes []Route, ok bool) {
+	before := len(p.errs.list) + p.errs.omitted
+	fields, isMap := p.mapping(n, "graph", "role → next role, or role → {status: next role}", nil)
+	if !isMap && fields == nil {
+		return nil, false
 	}
-	known := map[string]bool{}
-	var names []string
-	for _, r := range roles {
-		known[r.Name] = true
-		names = append(names, r.Name)
+	valid := map[string]*Role{}
+	for i := range roles {
+		valid[roles[i].Name] = &roles[i]
 	}
-	unknown := func(n *yaml.Node, path, name string) error {
-		return errAt(n, path, "unknown role %q (roles: %s)", name, strings.Join(names, ", "))
+	unknown := func(n *yaml.Node, path, name string) {
+		p.fail(errAt(n, path, "unknown role %q (roles: %s)", name, strings.Join(declared, ", ")))
 	}
-	target := func(n *yaml.Node, path string) (string, error) {
+	target := func(n *yaml.Node, path string) (string, bool) {
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			return "", errAt(n, path, "must be a role name or %s, got %s", node.RoleEnd, describeNode(n))
+			p.fail(errAt(n, path, "must be a role name or %s, got %s", node.RoleEnd, describeNode(n)))
+			return "", false
 		}
 		switch {
-		case n.Value == node.RoleEnd || known[n.Value]:
-			return n.Value, nil
+		case n.Value == node.RoleEnd || slices.Contains(declared, n.Value):
+			return n.Value, true
 		case n.Value == node.RoleStart:
-			return "", errAt(n, path, "%s cannot be a target", node.RoleStart)
+			p.fail(errAt(n, path, "%s cannot be a target", node.RoleStart))
+			return "", false
 		}
-		return "", unknown(n, path, n.Value)
+		unknown(n, path, n.Value)
+		return "", false
 	}
-	var routes []Route
 	hasStart := false
 	for _, f := range fields {
 		from := f.key.Value
@@ -483,52 +514,54 @@ func (p *parser) graph(n *yaml.Node, roles []Role) ([]Route, error) {
 		case from == node.RoleStart:
 			hasStart = true
 		case from == node.RoleEnd:
-			return nil, errAt(f.key, path, "%s ends the thread; it cannot have successors", node.RoleEnd)
-		case !known[from]:
-			return nil, unknown(f.key, join("graph", from), from)
+			p.fail(errAt(f.key, path, "%s ends the thread; it cannot have successors", node.RoleEnd))
+			continue
+		case !slices.Contains(declared, from):
+			unknown(f.key, path, from)
+			continue
 		}
 		route := Route{From: from}
 		switch f.value.Kind {
 		case yaml.ScalarNode:
-			if route.Next, err = target(f.value, path); err != nil {
-				return nil, err
-			}
+			route.Next, _ = target(f.value, path)
 		case yaml.MappingNode:
-			cases, err := mapping(f.value, path, "status → next role", nil)
-			if err != nil {
-				return nil, err
+			cases, _ := p.mapping(f.value, path, "status → next role", nil)
+			if len(f.value.Content) == 0 {
+				p.fail(errAt(f.value, path, "empty mapping: name the next role, or map statuses to roles"))
+				continue
 			}
-			if len(cases) == 0 {
-				return nil, errAt(f.value, path, "empty mapping: name the next role, or map statuses to roles")
-			}
+			var keys []*yaml.Node
 			for _, c := range cases {
-				to, err := target(c.value, join(path, c.key.Value))
-				if err != nil {
-					return nil, err
-				}
+				to, _ := target(c.value, join(path, c.key.Value))
 				if c.key.Value == FallbackKey {
 					route.Fallback = to
 					continue
 				}
 				if c.key.Value == "" {
-					return nil, errAt(c.key, path, "a status key must not be empty")
+					p.fail(errAt(c.key, path, "a status key must not be empty"))
+					continue
 				}
+				keys = append(keys, c.key)
 				route.Cases = append(route.Cases, Case{Status: c.key.Value, Next: to})
 			}
+			if r := valid[from]; r != nil {
+				p.checkStatusKeys(r, f.key, path, keys, route.Fallback != "")
+			}
 		default:
-			return nil, errAt(f.value, path, "must be a role name, %s, or a mapping status → role; got %s", node.RoleEnd, describeNode(f.value))
+			p.fail(errAt(f.value, path, "must be a role name, %s, or a mapping status → role; got %s", node.RoleEnd, describeNode(f.value)))
+			continue
 		}
 		routes = append(routes, route)
 	}
 	if !hasStart {
-		return nil, errAt(n, "graph", "no entry for %s", node.RoleStart)
+		p.fail(errAt(n, "graph", "no entry for %s", node.RoleStart))
 	}
-	return routes, nil
+	return routes, len(p.errs.list)+p.errs.omitted == before
 }
 
 // checkReachable refuses roles no path from __start__ leads to: they are
 // almost always a misspelt graph entry.
-func checkReachable(def *Definition, fields []field) error {
+func (p *parser) checkReachable(def *Definition) {
 	next := map[string][]string{}
 	for _, r := range def.Routes {
 		next[r.From] = append(next[r.From], r.targets()...)
@@ -545,22 +578,11 @@ func checkReachable(def *Definition, fields []field) error {
 			}
 		}
 	}
-	var rolesNode *yaml.Node
-	for _, f := range fields {
-		if f.key.Value == "roles" {
-			rolesNode = f.value
-		}
-	}
-	for i, r := range def.Roles {
+	for _, r := range def.Roles {
 		if !seen[r.Name] {
-			var at *yaml.Node
-			if rolesNode != nil && 2*i < len(rolesNode.Content) {
-				at = rolesNode.Content[2*i]
-			}
-			return errAt(at, join("roles", r.Name), "unreachable from %s: no graph entry leads to it", node.RoleStart)
+			p.fail(&Error{Path: join("roles", r.Name), Line: r.line, Msg: fmt.Sprintf("unreachable from %s: no graph entry leads to it", node.RoleStart)})
 		}
 	}
-	return nil
 }
 
 // targets lists where a route may go, in declaration order (FALLBACK last).
@@ -578,14 +600,18 @@ func (r Route) targets() []string {
 	return out
 }
 
-func requiredString(n *yaml.Node, path string) (string, error) {
+// requiredString returns a non-blank string value, or reports why n is not
+// one and returns "".
+func (p *parser) requiredString(n *yaml.Node, path string) string {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return "", errAt(n, path, "must be a string, got %s", describeNode(n))
+		p.fail(errAt(n, path, "must be a string, got %s", describeNode(n)))
+		return ""
 	}
 	if strings.TrimSpace(n.Value) == "" {
-		return "", errAt(n, path, "must not be empty")
+		p.fail(errAt(n, path, "must not be empty"))
+		return ""
 	}
-	return n.Value, nil
+	return n.Value
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
@@ -617,15 +643,6 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func sortedCopy(list []string) []string {

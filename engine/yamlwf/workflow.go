@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -97,34 +98,73 @@ func quoteJSON(s string) string {
 	return string(b[5 : len(b)-1]) // strip {"s": and }
 }
 
-// Next returns the role that follows steps, or node.RoleEnd.
-func (w *Workflow) Next(steps []workflow.RoleStep) string {
-	from, status, hasStatus := node.RoleStart, "", false
+// Next returns the role that follows steps, or node.RoleEnd. A keyed route
+// whose keys do not match the last step's status, and that has no
+// FALLBACK, is an error naming the status: ending the thread as if the
+// graph said so would report success for what is almost always a
+// misspelt key or an unforeseen status.
+func (w *Workflow) Next(steps []workflow.RoleStep) (string, error) {
+	from := node.RoleStart
+	var status any
+	hasStatus := false
 	if len(steps) > 0 {
 		last := steps[len(steps)-1]
 		from = last.Role
-		if v, ok := last.Meta.Get("status"); ok {
-			status, hasStatus = v.(string)
-		}
+		status, hasStatus = last.Meta.Get("status")
 	}
 	r, ok := w.routes[from]
 	if !ok {
-		return node.RoleEnd
+		return node.RoleEnd, nil
 	}
 	if r.Next != "" {
-		return r.Next
+		return r.Next, nil
 	}
-	if hasStatus {
+	if s, isString := status.(string); isString {
 		for _, c := range r.Cases {
-			if c.Status == status {
-				return c.Next
+			if c.Status == s {
+				return c.Next, nil
 			}
 		}
 	}
 	if r.Fallback != "" {
-		return r.Fallback
+		return r.Fallback, nil
 	}
-	return node.RoleEnd
+	return "", &RouteError{Role: from, Status: status, HasStatus: hasStatus, Keys: r.keys()}
+}
+
+// RouteError is a step whose status no key of its role's route matches,
+// when the route has no FALLBACK.
+type RouteError struct {
+	Role string
+	// Status is the step's meta.status; HasStatus is false when it has none.
+	Status    any
+	HasStatus bool
+	// Keys are the route's status keys, in written order.
+	Keys []string
+}
+
+// Error names the status, the route and the keys it has.
+func (e *RouteError) Error() string {
+	var what string
+	switch s, isString := e.Status.(string); {
+	case !e.HasStatus:
+		what = "returned no status"
+	case isString:
+		what = fmt.Sprintf("returned status %q", s)
+	default:
+		what = fmt.Sprintf("returned status %s, which is not a string", statusText(e.Status))
+	}
+	return fmt.Sprintf("role %q %s, and no route of graph.%s matches it (keys: %s; no %s)",
+		e.Role, what, e.Role, strings.Join(e.Keys, ", "), FallbackKey)
+}
+
+// keys lists a keyed route's statuses in written order.
+func (r Route) keys() []string {
+	out := make([]string, len(r.Cases))
+	for i, c := range r.Cases {
+		out[i] = c.Status
+	}
+	return out
 }
 
 // Start implements workflow.Workflow.
@@ -165,7 +205,11 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	name := r.w.Next(r.thread.Steps)
+	name, err := r.w.Next(r.thread.Steps)
+	if err != nil {
+		r.done = true
+		return nil, nil, err
+	}
 	if name == node.RoleEnd {
 		r.done = true
 		return nil, &workflow.Completion{ReturnCode: 0, Summary: SummaryEnd}, nil

@@ -98,17 +98,26 @@ graph:
 		{"no match: FALLBACK", []workflow.RoleStep{step("planner", `{"status":"planned"}`)}, "coder"},
 		{"no status: FALLBACK", []workflow.RoleStep{step("planner", `{}`)}, "coder"},
 		{"non-string status: FALLBACK", []workflow.RoleStep{step("planner", `{"status":true}`)}, "coder"},
-		{"numeric status never matches a key", []workflow.RoleStep{step("tester", `{"status":1}`)}, node.RoleEnd},
+		{"numeric status never matches a key", []workflow.RoleStep{step("tester", `{"status":1}`)}, `role "tester" returned status 1, which is not a string, and no route of graph.tester matches it (keys: passed; no FALLBACK)`},
 		{"unconditional", []workflow.RoleStep{step("coder", `{"status":"whatever"}`)}, "reviewer"},
 		{"keyed, approved", []workflow.RoleStep{step("coder", `{}`), step("reviewer", `{"status":"approved"}`)}, "tester"},
 		{"keyed, rejected loops back", []workflow.RoleStep{step("reviewer", `{"status":"rejected"}`)}, "coder"},
-		{"no match and no FALLBACK: end", []workflow.RoleStep{step("reviewer", `{"status":"unsure"}`)}, node.RoleEnd},
+		{"no match and no FALLBACK: an error naming the status", []workflow.RoleStep{step("reviewer", `{"status":"unsure"}`)}, `role "reviewer" returned status "unsure", and no route of graph.reviewer matches it (keys: approved, rejected; no FALLBACK)`},
+		{"no status and no FALLBACK: an error", []workflow.RoleStep{step("reviewer", `{}`)}, `role "reviewer" returned no status, and no route of graph.reviewer matches it (keys: approved, rejected; no FALLBACK)`},
 		{"only the last step counts", []workflow.RoleStep{step("reviewer", `{"status":"approved"}`), step("tester", `{"status":"passed"}`)}, "stray"},
 		{"role without an entry: end", []workflow.RoleStep{step("stray", `{"status":"approved"}`)}, node.RoleEnd},
 		{"a step of a role the graph lacks (a fork's __fork__): end", []workflow.RoleStep{step("__fork__", `{}`)}, node.RoleEnd},
 	}
 	for _, c := range cases {
-		if got := w.Next(c.steps); got != c.want {
+		got, err := w.Next(c.steps)
+		if err != nil {
+			var re *RouteError
+			if !errors.As(err, &re) {
+				t.Errorf("%s: error %v is not a *RouteError", c.name, err)
+			}
+			got = err.Error()
+		}
+		if got != c.want {
 			t.Errorf("%s: next = %q, want %q", c.name, got, c.want)
 		}
 	}
