@@ -52,6 +52,7 @@ import (
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/echohead"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -256,6 +257,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = jsonErrorHandler
+	echohead.Install(e) // every GET route below answers HEAD too
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	e.Use(middleware.Recover(), g.requestLog())
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
@@ -277,10 +279,23 @@ func (g *Gateway) routes() *echo.Echo {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 	}
+	// An unknown path under /api or /ws is a mistake (a client's wrong
+	// URL, a proxy's wrong prefix), whatever the credentials: it gets a
+	// JSON 404 naming the path, never the dashboard's page for a deep link.
+	for _, reserved := range []string{"/api", "/ws"} {
+		e.RouteNotFound(reserved, noSuchRoute)
+		e.RouteNotFound(reserved+"/*", noSuchRoute)
+	}
 	if g.opts.Dashboard != nil {
 		e.GET("/*", echo.WrapHandler(g.opts.Dashboard))
 	}
 	return e
+}
+
+// noSuchRoute answers a path under the gateway's own prefixes that no
+// route serves.
+func noSuchRoute(c echo.Context) error {
+	return echo.NewHTTPError(http.StatusNotFound, "no such route: "+c.Request().URL.Path)
 }
 
 // jsonErrorHandler answers every error as {"error": "..."}.
