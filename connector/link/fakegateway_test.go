@@ -12,8 +12,9 @@ import (
 )
 
 // fakeGateway accepts tunnels as the gateway does, except that the
-// connection attempts numbered in refuse (from 1) are answered 401 "token
-// expired". Its tunnels and server close when the test ends.
+// connection attempts numbered in refuse (from 1) are answered 503
+// "gateway busy", a refusal worth retrying. Its tunnels and server close
+// when the test ends.
 type fakeGateway struct {
 	*httptest.Server
 	accepted chan *tunnel.Client // each tunnel, in the order accepted
@@ -33,7 +34,7 @@ func newFakeGateway(t *testing.T, refuse ...int) *fakeGateway {
 		g.mu.Unlock()
 		for _, bad := range refuse {
 			if n == bad {
-				http.Error(w, "token expired", http.StatusUnauthorized)
+				http.Error(w, "gateway busy", http.StatusServiceUnavailable)
 				return
 			}
 		}

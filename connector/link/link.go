@@ -1,12 +1,20 @@
 // Package link keeps a connector connected to its gateway: it dials the
 // tunnel, serves the connector's API over it, and when the connection drops
-// it reconnects forever with exponential backoff and full jitter, printing
-// one line per state change so a person can see what is happening.
+// it reconnects with exponential backoff and full jitter, printing one line
+// per state change so a person can see what is happening. Every retry line
+// says why (the first time in full, a repeat of the same cause shortened).
+//
+// What retrying cannot cure ends Run with a *PermanentError (explain.go):
+// an unusable URL, a refused credential, a certificate that does not
+// verify, an answer that is not the gateway's tunnel (a web page, a 404, a
+// proxy dropping the upgrade), the name held by another machine, or the
+// name taken over by one. Everything else (the gateway down, a proxy's
+// 502, a refused TLS handshake on a plain port) is retried forever,
+// because the gateway coming back is the normal case.
 package link
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,9 +45,15 @@ type Options struct {
 	// PingInterval is the connector's own WebSocket ping (15 s).
 	PingInterval time.Duration
 	// OnState, when set, hears every state change (StateConnecting,
-	// StateConnected, StateRetrying) with a human-readable detail, so
-	// `status` can tell what a running connect is doing.
+	// StateConnected, StateRetrying, StateFailed) with a human-readable
+	// detail, so `status` can tell what a running connect is doing.
 	OnState func(state, detail string)
+	// Instance is this connector's instance id, sent with every dial
+	// (tunnel.InstanceHeader); empty sends none.
+	Instance string
+	// Takeover asks the gateway to give the name to this connector even
+	// when another instance holds it.
+	Takeover bool
 }
 
 // States reported to Options.OnState.
@@ -47,11 +61,19 @@ const (
 	StateConnecting = "connecting"
 	StateConnected  = "connected"
 	StateRetrying   = "retrying" // waiting out the backoff; detail says why
+	StateFailed     = "failed"   // given up: detail is the PermanentError's message
 )
 
-// Run keeps the link up until ctx ends. It returns nil then; it never
-// gives up on its own, because the gateway coming back is the normal case.
+// sameCauseWidth is how much of a repeated cause a retry line keeps.
+const sameCauseWidth = 60
+
+// Run keeps the link up until ctx ends, and returns nil then. It gives up
+// only on a failure retrying cannot cure, returning its *PermanentError
+// after printing it.
 func Run(ctx context.Context, o Options) error {
+	if err := CheckGateway(o.Gateway); err != nil {
+		return err
+	}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = time.Second
 	}
@@ -73,11 +95,24 @@ func Run(ctx context.Context, o Options) error {
 	if o.OnState == nil {
 		o.OnState = func(string, string) {}
 	}
+	x := explainer{gateway: o.Gateway, name: o.Name, token: o.Token}
+	header := http.Header{"X-Uncaged-Version": {o.Version}}
+	if o.Instance != "" {
+		header.Set(tunnel.InstanceHeader, o.Instance)
+	}
+	if o.Takeover {
+		header.Set(tunnel.TakeoverHeader, "1")
+	}
+	fail := func(perm *PermanentError) error {
+		fmt.Fprintln(o.Out, perm.Message)
+		o.OnState(StateFailed, perm.Message)
+		return perm
+	}
 	attempt := 0
 	reason := ""
+	told := "" // the last cause printed in full
 	for ctx.Err() == nil {
 		o.OnState(StateConnecting, reason)
-		header := http.Header{"X-Uncaged-Version": {o.Version}}
 		ws, err := tunnel.Dial(ctx, o.Gateway, o.Name, o.Token, header)
 		if err == nil {
 			fmt.Fprintf(o.Out, "connected to %s as %q\n", o.Gateway, o.Name)
@@ -87,29 +122,34 @@ func Run(ctx context.Context, o Options) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			reason = "connection closed"
-			if serveErr != nil {
-				reason = serveErr.Error()
+			cause, perm := closed(serveErr)
+			if perm != nil {
+				return fail(perm)
 			}
+			reason = cause
 			fmt.Fprintf(o.Out, "disconnected from gateway: %s\n", reason)
+			told = reason
 			if time.Since(began) >= o.StableAfter {
 				attempt = 0
 			}
 		} else if ctx.Err() != nil {
 			return nil
 		} else {
-			var rej *tunnel.RejectedError
-			if errors.As(err, &rej) {
-				reason = fmt.Sprintf("gateway refused the connection (%d): %s", rej.Status, rej.Message)
-				fmt.Fprintln(o.Out, reason)
-			} else {
-				o.Logger.Debug("dial failed", "err", err)
-				reason = err.Error()
+			o.Logger.Debug("dial failed", "err", err)
+			cause, perm := x.dialFailure(err)
+			if perm != nil {
+				return fail(perm)
 			}
+			reason = cause
 		}
 		wait := Backoff(attempt, o.MinBackoff, o.MaxBackoff, rand.Float64)
 		attempt++
-		fmt.Fprintf(o.Out, "retrying in %s\n", wait.Round(100*time.Millisecond))
+		if reason == told {
+			fmt.Fprintf(o.Out, "retrying in %s (same: %s)\n", wait.Round(100*time.Millisecond), clip(reason, sameCauseWidth))
+		} else {
+			fmt.Fprintf(o.Out, "retrying in %s: %s\n", wait.Round(100*time.Millisecond), reason)
+			told = reason
+		}
 		o.OnState(StateRetrying, reason)
 		select {
 		case <-ctx.Done():

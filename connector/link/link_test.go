@@ -54,7 +54,7 @@ func TestReconnectsAfterTheGatewayDropsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := out.String()
-	for _, want := range []string{`connected to ` + gw.URL + ` as "laptop"`, "disconnected from gateway", "gateway refused the connection (401): token expired", "retrying in"} {
+	for _, want := range []string{`connected to ` + gw.URL + ` as "laptop"`, "disconnected from gateway", "retrying in", ": gateway refused the connection (503): gateway busy"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("output lacks %q:\n%s", want, log)
 		}

@@ -38,7 +38,7 @@ func TestOnStateFollowsTheLink(t *testing.T) {
 	if got[0] != (change{StateConnecting, ""}) {
 		t.Errorf("first: %+v", got[0])
 	}
-	if got[1].state != StateRetrying || !strings.Contains(got[1].detail, "401") || !strings.Contains(got[1].detail, "token expired") {
+	if got[1].state != StateRetrying || !strings.Contains(got[1].detail, "503") || !strings.Contains(got[1].detail, "gateway busy") {
 		t.Errorf("after the refusal: %+v", got[1])
 	}
 	if got[2].state != StateConnecting || got[2].detail != got[1].detail {
