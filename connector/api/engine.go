@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/uncaged/workflow/engine/host"
@@ -18,6 +19,11 @@ import (
 // One client is kept and reused while the host answers (each host.Dial
 // makes a new HTTP transport, and the live route asks what runs ten times
 // a second); it is dropped when the host stops answering.
+//
+// Threads it runs, forks and resumes get the connector's own environment
+// and working directory (connectorCaller), whichever command started the
+// host: what `connect` and `serve` were started with, less the credential
+// variables `connect` takes out of its environment before serving.
 type HostEngine struct {
 	layout storage.Layout
 	spawn  func() error
@@ -53,8 +59,17 @@ func (e *HostEngine) get(ensure bool) (*host.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.SetCaller(connectorCaller)
 	e.client = c
 	return c, nil
+}
+
+// connectorCaller is this process — the connector — as the caller of a
+// thread, its environment read at each request.
+func connectorCaller() *host.Caller {
+	c := host.CommandCaller("connector")
+	c.Origin = fmt.Sprintf("the connector's environment (pid %d)", os.Getpid())
+	return c
 }
 
 // dropIfGone drops the cached client c after a failed call when the host

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/shared/gctune"
 )
 
@@ -21,9 +23,64 @@ import (
 const backgroundIdleExit = 30 * time.Second
 
 // engineClient connects to the root's engine host, starting one in the
-// background when none runs, so threads outlive this command.
-func (a *app) engineClient(l storage.Layout) (*host.Client, error) {
-	return host.Ensure(l, spawnEngine(l))
+// background when none runs, so threads outlive this command. The threads
+// it runs, forks and resumes get cmd's environment and working directory,
+// whichever command started the host.
+func (a *app) engineClient(l storage.Layout, cmd *cobra.Command) (*host.Client, error) {
+	c, err := host.Ensure(l, spawnEngine(l))
+	if err != nil {
+		return nil, err
+	}
+	c.SetCaller(commandCaller(cmd))
+	return c, nil
+}
+
+// commandCaller is cmd as the caller of a thread: this process's
+// environment (os.Environ, not Env.Getenv: a thread needs the whole of
+// it, and the CLI's own variables have already been applied to its flags)
+// and working directory.
+func commandCaller(cmd *cobra.Command) func() *host.Caller {
+	return func() *host.Caller { return host.CommandCaller(cmd.CommandPath()) }
+}
+
+// engineStopWait bounds how long stop waits for the host to be gone: a
+// forced stop waits for its threads' agents to be killed.
+const engineStopWait = 30 * time.Second
+
+// stopEngine stops l's host, if one runs, and waits until it is gone. It
+// reports whether one ran and the threads a forced stop interrupted.
+func (a *app) stopEngine(l storage.Layout, force bool) (bool, []host.RunningThread, error) {
+	c, err := host.Dial(l)
+	if errors.Is(err, host.ErrRefused) {
+		return false, nil, err // a host runs, but not for this user
+	}
+	if err != nil {
+		return false, nil, nil
+	}
+	defer c.Close()
+	if !force {
+		list, err := c.List()
+		if err != nil {
+			return true, nil, err
+		}
+		if len(list) > 0 {
+			ids := make([]string, len(list))
+			for i, r := range list {
+				ids[i] = r.ThreadID + " (" + string(r.Status) + ")"
+			}
+			return true, nil, fmt.Errorf("the engine host runs %d thread(s): %s; pass --force to stop them where they are "+
+				"(each stays resumable with `uncaged-workflow resume <id>`), or let them finish", len(list), strings.Join(ids, ", "))
+		}
+	}
+	ans, err := c.Stop(force)
+	if err != nil {
+		return true, nil, err
+	}
+	if err := host.WaitStopped(l, engineStopWait); err != nil {
+		return true, ans.Stopped, err
+	}
+	fmt.Fprintf(a.out(), "engine host pid %d stopped\n", ans.PID)
+	return true, ans.Stopped, nil
 }
 
 // spawnEngine starts `engine serve` for l in the background. The root goes
@@ -113,5 +170,77 @@ func (a *app) engineCmd() *cobra.Command {
 			return nil
 		},
 	}
-	return group("engine", "Engine:", "Run and inspect the engine host", serve, status)
+	var stopForce, restartForce bool
+	stop := &cobra.Command{
+		Use:   "stop [--force]",
+		Short: "Stop the engine host for this storage root",
+		Long: "Asks the root's engine host to shut down and waits until it is gone. With threads\n" +
+			"running (or paused) it refuses and names them, unless --force: then they stop where\n" +
+			"they are, are listed, and stay resumable: `resume <id>` continues each from its last\n" +
+			"completed step (the step in flight runs again). No engine host running is not an error.",
+		Args: exactArgs(0, 0, "", "stop takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.lookLayout()
+			if err != nil {
+				return err
+			}
+			ran, stopped, err := a.stopEngine(l, stopForce)
+			if err != nil {
+				return err
+			}
+			if !ran {
+				fmt.Fprintln(a.out(), "no engine host running for "+l.Root)
+			}
+			for _, r := range stopped {
+				fmt.Fprintf(a.out(), "thread %s stopped; resume it with `uncaged-workflow resume %s`\n", r.ThreadID, r.ThreadID)
+			}
+			return nil
+		},
+	}
+	stop.Flags().BoolVar(&stopForce, "force", false, "stop even with threads running; they stay resumable")
+	restart := &cobra.Command{
+		Use:   "restart [--force]",
+		Short: "Stop the engine host and start a new one in the background",
+		Long: "Stops the root's engine host as `engine stop` does (refusing while threads run,\n" +
+			"unless --force) and starts a new one in the background. With --force, the threads\n" +
+			"that were running go on in the new host from their last completed step, with this\n" +
+			"command's environment; paused ones stay stopped until `resume <id>`.",
+		Args: exactArgs(0, 0, "", "restart takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.layout()
+			if err != nil {
+				return err
+			}
+			_, stopped, err := a.stopEngine(l, restartForce)
+			if err != nil {
+				return err
+			}
+			c, err := a.engineClient(l, cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			s, err := c.Status()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "engine host pid %d started for %s\n", s.PID, s.Root)
+			for _, r := range stopped {
+				switch {
+				case r.Parent != "":
+					// Its parent's role runs it again when the parent goes on.
+				case r.Status == threads.StatusPaused:
+					fmt.Fprintf(a.out(), "thread %s was paused: resume it with `uncaged-workflow resume %s`\n", r.ThreadID, r.ThreadID)
+				default:
+					if err := c.Resume(r.ThreadID); err != nil {
+						return fmt.Errorf("resume thread %s: %w", r.ThreadID, err)
+					}
+					fmt.Fprintf(a.out(), "thread %s resumed\n", r.ThreadID)
+				}
+			}
+			return nil
+		},
+	}
+	restart.Flags().BoolVar(&restartForce, "force", false, "restart even with threads running, and resume them in the new host")
+	return group("engine", "Engine:", "Run, inspect, stop and restart the engine host", serve, status, stop, restart)
 }

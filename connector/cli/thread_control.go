@@ -23,7 +23,7 @@ func (a *app) threadRunCmd(use string) *cobra.Command {
 			if err := registry.ValidateName(args[0]); err != nil {
 				return err
 			}
-			return a.callEngine(true, func(storage.Layout) (string, error) {
+			return a.callEngine(cmd, true, func(storage.Layout) (string, error) {
 				reg, err := a.loadRegistry()
 				if err != nil {
 					return "", err
@@ -92,8 +92,9 @@ func (a *app) threadPsCmd() *cobra.Command {
 // on (a thread, or the workflow to run), reach the root's engine host —
 // started on demand when start, else only one already running (pause: with
 // no host, no thread runs to be paused) — then call it and print the line
-// it answers.
-func (a *app) callEngine(start bool, target func(storage.Layout) (string, error), call func(c *host.Client, id string) (string, error)) error {
+// it answers. A thread cmd runs, forks or resumes gets cmd's environment
+// and working directory (engineClient).
+func (a *app) callEngine(cmd *cobra.Command, start bool, target func(storage.Layout) (string, error), call func(c *host.Client, id string) (string, error)) error {
 	l, err := a.layout()
 	if err != nil {
 		return err
@@ -104,7 +105,7 @@ func (a *app) callEngine(start bool, target func(storage.Layout) (string, error)
 	}
 	var c *host.Client
 	if start {
-		c, err = a.engineClient(l)
+		c, err = a.engineClient(l, cmd)
 	} else if c, err = host.Dial(l); err != nil {
 		return fmt.Errorf("thread not running: %s", id)
 	}
@@ -134,7 +135,7 @@ func (a *app) controlCmd(verb, short string, needsHost bool, act func(*host.Clie
 		Short: short,
 		Args:  exactArgs(1, 1, verb+" requires <thread-id>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.callEngine(needsHost, func(l storage.Layout) (string, error) {
+			return a.callEngine(cmd, needsHost, func(l storage.Layout) (string, error) {
 				return threadID(l, args[0])
 			}, func(c *host.Client, id string) (string, error) {
 				if err := act(c, id); err != nil {
@@ -164,7 +165,7 @@ func (a *app) threadForkCmd() *cobra.Command {
 			if cmd.Flags().Changed("from-role") && strings.TrimSpace(fromRole) == "" {
 				return errors.New("--from-role requires a role name")
 			}
-			return a.callEngine(true, func(l storage.Layout) (string, error) {
+			return a.callEngine(cmd, true, func(l storage.Layout) (string, error) {
 				return threadID(l, args[0])
 			}, func(c *host.Client, id string) (string, error) {
 				return c.Fork(id, host.ForkRequest{FromRole: fromRole})

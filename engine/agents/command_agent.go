@@ -17,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/procgroup"
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // Limits of a command agent's output.
@@ -119,8 +120,9 @@ func checkCommandSyntax(cmd string) error {
 	return nil
 }
 
-// resolveProgram finds the executable for cmd.
-func resolveProgram(cmd, source string) (string, error) {
+// resolveProgram finds the executable for cmd, on the PATH of the
+// thread's environment env (nil: the engine host's own).
+func resolveProgram(cmd, source string, env *threadenv.Env) (string, error) {
 	if err := checkCommandSyntax(cmd); err != nil {
 		return "", fmt.Errorf("%s: %w", source, err)
 	}
@@ -134,9 +136,16 @@ func resolveProgram(cmd, source string) (string, error) {
 		}
 		return cmd, nil
 	}
-	p, err := exec.LookPath(cmd)
+	lookPath, where := exec.LookPath, ""
+	if env != nil {
+		lookPath = env.LookPath
+		if env.Origin() != "" {
+			where = " (the thread's environment is " + env.Origin() + ")"
+		}
+	}
+	p, err := lookPath(cmd)
 	if err != nil {
-		return "", fmt.Errorf("agent: command %q (%s) was not found on PATH; set an absolute path", cmd, source)
+		return "", fmt.Errorf("agent: command %q (%s) was not found on PATH%s; set an absolute path", cmd, source, where)
 	}
 	return p, nil
 }
@@ -203,7 +212,7 @@ func (a commandAgent) Run(ctx context.Context, call Call) (Result, error) {
 // A cursor agent without a workspace asks the thread for one, which costs
 // a model call, so that comes after every check that needs none.
 func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error) {
-	prog, err := a.program(call.Host.Getenv)
+	prog, err := a.program(call.Host.Getenv, threadenv.Of(call.Host))
 	if err != nil {
 		return invocation{}, err
 	}
@@ -225,12 +234,17 @@ func (a commandAgent) prepare(ctx context.Context, call Call) (invocation, error
 	if err := a.arguments(&inv, call, prog, prompt, model); err != nil {
 		return invocation{}, err
 	}
+	if inv.dir == "" {
+		// No workspace: the program runs where the thread's command was
+		// started, not wherever the engine host happens to be.
+		inv.dir = threadenv.Of(call.Host).Dir()
+	}
 	return inv, nil
 }
 
 // program resolves the command to run: the agent's own, else (a preset)
 // the one its variable names, else the preset's default.
-func (a commandAgent) program(getenv func(string) string) (string, error) {
+func (a commandAgent) program(getenv func(string) string, env *threadenv.Env) (string, error) {
 	command, source := a.spec.Command, "the agent's command"
 	if preset, ok := presets[a.spec.Kind]; ok && command == "" {
 		command, source = getenv(preset.commandVar), preset.commandVar
@@ -238,7 +252,7 @@ func (a commandAgent) program(getenv func(string) string) (string, error) {
 			command, source = preset.command, "the default command"
 		}
 	}
-	return resolveProgram(command, source)
+	return resolveProgram(command, source, env)
 }
 
 // modelAndTimeout are the agent's model and time limit; a preset's
@@ -277,6 +291,7 @@ func (a commandAgent) workspace(ctx context.Context, call Call, label string) (s
 		call.Host.Log("agent", fmt.Sprintf("%s: workspace %s, extracted from the thread context", label, workspace))
 	}
 	if workspace != "" {
+		workspace = threadenv.Of(call.Host).Abs(workspace)
 		if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
 			return "", fmt.Errorf("%s: workspace %s is not an existing directory", label, workspace)
 		}
@@ -284,10 +299,14 @@ func (a commandAgent) workspace(ctx context.Context, call Call, label string) (s
 	return workspace, nil
 }
 
-// commandEnv is the engine's environment with the spec's variables and the
-// thread's over it.
+// commandEnv is the thread's environment (of a host that carries none,
+// the engine's own) with the spec's variables and the thread's over it.
 func commandEnv(vars map[string]string, call Call) []string {
-	env := append(os.Environ(), sortedEnv(vars)...)
+	base := os.Environ()
+	if th := threadenv.Of(call.Host); th != nil {
+		base = th.Environ()
+	}
+	env := append(base, sortedEnv(vars)...)
 	return append(env,
 		"WORKFLOW_THREAD_ID="+call.Thread.ThreadID,
 		"WORKFLOW_ROLE="+call.Role,

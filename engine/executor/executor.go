@@ -19,6 +19,7 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threadenv"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
 )
@@ -105,6 +106,12 @@ func (e *Executor) Begin(t *Thread) error {
 
 // Env is what a run needs from its engine host.
 type Env struct {
+	// Thread returns the thread's environment: the variables and working
+	// directory of the command that started or last resumed it. It is
+	// asked at each use, as a resume may hand a paused thread a newer one.
+	Thread func() *threadenv.Env
+	// Getenv supplies the variables alone when Thread is nil (tests,
+	// embedders with no working directory to give).
 	Getenv func(string) string
 	// RunChild runs a child workflow of parent (see workflow.Host.RunChild).
 	RunChild func(ctx context.Context, parent ChildParent, name, prompt string) (workflow.ChildResult, error)
@@ -227,10 +234,22 @@ func (r *run) Log(tag, content string) { r.log.Write(tag, content) }
 
 // Getenv implements workflow.Host.
 func (r *run) Getenv(name string) string {
+	if r.env.Thread != nil {
+		return r.env.Thread().Getenv(name)
+	}
 	if r.env.Getenv == nil {
 		return ""
 	}
 	return r.env.Getenv(name)
+}
+
+// ThreadEnv implements threadenv.Carrier: nil without Env.Thread, for the
+// runtimes and agents to fall back on the host's own environment.
+func (r *run) ThreadEnv() *threadenv.Env {
+	if r.env.Thread == nil {
+		return nil
+	}
+	return r.env.Thread()
 }
 
 // MemoryBudget implements membudget.Budgeted: the budget of the thread's
@@ -256,7 +275,8 @@ func (r *run) ResolveModel(ref string) (registry.Model, error) {
 	if cfg == nil {
 		return registry.Model{}, errors.New("workflow registry has no global config section (run `uncaged-workflow setup`)")
 	}
-	return cfg.ResolveRef(ref, r.Getenv)
+	m, err := cfg.ResolveRef(ref, r.Getenv)
+	return m, r.ThreadEnv().Explain(err)
 }
 
 // Extract implements workflow.Host with the LLM extractor of package llm
@@ -405,4 +425,5 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 var (
 	_ agents.Host        = (*run)(nil)
 	_ membudget.Budgeted = (*run)(nil)
+	_ threadenv.Carrier  = (*run)(nil)
 )

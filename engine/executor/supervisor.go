@@ -80,7 +80,7 @@ func (r *run) configured(scene string) (registry.Model, bool, error) {
 		return registry.Model{}, false, nil
 	}
 	m, err := cfg.ResolveModel(scene, r.Getenv)
-	return m, true, err
+	return m, true, r.ThreadEnv().Explain(err)
 }
 
 // stepDone records a step the run wrote, for the supervisor and summarizer.

@@ -23,11 +23,64 @@ import (
 type RunRequest struct {
 	Workflow string `json:"workflow"`
 	Prompt   string `json:"prompt"`
+	// Caller is whose environment the thread runs with (nil: the host's
+	// own). A Client with a caller fills it in.
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 // ForkRequest forks a thread; FromRole "" retries the last role.
 type ForkRequest struct {
-	FromRole string `json:"fromRole"`
+	FromRole string  `json:"fromRole"`
+	Caller   *Caller `json:"caller,omitempty"`
+}
+
+// ResumeRequest resumes a thread: an interrupted one starts again, and a
+// paused one goes on, with the caller's environment from then on.
+type ResumeRequest struct {
+	Caller *Caller `json:"caller,omitempty"`
+}
+
+// Caller is the command that asks for a thread to run: its environment
+// and working directory become the thread's (package threadenv). They
+// travel only over the owner-only socket, are kept in memory only, and
+// are never logged: the environment holds the caller's keys.
+type Caller struct {
+	// Env is the caller's environment, "NAME=value" entries.
+	Env []string `json:"env"`
+	// Dir is the caller's working directory (absolute; "": the host's).
+	Dir string `json:"dir,omitempty"`
+	// Origin completes "the thread's environment is …" in messages, e.g.
+	// "that of `uncaged-workflow run` in /home/me, pid 4242".
+	Origin string `json:"origin,omitempty"`
+}
+
+// CommandCaller is the Caller of a command of this process: its whole
+// environment, its working directory, and an origin naming the command
+// (e.g. "uncaged-workflow run"), the directory and the pid.
+func CommandCaller(command string) *Caller {
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = "" // a deleted directory: the thread gets the host's
+	}
+	where := ""
+	if dir != "" {
+		where = " in " + dir
+	}
+	return &Caller{Env: os.Environ(), Dir: dir, Origin: fmt.Sprintf("that of `%s`%s, pid %d", command, where, os.Getpid())}
+}
+
+// StopRequest asks the host to shut down. Without Force a host with
+// threads running refuses; with it, they are stopped where they are and
+// stay resumable (`resume` continues each from its last step).
+type StopRequest struct {
+	Force bool `json:"force"`
+}
+
+// StopAnswer is what a host that agreed to stop answers: its pid, and the
+// threads it stopped (with Force), which a restart may resume.
+type StopAnswer struct {
+	PID     int             `json:"pid"`
+	Stopped []RunningThread `json:"stopped"`
 }
 
 // ThreadRef answers run and fork.

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +29,20 @@ var ErrRefused = errors.New("the engine host refused this connection")
 // Client talks to the host of one storage root.
 type Client struct {
 	http *http.Client
+	// caller, when set, is asked for the Caller of each run, fork and
+	// resume that names none (SetCaller).
+	caller func() *Caller
+}
+
+// SetCaller makes every run, fork and resume sent through c that names no
+// Caller carry caller(), asked at each request. Call it before using c.
+func (c *Client) SetCaller(caller func() *Caller) { c.caller = caller }
+
+func (c *Client) callerOr(given *Caller) *Caller {
+	if given != nil || c.caller == nil {
+		return given
+	}
+	return c.caller()
 }
 
 // Dial connects to the host serving l, if any.
@@ -101,12 +117,14 @@ func (c *Client) List() ([]RunningThread, error) {
 
 // Run starts a thread and returns its id.
 func (c *Client) Run(req RunRequest) (string, error) {
+	req.Caller = c.callerOr(req.Caller)
 	var ref ThreadRef
 	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads", req, &ref)
 }
 
 // Fork forks a thread and returns the new id.
 func (c *Client) Fork(id string, req ForkRequest) (string, error) {
+	req.Caller = c.callerOr(req.Caller)
 	var ref ThreadRef
 	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads/"+id+"/fork", req, &ref)
 }
@@ -121,10 +139,47 @@ func (c *Client) Pause(id string) error {
 	return c.do(http.MethodPost, "/v1/threads/"+id+"/pause", nil, nil)
 }
 
-// Resume continues a paused or interrupted thread.
+// Resume continues a paused or interrupted thread, with the client's
+// caller's environment (SetCaller).
 func (c *Client) Resume(id string) error {
-	return c.do(http.MethodPost, "/v1/threads/"+id+"/resume", nil, nil)
+	return c.do(http.MethodPost, "/v1/threads/"+id+"/resume", ResumeRequest{Caller: c.callerOr(nil)}, nil)
 }
+
+// Stop asks the host to shut down (see Host.Stop); it returns once the
+// host agreed, not once it is gone: WaitStopped waits for that.
+func (c *Client) Stop(force bool) (StopAnswer, error) {
+	var ans StopAnswer
+	err := c.do(http.MethodPost, "/v1/stop", StopRequest{Force: force}, &ans)
+	if errors.Is(err, errNoRoute) {
+		s, serr := c.Status()
+		if serr != nil {
+			return ans, err
+		}
+		return ans, fmt.Errorf("the engine host (pid %d) is older than `engine stop`; end it with kill %d", s.PID, s.PID)
+	}
+	return ans, err
+}
+
+// WaitStopped waits up to timeout until no host holds l's lock and its
+// socket is gone, so that what comes next (a new host) starts afresh.
+func WaitStopped(l storage.Layout, timeout time.Duration) error {
+	sock := SocketPath(l)
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := os.Lstat(sock)
+		if !Running(l) && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the engine host did not stop within %s (see %s)", timeout, LogFile(l))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// errNoRoute is a request the host has no route for: a host older than
+// this client.
+var errNoRoute = errors.New("the engine host does not know this request")
 
 func (c *Client) do(method, path string, in, out any) error {
 	var body io.Reader
@@ -154,7 +209,14 @@ func (c *Client) do(method, path string, in, out any) error {
 			return fmt.Errorf("%w: %s", ErrRefused, e.Error)
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			if strings.Contains(e.Error, `unknown field "caller"`) {
+				// A host started by an older version, still running.
+				return fmt.Errorf("%s: this engine host is older than this command; run `uncaged-workflow engine restart`", e.Error)
+			}
 			return errors.New(e.Error)
+		}
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return fmt.Errorf("%w: %s %s", errNoRoute, method, path)
 		}
 		return fmt.Errorf("engine host: %s", resp.Status)
 	}

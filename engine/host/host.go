@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +21,7 @@ import (
 	"github.com/uncaged/workflow/engine/procgroup"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threadenv"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
 )
@@ -39,7 +42,9 @@ type Options struct {
 	// Load returns the workflow of a bundle hash (package jsrt in
 	// production). It should cache: it is called for every thread.
 	Load func(bundleHash string) (workflow.Workflow, error)
-	// Getenv is the environment threads run with (nil: os.Getenv).
+	// Getenv is the host's own environment, which threads run with when
+	// their request names no Caller (nil: os.Getenv). Requests from the
+	// CLI and the connector's API name one.
 	Getenv func(string) string
 	// MaxThreads caps concurrently running top-level threads; more wait
 	// their turn (0: DefaultMaxThreads). Child threads do not count: their
@@ -73,6 +78,11 @@ type Host struct {
 	// two requests must never both find a thread idle and both run it.
 	// Each channel is closed when its decision is done.
 	admitting map[string]chan struct{}
+	// stopping is set once Stop agreed: no thread starts after that.
+	stopping bool
+	// quit is closed by Stop to end Serve.
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 // handle is one running thread.
@@ -82,6 +92,9 @@ type handle struct {
 	gate   *executor.PauseGate
 	done   chan struct{}
 	unbind func() // stops recording the thread's agents in this host's root
+	// env is the thread's environment; a resume replaces it. A child
+	// thread shares its parent's.
+	env *atomic.Pointer[threadenv.Env]
 }
 
 // Open takes the root's host lock. It fails with ErrHostRunning when
@@ -126,6 +139,7 @@ func Open(opts Options) (*Host, error) {
 		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, owner: os.Geteuid(), startedAt: now,
 		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
 		running: map[string]*handle{}, admitting: map[string]chan struct{}{}, lastBusy: now,
+		quit: make(chan struct{}),
 	}, nil
 }
 
@@ -162,6 +176,9 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-h.baseCtx.Done():
+			break loop
+		case <-h.quit:
+			h.opts.Logger.Info("engine host stopping on request")
 			break loop
 		case err := <-errc:
 			h.Close()
@@ -255,6 +272,13 @@ func (h *Host) Run(req RunRequest) (string, error) {
 	if err := registry.ValidateName(req.Workflow); err != nil {
 		return "", err
 	}
+	if err := h.admit(); err != nil {
+		return "", err
+	}
+	env, err := h.threadEnv(req.Caller)
+	if err != nil {
+		return "", err
+	}
 	reg, err := h.registry()
 	if err != nil {
 		return "", err
@@ -271,12 +295,19 @@ func (h *Host) Run(req RunRequest) (string, error) {
 	if err := h.exec.Begin(&t); err != nil {
 		return "", err
 	}
-	h.start(wf, t, "")
+	h.start(wf, t, "", env)
 	return t.ID, nil
 }
 
 // Fork starts a fork of thread id (see executor.PrepareFork).
 func (h *Host) Fork(id string, req ForkRequest) (string, error) {
+	if err := h.admit(); err != nil {
+		return "", err
+	}
+	env, err := h.threadEnv(req.Caller)
+	if err != nil {
+		return "", err
+	}
 	rec, err := threads.Resolve(h.opts.Layout, id)
 	if err != nil {
 		return "", err
@@ -292,14 +323,16 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h.start(wf, t, "")
+	h.start(wf, t, "", env)
 	return t.ID, nil
 }
 
 // start runs t in the background under the concurrency cap.
-func (h *Host) start(wf workflow.Workflow, t executor.Thread, parent string) {
+func (h *Host) start(wf workflow.Workflow, t executor.Thread, parent string, env *threadenv.Env) {
 	ctx, cancel := context.WithCancelCause(h.baseCtx)
-	hd := h.register(t, parent, cancel)
+	shared := new(atomic.Pointer[threadenv.Env])
+	shared.Store(env)
+	hd := h.register(t, parent, cancel, shared)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -325,13 +358,16 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 	}
 }
 
-func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc) *handle {
+func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env]) *handle {
 	hd := &handle{
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
 			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
 		cancel: cancel, gate: &executor.PauseGate{}, done: make(chan struct{}),
-		unbind: h.procs.Bind(t.ID),
+		unbind: h.procs.Bind(t.ID), env: env,
 	}
+	// Where the environment came from and its size, never the variables:
+	// they hold the caller's keys.
+	h.opts.Logger.Debug("thread environment", "thread", t.ID, "from", env.Load().Origin(), "variables", len(env.Load().Names()))
 	h.mu.Lock()
 	h.running[t.ID] = hd
 	h.mu.Unlock()
@@ -350,7 +386,28 @@ func (h *Host) unregister(id string, hd *handle) {
 }
 
 func (h *Host) env(hd *handle) executor.Env {
-	return executor.Env{Getenv: h.opts.Getenv, RunChild: h.runChild, Pause: hd.gate}
+	return executor.Env{Thread: hd.env.Load, RunChild: h.runChild, Pause: hd.gate}
+}
+
+// threadEnv is the environment a thread runs with for c: the caller's,
+// else the host's own. Either way the storage root's variable names this
+// host's root, so that the thread's processes find the same root even
+// when the command named it with --storage-root rather than the variable.
+func (h *Host) threadEnv(c *Caller) (*threadenv.Env, error) {
+	var env *threadenv.Env
+	if c == nil {
+		env = threadenv.FromGetenv(h.opts.Getenv, "", fmt.Sprintf("the engine host's own (pid %d)", os.Getpid()))
+	} else {
+		if err := threadenv.Check(c.Env, c.Dir); err != nil {
+			return nil, fmt.Errorf("the caller's environment: %w", err)
+		}
+		origin := c.Origin
+		if origin == "" {
+			origin = "that of the command that asked for the thread"
+		}
+		env = threadenv.New(c.Env, c.Dir, origin)
+	}
+	return env.With(storage.EnvRoot, h.opts.Layout.Root), nil
 }
 
 func (h *Host) get(id string) (*handle, bool) {
@@ -428,12 +485,25 @@ func (h *Host) Pause(id string) error {
 }
 
 // Resume lets a paused thread go on, or restarts an interrupted one (whose
-// host died) from its last completed step.
-func (h *Host) Resume(id string) error {
+// host died) from its last completed step; either way with the caller's
+// environment from then on.
+func (h *Host) Resume(id string, req ResumeRequest) error {
+	if err := h.admit(); err != nil {
+		return err
+	}
+	env, err := h.threadEnv(req.Caller)
+	if err != nil {
+		return err
+	}
 	hd, busy, release := h.claim(id)
 	switch {
 	case hd != nil:
-		return hd.gate.Resume()
+		prev := hd.env.Swap(env)
+		if err := hd.gate.Resume(); err != nil {
+			hd.env.CompareAndSwap(env, prev) // not paused: it keeps its own
+			return err
+		}
+		return nil
 	case busy != nil:
 		return fmt.Errorf("thread %s is already being resumed or killed", id)
 	}
@@ -442,7 +512,7 @@ func (h *Host) Resume(id string) error {
 	if err != nil {
 		return err
 	}
-	h.start(wf, t, "")
+	h.start(wf, t, "", env)
 	return nil
 }
 
@@ -492,7 +562,7 @@ func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, 
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hd := h.register(t, parent.ThreadID, cancel)
+	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID))
 	defer h.unregister(t.ID, hd)
 	res, err := h.exec.Run(cctx, wf, t, h.env(hd))
 	if err != nil {
@@ -507,4 +577,51 @@ func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, 
 		return workflow.ChildResult{}, fmt.Errorf("child workflow %q failed: %s", name, res.Failure)
 	}
 	return workflow.ChildResult{ReturnCode: res.ReturnCode, Summary: res.Summary, RootHash: res.RootHash, ThreadID: t.ID}, nil
+}
+
+// parentEnv is the environment a child thread shares with its parent,
+// so that resuming the parent with a new one reaches the child too.
+func (h *Host) parentEnv(parent string) *atomic.Pointer[threadenv.Env] {
+	if hd, ok := h.get(parent); ok {
+		return hd.env
+	}
+	// The parent always runs while its child does; this is a guard only.
+	env, _ := h.threadEnv(nil)
+	p := new(atomic.Pointer[threadenv.Env])
+	p.Store(env)
+	return p
+}
+
+// ErrStopping is returned for threads asked for once Stop agreed.
+var ErrStopping = errors.New("the engine host is stopping")
+
+// Stop makes Serve end, as a signal would, and returns the threads that
+// were running. With threads running it refuses unless force, which stops
+// them where they are: they stay resumable. No thread starts once Stop
+// agreed.
+func (h *Host) Stop(force bool) (StopAnswer, error) {
+	running := h.List()
+	h.mu.Lock()
+	if len(h.running) > 0 && !force {
+		h.mu.Unlock()
+		ids := make([]string, len(running))
+		for i, r := range running {
+			ids[i] = r.ThreadID
+		}
+		return StopAnswer{}, fmt.Errorf("%d thread(s) running (%s); stopping the host would interrupt them", len(ids), strings.Join(ids, ", "))
+	}
+	h.stopping = true
+	h.mu.Unlock()
+	h.quitOnce.Do(func() { close(h.quit) })
+	return StopAnswer{PID: os.Getpid(), Stopped: running}, nil
+}
+
+// admit refuses new threads once the host is stopping.
+func (h *Host) admit() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopping {
+		return ErrStopping
+	}
+	return nil
 }

@@ -333,10 +333,10 @@ func TestASecondResumeWhileTheFirstStartsRunsNothing(t *testing.T) {
 	var nested atomic.Bool
 	f.onLoad = func() {
 		if !nested.Swap(true) {
-			second = f.host.Resume(id)
+			second = f.host.Resume(id, ResumeRequest{})
 		}
 	}
-	if err := f.host.Resume(id); err != nil {
+	if err := f.host.Resume(id, ResumeRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if second == nil || !strings.Contains(second.Error(), "already being resumed") {

@@ -50,7 +50,34 @@ func (h *Host) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusCreated, ThreadRef{ThreadID: newID})
 	})
-	for action, fn := range map[string]func(string) error{"kill": h.Kill, "pause": h.Pause, "resume": h.Resume} {
+	mux.HandleFunc("POST /v1/threads/{id}/resume", func(w http.ResponseWriter, r *http.Request) {
+		var req ResumeRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		id, ok := threadID(w, r)
+		if !ok {
+			return
+		}
+		if err := h.Resume(id, req); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /v1/stop", func(w http.ResponseWriter, r *http.Request) {
+		var req StopRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		ans, err := h.Stop(req.Force)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ans)
+	})
+	for action, fn := range map[string]func(string) error{"kill": h.Kill, "pause": h.Pause} {
 		mux.HandleFunc("POST /v1/threads/{id}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			id, ok := threadID(w, r)
 			if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/uncaged/workflow/engine/procgroup"
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // spawnError is Node's error for a child that could not start:
@@ -42,6 +43,10 @@ type spawnOptions struct {
 	file, cwd string
 	args, env []string
 	stdio     [3]string
+	// path is file as found on the thread's PATH, lookErr why it was not
+	// ("" and nil: exec resolves file itself, on the host's PATH).
+	path    string
+	lookErr error
 }
 
 func (e *jsEnv) spawnOptions(call goja.FunctionCall) spawnOptions {
@@ -63,6 +68,24 @@ func (e *jsEnv) spawnOptions(call goja.FunctionCall) spawnOptions {
 			return true
 		})
 	}
+	// Without options a child gets the thread's environment and directory,
+	// as a Node child gets its parent's; the host process's own are those
+	// of whichever command started the host.
+	if th := threadenv.Of(e.host); th != nil {
+		if o.env == nil {
+			o.env = th.Environ()
+		}
+		o.cwd = th.Abs(o.cwd)
+		if o.cwd == "" {
+			o.cwd = th.Dir()
+		}
+		lookup := th
+		if o.env != nil {
+			// A child given its own env is looked up on that env's PATH.
+			lookup = threadenv.New(o.env, o.cwd, "")
+		}
+		o.path, o.lookErr = lookup.LookPath(o.file)
+	}
 	o.stdio = [3]string{"pipe", "pipe", "pipe"}
 	if v, ok := opts.Get("stdio").(*goja.Object); ok {
 		for i := range 3 {
@@ -80,6 +103,9 @@ func (e *jsEnv) spawnOptions(call goja.FunctionCall) spawnOptions {
 // dies with the engine host like an agent's program (package procgroup).
 func (o spawnOptions) command(ctx context.Context) (*exec.Cmd, *procgroup.Group) {
 	cmd := exec.CommandContext(ctx, o.file, o.args...)
+	if o.path != "" || o.lookErr != nil {
+		cmd.Path, cmd.Err = o.path, o.lookErr
+	}
 	cmd.Dir = o.cwd
 	if o.env != nil {
 		cmd.Env = o.env

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // nodePlatform is process.platform: Node's names for Go's GOOS.
@@ -40,6 +42,11 @@ func (e *jsEnv) processHost() *goja.Object {
 		"ppid", os.Getppid(),
 		"bundle", e.bundleName,
 		"cwd", func(goja.FunctionCall) goja.Value {
+			// The thread's directory: that of the command that started it,
+			// not that of the long-lived host running it.
+			if dir := threadenv.Of(e.host).Dir(); dir != "" {
+				return e.vm.ToValue(dir)
+			}
 			wd, err := os.Getwd()
 			if err != nil {
 				e.throwError(err.Error())
@@ -104,16 +111,23 @@ func (o *envObject) Delete(key string) bool {
 	return false
 }
 
-// Keys lists the process environment's names that the thread's
-// environment also has, so {...process.env} works for child processes.
-// Host has no way to enumerate its own additions.
+// Keys lists the thread's variables, so {...process.env} works for child
+// processes. A host that carries no thread environment (threadenv.Of) has
+// no way to enumerate its variables; the process environment's names
+// that it also has stand in.
 func (o *envObject) Keys() []string {
 	if o.e.validating {
 		return nil
 	}
+	names := threadenv.Of(o.e.host).Names()
+	if names == nil {
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			names = append(names, k)
+		}
+	}
 	var keys []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
+	for _, k := range names {
 		if k != "" && o.e.host.Getenv(k) != "" {
 			keys = append(keys, k)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/membudget"
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // Provider is an OpenAI-compatible endpoint.
@@ -264,7 +265,8 @@ func (c *Config) resolveRef(ref, scene string, getenv func(string) string) (Mode
 	key := p.APIKey
 	if name, isRef := strings.CutPrefix(key, "env:"); isRef {
 		if key = getenv(name); key == "" {
-			return Model{}, fmt.Errorf("config.providers.%s.apiKey: environment variable %q is not set", providerName, name)
+			// The caller (the executor) says whose environment this was.
+			return Model{}, fmt.Errorf("config.providers.%s.apiKey: %w", providerName, &threadenv.NotSetError{Name: name})
 		}
 	}
 	return Model{BaseURL: p.BaseURL, APIKey: key, Model: model}, nil
