@@ -35,9 +35,11 @@ type JSError struct {
 	// example "TypeError: x is not a function".
 	Message string
 	// Location is file:line:column of the innermost stack frame in the
-	// bundle itself (positions are the original source's when esbuild's
-	// source map applies), or of the innermost frame at all when no bundle
-	// frame is on the stack; "" when unknown.
+	// bundle's own code, or of the innermost frame at all when no such
+	// frame is on the stack; "" when unknown. When the bundle carries an
+	// inline source map (as `build` writes it), the position is the
+	// original source's ("workflows/boom-entry.ts:9:25"); without one it is
+	// the bundle's ("16EXBRW66PEZE.esm.js:9:25").
 	Location string
 	// Stack is the exception's full stack trace, when it has one.
 	Stack string
@@ -100,7 +102,7 @@ func frameLocation(frames []goja.StackFrame, bundleName string) string {
 			continue
 		}
 		loc := p.Filename + ":" + strconv.Itoa(p.Line) + ":" + strconv.Itoa(p.Column)
-		if p.Filename == bundleName {
+		if isBundleFrame(p.Filename, bundleName) {
 			return loc
 		}
 		if first == "" {
@@ -108,6 +110,14 @@ func frameLocation(frames []goja.StackFrame, bundleName string) string {
 		}
 	}
 	return first
+}
+
+// isBundleFrame tells the bundle's own frames from the engine's: the
+// modules the engine provides are compiled as "internal:<file>", while a
+// bundle's frames carry its name or, through its source map, the names of
+// the sources it was built from.
+func isBundleFrame(file, bundleName string) bool {
+	return file == bundleName || (file != "" && !strings.HasPrefix(file, "internal:"))
 }
 
 // valueError describes a thrown or rejected JavaScript value.
@@ -129,7 +139,7 @@ func valueError(v goja.Value, bundleName string) *JSError {
 			continue
 		}
 		loc := m[1] + ":" + m[2] + ":" + m[3]
-		if m[1] == bundleName {
+		if isBundleFrame(m[1], bundleName) {
 			je.Location = loc
 			return je
 		}

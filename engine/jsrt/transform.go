@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,7 +148,7 @@ var externalEverything = api.Plugin{
 
 func transformAndCompile(source, name string) *compiled {
 	transformCount.Add(1)
-	res := api.Build(esbuildOptions(source, name))
+	res := api.Build(esbuildOptions(inertSourceMapURLs(source), name))
 	if len(res.Errors) > 0 {
 		return &compiled{err: parseError(res.Errors[0], name)}
 	}
@@ -166,6 +167,42 @@ func transformAndCompile(source, name string) *compiled {
 	}
 	c.prog = prog
 	return c
+}
+
+// sourceMapURL matches what esbuild may take for a source map comment
+// ("//# sourceMappingURL=…", "/*@ sourceMappingURL=… */"), and, since a
+// regular expression cannot tell a comment from a string, the same text
+// inside strings too.
+var sourceMapURL = regexp.MustCompile(`[#@][ \t]*sourceMappingURL=([^\s*'"\x60]*)`)
+
+// inertSourceMapURLs keeps esbuild from reading a file a bundle names as
+// its source map: esbuild follows "file:" URLs, and a bundle must not make
+// the host read files (a FIFO or /dev/zero would hang it). An inline map
+// ("data:" URL, what `build` writes) is honoured: esbuild composes it with
+// its own, so positions read as the original sources'. When the source
+// names anything else, a comment esbuild cannot follow is appended — the
+// last comment is the one esbuild uses — or, when the last one is inline,
+// that one again. Appending moves no position.
+func inertSourceMapURLs(source string) string {
+	matches := sourceMapURL.FindAllStringSubmatch(source, -1)
+	external := false
+	for _, m := range matches {
+		if !isDataURL(m[1]) {
+			external = true
+		}
+	}
+	if !external {
+		return source
+	}
+	tail := "about:blank"
+	if last := matches[len(matches)-1][1]; isDataURL(last) {
+		tail = last
+	}
+	return source + "\n//# sourceMappingURL=" + tail + "\n"
+}
+
+func isDataURL(u string) bool {
+	return len(u) >= 5 && strings.EqualFold(u[:5], "data:")
 }
 
 // compileJS parses esbuild output with goja. Source maps are honoured only
