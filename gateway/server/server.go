@@ -428,10 +428,17 @@ func (g *Gateway) connect(c echo.Context) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return echo.NewHTTPError(http.StatusUpgradeRequired, "expected WebSocket upgrade")
 	}
-	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID}
+	instance, takeover, err := instanceOf(r)
+	if err != nil {
+		return err
+	}
+	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID, Instance: instance, Takeover: takeover}
 	if p.Shared && g.heldByToken(name) {
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", presence.ErrTokenBound.Error(), "address", c.RealIP(), "shared_secret", true)
 		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
+	}
+	if conflict := g.instanceConflict(name, info); conflict != nil {
+		return g.refuseConflict(c, conflict, info)
 	}
 	var conn presence.Conn
 	var client *tunnel.Client
@@ -462,6 +469,12 @@ func (g *Gateway) connect(c echo.Context) error {
 	}
 	t := newTracked(conn, info.Protocol, g.opts.MaxConcurrent)
 	replaced, err := g.presence.Attach(name, t, info)
+	if conflict, ok := errors.AsType[*presence.ConflictError](err); ok {
+		// Another instance took the name since the check above.
+		g.logConflict(conflict, info)
+		go func() { _ = conn.Close(conflict.Error()) }() // dropped either way
+		return nil
+	}
 	if err != nil {
 		// A token-bound connector took the name since the check above.
 		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
@@ -474,8 +487,7 @@ func (g *Gateway) connect(c echo.Context) error {
 		g.closeRevoked()
 	}
 	if replaced != nil {
-		g.opts.Logger.Info("connector replaced", "connector", name, "address", c.RealIP(), "credential", info.Credential,
-			"replaced_address", replaced.Address, "replaced_credential", replaced.Credential)
+		g.logReplacement(name, info, replaced)
 	}
 	g.metrics.Connected(info.Protocol)
 	go func() {
@@ -491,7 +503,7 @@ func (g *Gateway) connect(c echo.Context) error {
 		}
 		g.metrics.Disconnected(reason)
 	}()
-	g.opts.Logger.Info("connector connected", "connector", name, "protocol", info.Protocol, "address", c.RealIP(), "shared_secret", p.Shared)
+	g.opts.Logger.Info("connector connected", "connector", name, "protocol", info.Protocol, "address", c.RealIP(), "shared_secret", p.Shared, "instance", info.Instance)
 	return nil
 }
 
