@@ -10,7 +10,7 @@
 // unknown workflow in POST /api/threads is a 404. Every error is JSON
 // {"error": "..."}.
 //
-// Routes:
+// Routes (every GET answers HEAD too, shared/echohead):
 //
 //	GET    /healthz, /api/healthz           {"ok":true}
 //	GET    /api/workflows                   {"workflows":[WorkflowSummary]}
@@ -79,6 +79,7 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/echohead"
 )
 
 // DefaultBodyLimit is the largest request body accepted when Options sets
@@ -181,6 +182,7 @@ func New(opts Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	echohead.Install(e) // every GET route below answers HEAD too
 	e.Use(
 		middleware.RecoverWithConfig(middleware.RecoverConfig{
 			DisableStackAll: true,

@@ -2,8 +2,10 @@ package echohead
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -166,5 +168,32 @@ func TestHeadOfAStreamEndsAtTheFirstFlush(t *testing.T) {
 				return false
 			}
 		})
+	}
+}
+
+// The handler writes its body as for GET; what reaches the wire is the
+// headers alone. Read off a raw connection, since an HTTP client ignores
+// whatever follows a HEAD answer's headers.
+func TestHeadSendsNoBodyOnTheWire(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	Install(e)
+	e.GET("/page", func(c echo.Context) error { return c.String(http.StatusOK, "a body that must not be sent") })
+	url := serve(t, e)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "HEAD /page HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || rest != "" || !strings.HasPrefix(head, "HTTP/1.1 200") || !strings.Contains(head, "Content-Length: 28") {
+		t.Fatalf("HEAD /page on the wire:\n%s", raw)
 	}
 }
