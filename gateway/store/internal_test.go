@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -41,16 +42,52 @@ func TestLooksLikeJWT(t *testing.T) {
 }
 
 func TestFTSQuery(t *testing.T) {
-	for in, want := range map[string]string{
-		"deploy":             `"deploy"`,
-		`say "hi" now`:       `"say" """hi""" "now"`,
-		"a AND b":            `"a" "AND" "b"`,
+	const in = `{prompt summary} : `
+	for q, want := range map[string]string{
+		"deploy":             in + `"deploy"`,
+		`say "hi" now`:       in + `"say" AND ` + in + `"""hi""" AND ` + in + `"now"`,
+		"a AND b":            in + `"a" AND ` + in + `"AND" AND ` + in + `"b"`,
 		" - * ( ":            "",
-		"payments* NEAR(x y": `"payments*" "NEAR(x" "y"`,
+		"payments* NEAR(x y": in + `"payments*" AND ` + in + `"NEAR(x" AND ` + in + `"y"`,
 	} {
-		if got := ftsQuery(in); got != want {
-			t.Errorf("ftsQuery(%q) = %s, want %s", in, got, want)
+		if got := ftsQuery(q); got != want {
+			t.Errorf("ftsQuery(%q) = %s, want %s", q, got, want)
 		}
+	}
+}
+
+func TestFTSFilterQuery(t *testing.T) {
+	got := ftsFilterQuery(ThreadQuery{Q: "deploy", Machine: "m-1", Workflow: "", Status: "done"})
+	want := `{prompt summary} : "deploy" AND facets : "m6D2D31" AND facets : "s646F6E65"`
+	if got != want {
+		t.Errorf("ftsFilterQuery = %s, want %s", got, want)
+	}
+}
+
+func TestSeqSlot(t *testing.T) {
+	epoch := time.UnixMicro(seqEpoch)
+	for _, c := range []struct {
+		t    time.Time
+		want int64
+	}{
+		{epoch, 0},
+		{epoch.Add(time.Microsecond), seqTies},
+		{epoch.Add(-time.Microsecond), -seqTies},
+		{epoch.Add(1500 * time.Nanosecond), seqTies}, // stored to the microsecond
+		{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), seqMaxSlot << seqTieBits},
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), seqMinSlot << seqTieBits},
+	} {
+		if got := seqSlot(c.t); got != c.want {
+			t.Errorf("seqSlot(%v) = %d, want %d", c.t, got, c.want)
+		}
+		if got := slotOf(c.want + seqTies - 1); got != c.want {
+			t.Errorf("slotOf(%d) = %d, want %d", c.want+seqTies-1, got, c.want)
+		}
+	}
+	// Later times, later slots: the order of seqs is the order of times.
+	a, b := seqSlot(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), seqSlot(time.Date(2026, 3, 1, 12, 0, 0, 1000, time.UTC))
+	if b-a != seqTies {
+		t.Errorf("a microsecond later is %d seqs later, want %d", b-a, seqTies)
 	}
 }
 

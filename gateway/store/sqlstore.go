@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/pressly/goose/v3"
 )
@@ -549,11 +548,24 @@ func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Th
 	for _, c := range []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code", "summary", "usage"} {
 		changed = append(changed, "threads."+c+" "+distinct+" excluded."+c)
 	}
-	upsert := s.q(`INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-ON CONFLICT (machine, id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
+	set := `workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
 started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns = excluded.duration_ns, steps = excluded.steps,
 return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage
-WHERE ` + strings.Join(changed, " OR "))
+WHERE ` + strings.Join(changed, " OR ")
+	upsert := `INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (machine, id) DO UPDATE SET ` + set
+	if s.backend == BackendSQLite {
+		// seq is the thread's place in the search order (see seqSlot): the
+		// next free one in its time's slot, kept while updated_at is. A
+		// full slot gives seq a text, which SQLite refuses (datatype
+		// mismatch) rather than spill into the next slot and break the
+		// order.
+		upsert = s.q(`INSERT INTO threads (seq, ` + threadCols + `) VALUES (
+(SELECT CASE WHEN max(seq) IS NULL THEN $13 WHEN max(seq) < $13 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
+ FROM threads WHERE seq BETWEEN $13 AND $13 + ` + strconv.Itoa(seqTies-1) + `),
+$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = excluded.updated_at THEN threads.seq ELSE excluded.seq END, ` + set)
+	}
 	now := s.now()
 	args := make([][]any, len(threads))
 	for i, t := range threads {
@@ -572,6 +584,9 @@ WHERE ` + strings.Join(changed, " OR "))
 		args[i] = []any{machine, t.ID, t.Workflow, t.Status,
 			truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
 			int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage}
+		if s.backend == BackendSQLite {
+			args[i] = append(args[i], seqSlot(updated))
+		}
 	}
 	if s.backend == BackendPostgres {
 		if err := syncBatch(ctx, s.w, upsertMachine, []any{machine, s.tv(now)}, upsert, args); err != nil {
@@ -590,6 +605,9 @@ WHERE ` + strings.Join(changed, " OR "))
 		defer closeQuietly(stmt) // it goes with the transaction anyway
 		for i, a := range args {
 			if _, err := stmt.ExecContext(ctx, a...); err != nil {
+				if strings.Contains(err.Error(), "datatype mismatch") {
+					return nil, fmt.Errorf("thread %s: more than %d threads updated in the same microsecond (%s)", threads[i].ID, seqTies, utc(threads[i].UpdatedAt).Format(time.RFC3339Nano))
+				}
 				return nil, fmt.Errorf("thread %s: %w", threads[i].ID, err)
 			}
 		}
@@ -607,92 +625,6 @@ func (s *sqlStore) GetThread(ctx context.Context, machine, id string) (Thread, e
 		return Thread{}, fmt.Errorf("store: thread %s on %s: %w", id, machine, err)
 	}
 	return t, nil
-}
-
-// ftsQuery turns free text into an FTS5 query that means "every word":
-// each word is quoted, so FTS5's operators and punctuation in what a
-// person typed are never syntax.
-func ftsQuery(q string) string {
-	var parts []string
-	for _, f := range strings.Fields(q) {
-		if hasWord(f) {
-			parts = append(parts, `"`+strings.ReplaceAll(f, `"`, `""`)+`"`)
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-// hasWord reports whether s holds a letter or digit, i.e. something a
-// full-text index can match.
-func hasWord(s string) bool {
-	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
-}
-
-// SearchThreads implements Store.
-func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if q.Machine != "" {
-		add("machine = ?", q.Machine)
-	}
-	if q.Workflow != "" {
-		add("workflow = ?", q.Workflow)
-	}
-	if q.Status != "" {
-		add("status = ?", q.Status)
-	}
-	if !q.Since.IsZero() {
-		add("updated_at >= ?", s.tv(q.Since))
-	}
-	if !q.Until.IsZero() {
-		add("updated_at < ?", s.tv(q.Until))
-	}
-	// Text without a word would be an empty query, which the two backends
-	// treat differently; it filters nothing.
-	if hasWord(q.Q) {
-		if s.backend == BackendPostgres {
-			add("search @@ plainto_tsquery('simple', ?)", q.Q)
-		} else {
-			add("seq IN (SELECT rowid FROM threads_fts WHERE threads_fts MATCH ?)", ftsQuery(q.Q))
-		}
-	}
-	limit, offset := pageBounds(q.Limit, q.Offset)
-	var page ThreadPage
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		cond := whereClause(where)
-		n := len(args)
-		// Counting stops one past maxTotal: enough to know the bound was
-		// passed, without visiting every match.
-		if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
-			append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
-			return err
-		}
-		if page.Total > s.maxTotal {
-			page.Total, page.TotalCapped = s.maxTotal, true
-		}
-		rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
-			threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
-		if err != nil {
-			return err
-		}
-		defer closeQuietly(rows)
-		for rows.Next() {
-			t, err := scanThread(rows)
-			if err != nil {
-				return err
-			}
-			page.Threads = append(page.Threads, t)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return ThreadPage{}, fmt.Errorf("store: search threads: %w", err)
-	}
-	return page, nil
 }
 
 // read runs fn in a transaction that sees one snapshot, so a page and its

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// SQLite's search order. A thread's seq, the rowid of its row and of its
+// entry in the FTS index, is its place in the order searches return:
+// (updated_at's slot << seqTieBits) + a tie-breaker, where the slot is
+// updated_at in microseconds since seqEpoch, clamped to what fits. FTS5
+// walks its matches in rowid order, so a full-text search reads them
+// newest first and stops once the page is full, instead of fetching and
+// sorting every match; since and until become rowid bounds.
+const (
+	// seqEpoch (2020-01-01 UTC, in Unix microseconds) centres the range
+	// of slots on the present.
+	seqEpoch = 1577836800000000
+	// seqTieBits leaves room for 4,096 threads updated in the same
+	// microsecond, more than a sync gives one time (the gateway's batches
+	// are 500 threads).
+	seqTieBits = 12
+	// seqTies is how many threads one slot holds.
+	seqTies = 1 << seqTieBits
+	// seqMaxSlot and seqMinSlot bound the slots (about ±71 years around
+	// seqEpoch): a later or earlier time shares the end slot, which keeps
+	// the order and only loses the exactness of since and until beyond
+	// them.
+	seqMaxSlot = 1<<(63-seqTieBits) - 1
+	seqMinSlot = -(1 << (63 - seqTieBits))
+)
+
+// seqSlot is the first seq of the slot t falls in.
+func seqSlot(t time.Time) int64 {
+	d := utc(t).UnixMicro() - seqEpoch
+	return min(max(d, seqMinSlot), seqMaxSlot) << seqTieBits
+}
+
+// slotOf is the first seq of the slot holding seq.
+func slotOf(seq int64) int64 { return seq >> seqTieBits << seqTieBits }
+
+// hasWord reports whether s holds a letter or digit, i.e. something a
+// full-text index can match.
+func hasWord(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
+}
+
+// ftsQuery turns free text into an FTS5 query that means "every word, in
+// the prompt or the summary": each word is quoted, so FTS5's operators and
+// punctuation in what a person typed are never syntax.
+func ftsQuery(q string) string {
+	var parts []string
+	for _, f := range strings.Fields(q) {
+		if hasWord(f) {
+			parts = append(parts, `{prompt summary} : "`+strings.ReplaceAll(f, `"`, `""`)+`"`)
+		}
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// facetToken is the token the FTS index holds for a filter's value in its
+// facets column: a letter naming the filter, then the value's bytes in
+// hex, which the tokenizer keeps as one token and which no two values
+// share. The migration writes them with SQLite's hex(), in upper case;
+// the tokenizer folds case on both sides.
+func facetToken(kind byte, v string) string {
+	return string(kind) + strings.ToUpper(hex.EncodeToString([]byte(v)))
+}
+
+// ftsFilterQuery is ftsQuery narrowed by the filters the index holds.
+func ftsFilterQuery(q ThreadQuery) string {
+	parts := []string{ftsQuery(q.Q)}
+	for _, f := range []struct {
+		kind byte
+		v    string
+	}{{'m', q.Machine}, {'w', q.Workflow}, {'s', q.Status}} {
+		if f.v != "" {
+			parts = append(parts, `facets : "`+facetToken(f.kind, f.v)+`"`)
+		}
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// SearchThreads implements Store.
+func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error) {
+	limit, offset := pageBounds(q.Limit, q.Offset)
+	var page ThreadPage
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		switch {
+		// Text without a word would be an empty query, which the two
+		// backends treat differently; it filters nothing.
+		case hasWord(q.Q) && s.backend == BackendSQLite:
+			page, err = s.searchFTS(ctx, tx, q, limit, offset)
+		default:
+			page, err = s.searchTable(ctx, tx, q, limit, offset)
+		}
+		return err
+	})
+	if err != nil {
+		return ThreadPage{}, fmt.Errorf("store: search threads: %w", err)
+	}
+	return page, nil
+}
+
+// searchTable answers a search from the threads table and its indexes:
+// every search on PostgreSQL, and on SQLite those without words.
+func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, limit, offset int) (ThreadPage, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if q.Machine != "" {
+		add("machine = ?", q.Machine)
+	}
+	if q.Workflow != "" {
+		add("workflow = ?", q.Workflow)
+	}
+	if q.Status != "" {
+		add("status = ?", q.Status)
+	}
+	if !q.Since.IsZero() {
+		add("updated_at >= ?", s.tv(q.Since))
+	}
+	if !q.Until.IsZero() {
+		add("updated_at < ?", s.tv(q.Until))
+	}
+	if hasWord(q.Q) {
+		add("search @@ plainto_tsquery('simple', ?)", q.Q)
+	}
+	var page ThreadPage
+	cond := whereClause(where)
+	n := len(args)
+	// Counting stops one past maxTotal: enough to know the bound was
+	// passed, without visiting every match.
+	if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
+		append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
+		return page, err
+	}
+	page.Total, page.TotalCapped = s.capTotal(page.Total)
+	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
+		threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
+	if err != nil {
+		return page, err
+	}
+	page.Threads, err = scanThreads(rows)
+	return page, err
+}
+
+// capTotal applies Config.MaxTotal to a count made up to one past it.
+func (s *sqlStore) capTotal(n int) (int, bool) {
+	if n > s.maxTotal {
+		return s.maxTotal, true
+	}
+	return n, false
+}
+
+// scanThreads reads and closes rows of threadCols.
+func scanThreads(rows *sql.Rows) ([]Thread, error) {
+	defer closeQuietly(rows)
+	var out []Thread
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// searchFTS answers a SQLite search with words from the FTS index alone:
+// the words, the filters (as facet tokens) and the time bounds (as rowid
+// bounds) are one FTS5 query, whose matches come in the search's order.
+// Counting reads at most MaxTotal+1 of them; the page reads offset+limit
+// rowids and fetches only the page's rows. The cost follows the page and
+// the bound, not how many threads match.
+func (s *sqlStore) searchFTS(ctx context.Context, tx *sql.Tx, q ThreadQuery, limit, offset int) (ThreadPage, error) {
+	conds := []string{"threads_fts MATCH ?1"}
+	args := []any{ftsFilterQuery(q)}
+	if !q.Since.IsZero() {
+		args = append(args, seqSlot(q.Since))
+		conds = append(conds, "rowid >= ?"+strconv.Itoa(len(args)))
+	}
+	if !q.Until.IsZero() {
+		args = append(args, seqSlot(q.Until))
+		conds = append(conds, "rowid < ?"+strconv.Itoa(len(args)))
+	}
+	match := "SELECT rowid FROM threads_fts WHERE " + strings.Join(conds, " AND ")
+	n := len(args)
+	var page ThreadPage
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM (%s LIMIT ?%d)`, match, n+1),
+		append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
+		return page, err
+	}
+	page.Total, page.TotalCapped = s.capTotal(page.Total)
+	if !page.TotalCapped && offset >= page.Total {
+		return page, nil
+	}
+	seqs := func(query string, extra ...any) ([]int64, error) {
+		rows, err := tx.QueryContext(ctx, query, append(slices.Clone(args), extra...)...)
+		if err != nil {
+			return nil, err
+		}
+		defer closeQuietly(rows)
+		var out []int64
+		for rows.Next() {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				return nil, err
+			}
+			out = append(out, seq)
+		}
+		return out, rows.Err()
+	}
+	window, err := seqs(fmt.Sprintf(`%s ORDER BY rowid DESC LIMIT ?%d OFFSET ?%d`, match, n+1, n+2), limit, offset)
+	if err != nil || len(window) == 0 {
+		return page, err
+	}
+	// Threads updated in the same microsecond share a slot, in the order
+	// they were stored, not by machine and id. Those of the first and
+	// the last slot of the window that lie outside it are read too, so
+	// that sorting the whole slots puts the right ones in the window.
+	first, last := window[0], window[len(window)-1]
+	before, err := seqs(fmt.Sprintf(`%s AND rowid > ?%d AND rowid < ?%d ORDER BY rowid DESC`, match, n+1, n+2), first, slotOf(first)+seqTies)
+	if err != nil {
+		return page, err
+	}
+	after, err := seqs(fmt.Sprintf(`%s AND rowid < ?%d AND rowid >= ?%d ORDER BY rowid DESC`, match, n+1, n+2), last, slotOf(last))
+	if err != nil {
+		return page, err
+	}
+	all := slices.Concat(before, window, after)
+	threads, err := s.threadsBySeq(ctx, tx, all)
+	if err != nil {
+		return page, err
+	}
+	slices.SortFunc(threads, compareSearchOrder)
+	if len(threads) != len(all) {
+		return page, fmt.Errorf("the full-text index and the threads disagree (%d entries, %d threads): the index needs a rebuild", len(all), len(threads))
+	}
+	page.Threads = threads[len(before) : len(before)+len(window)]
+	return page, nil
+}
+
+// threadsBySeq reads the threads with these seqs, in no particular order.
+func (s *sqlStore) threadsBySeq(ctx context.Context, tx *sql.Tx, seqs []int64) ([]Thread, error) {
+	list := make([]string, len(seqs))
+	for i, seq := range seqs {
+		list[i] = strconv.FormatInt(seq, 10)
+	}
+	// The seqs are integers read from the index, so writing them into
+	// the statement is safe, and spares a statement per page size.
+	rows, err := tx.QueryContext(ctx, `SELECT `+threadCols+` FROM threads WHERE seq IN (`+strings.Join(list, ",")+`)`)
+	if err != nil {
+		return nil, err
+	}
+	return scanThreads(rows)
+}
+
+// compareSearchOrder orders threads as searches return them: newest
+// first, then by machine and id.
+func compareSearchOrder(a, b Thread) int {
+	if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Machine, b.Machine); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
