@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/uncaged/workflow/gateway/store"
 )
 
@@ -202,4 +204,63 @@ func TestSearchAgainstBruteForce(t *testing.T) {
 		}
 		check("after a prune", 200)
 	})
+}
+
+// TestSearchFoldsAccents: words match whatever their accents, on both
+// backends, in the text and in the query.
+func TestSearchFoldsAccents(t *testing.T) {
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
+		ctx := context.Background()
+		s := open(t, cfg)
+		if cfg.DatabaseURL != "" && !unaccentInstalled(t, cfg.DatabaseURL) {
+			t.Skip("this PostgreSQL has no unaccent extension: its searches match accents exactly (docs/operations.md)")
+		}
+		err := s.SyncThreads(ctx, "m", []store.Thread{
+			{ID: "fr", Prompt: "Réécrire le café crème", Summary: "déjà fait à Zürich", UpdatedAt: clk.Now()},
+			{ID: "es", Prompt: "pregunta al señor", Summary: "Ångström naïve", UpdatedAt: clk.Now().Add(time.Second)},
+			{ID: "plain", Prompt: "cafe creme", Summary: "senor", UpdatedAt: clk.Now().Add(2 * time.Second)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q, want := range map[string][]string{
+			"cafe":           {"m/plain", "m/fr"},
+			"CAFÉ":           {"m/plain", "m/fr"},
+			"crème":          {"m/plain", "m/fr"},
+			"reecrire":       {"m/fr"},
+			"zurich deja":    {"m/fr"},
+			"señor":          {"m/plain", "m/es"},
+			"angstrom naive": {"m/es"},
+			"ANGSTRÖM":       {"m/es"},
+		} {
+			p, err := s.SearchThreads(ctx, store.ThreadQuery{Q: q})
+			if err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+			var got []string
+			for _, th := range p.Threads {
+				got = append(got, th.Machine+"/"+th.ID)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%q finds %v, want %v", q, got, want)
+			}
+		}
+	})
+}
+
+// unaccentInstalled reports whether the database's migration could create
+// the unaccent extension.
+func unaccentInstalled(t *testing.T, url string) bool {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(ctx) }() // a test's side connection
+	var ok bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'unaccent')`).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }

@@ -15,6 +15,9 @@
 -- are case-folded, so that a filtered search is one FTS5 query whose AND
 -- skips through the narrower list instead of fetching rows to test them.
 -- The index is contentless: everything it must give back is its rowid.
+-- Its tokenizer removes diacritics from every letter (remove_diacritics 2;
+-- the default, 1, misses letters with several), as PostgreSQL's unaccent
+-- does: "cafe" finds "Café".
 
 -- +goose Up
 CREATE TABLE threads_new (
@@ -49,7 +52,8 @@ CREATE INDEX threads_machine_updated ON threads (machine, updated_at DESC, id);
 CREATE INDEX threads_workflow_updated ON threads (workflow, updated_at DESC, machine, id);
 CREATE INDEX threads_status_updated ON threads (status, updated_at DESC, machine, id);
 
-CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, facets, content = '', contentless_delete = 1);
+CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, facets, content = '', contentless_delete = 1,
+    tokenize = 'unicode61 remove_diacritics 2');
 INSERT INTO threads_fts (rowid, prompt, summary, facets)
 SELECT seq, prompt, summary, 'm' || hex(machine) || ' w' || hex(workflow) || ' s' || hex(status) FROM threads;
 
