@@ -1,13 +1,19 @@
 // Command fleetbench measures the gateway's fleet memory at the issue's
-// scale target: 1,000 machines × 1,000 threads kept in SQLite. It builds
-// and runs the real gateway binary on a data directory of its own, and
-// prints, each beside a baseline measured in the same run:
+// scale target: 1,000 machines × 1,000 threads, kept in SQLite or, with
+// -database-url, in PostgreSQL. It builds and runs the real gateway binary
+// on a data directory of its own, and prints, each beside a baseline
+// measured in the same run:
 //
-//   - search latency (p50, p95) of typical queries — a word, two words,
-//     machine+status, workflow, workflow+since, the newest page — directly
-//     against the store, beside a point lookup of one thread (GetThread),
-//     and through the gateway's HTTP search handler, beside an
-//     authenticated trivial request (GET /api/gateway/endpoints);
+//   - search latency (p50, p95) of typical queries — words common, rare
+//     and absent, two words, machine+status, workflow, workflow+since, the
+//     newest page — directly against the store, beside a point lookup of
+//     one thread (GetThread), and through the gateway's HTTP search
+//     handler, beside an authenticated trivial request (GET
+//     /api/gateway/endpoints);
+//   - for the searches with words, the store's first plan (filter every
+//     match, sort them all), which legacy.go keeps for this comparison
+//     only, on the same history: p50 before and after, and a check that
+//     both give the same page and total;
 //   - the gateway's CPU for one connector's resync of 1,000 threads over
 //     its change stream (first sync, all changed, none changed), beside
 //     this process writing the same threads with SyncThreads directly;
@@ -17,13 +23,19 @@
 // The history is written straight into the gateway's database (SQLite
 // allows other processes beside the gateway), as a thousand connectors'
 // resyncs would leave it; one connector's resync goes through the gateway.
+// A history an earlier run left (same -dir, or same -database-url) is
+// reused: filling a million threads takes minutes.
 //
-// Usage: go run ./bench/cmd/fleetbench [-machines 1000] [-threads 1000]
+// The machine's load average is printed at the start and the end: on a
+// shared machine, compare figures of one run, not across runs.
+//
+// Usage: go run ./bench/cmd/fleetbench [-machines 1000] [-threads 1000] [-dir DIR] [-database-url URL]
 package main
 
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -53,7 +65,8 @@ func main() {
 	iterations := flag.Int("n", 60, "runs of each search query")
 	resyncs := flag.Int("resyncs", 5, "runs of each resync figure; the median is reported")
 	src := flag.String("src", ".", "source tree to build the gateway from")
-	dir := flag.String("dir", "", "work directory (default: a temporary one, removed afterwards)")
+	dir := flag.String("dir", "", "work directory (default: a temporary one, removed afterwards); a history an earlier run left there is reused")
+	databaseURL := flag.String("database-url", "", "measure PostgreSQL at this URL (an empty database, or one an earlier run filled) instead of SQLite")
 	flag.Parse()
 
 	work := *dir
@@ -63,7 +76,12 @@ func main() {
 		check(err)
 		defer func() { check(os.RemoveAll(work)) }()
 	}
-	fmt.Printf("fleetbench: %d CPUs, %s, %d machines × %d threads, work dir %s\n\n", runtime.NumCPU(), runtime.Version(), *machines, *perMachine, work)
+	backend := "SQLite"
+	if *databaseURL != "" {
+		backend = "PostgreSQL"
+	}
+	fmt.Printf("fleetbench: %d CPUs, %s, %s, %d machines × %d threads, work dir %s\n", runtime.NumCPU(), runtime.Version(), backend, *machines, *perMachine, work)
+	fmt.Printf("load average at start: %s\n\n", loadAverage())
 
 	gwBin := filepath.Join(work, "uncaged-gateway")
 	build := exec.Command("go", "build", "-o", gwBin, "./gateway/cmd/uncaged-gateway")
@@ -72,15 +90,21 @@ func main() {
 	dataDir := filepath.Join(work, "gateway")
 	key := strings.TrimSpace(output(gwBin, nil, "key", "generate"))
 	env := []string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_DATA_DIR=" + dataDir, "UNCAGED_GATEWAY_LOG_FORMAT=json"}
+	if *databaseURL != "" {
+		env = append(env, "UNCAGED_GATEWAY_DATABASE_URL="+*databaseURL)
+	}
 	dash := strings.TrimSpace(output(gwBin, env, "token", "create", "--dashboard", "--note", "fleetbench"))
 
 	gw, addr := startGateway(gwBin, env)
 	defer stop(gw)
 	c := &client{base: "http://" + addr, token: dash}
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{DataDir: dataDir})
+	st, err := store.Open(ctx, store.Config{DataDir: dataDir, DatabaseURL: *databaseURL})
 	check(err)
 	defer func() { check(st.Close()) }()
+	old, err := openLegacy(dataDir, *databaseURL)
+	check(err)
+	defer func() { check(old.db.Close()) }()
 
 	// Memory with an empty history, after the same kinds of requests the
 	// full history gets later.
@@ -91,24 +115,29 @@ func main() {
 	rssEmpty := rss(gw.Process.Pid)
 
 	gen := newGenerator(1)
-	fmt.Printf("filling the history: %d machines × %d threads\n", *machines, *perMachine)
-	t0 := time.Now()
-	for m := range *machines {
-		name := gen.machineName(m)
-		threads := gen.threads(*perMachine, 0)
-		for i := 0; i < len(threads); i += 500 {
-			check(st.SyncThreads(ctx, name, threads[i:min(i+500, len(threads))]))
-		}
-		if (m+1)%100 == 0 {
-			fmt.Printf("  %d machines, %s\n", m+1, time.Since(t0).Round(time.Second))
-		}
-	}
-	fill := time.Since(t0)
 	total := *machines * *perMachine
-	fmt.Printf("  %d threads in %s (%.0f threads/s); database %s\n\n", total, fill.Round(time.Second), float64(total)/fill.Seconds(), dbSize(dataDir))
+	if filled(ctx, st, gen, *machines, *perMachine) {
+		fmt.Printf("the history of an earlier run is there: %d machines × %d threads; database %s\n\n", *machines, *perMachine, dbSize(ctx, dataDir, *databaseURL))
+		gen.now = newest(ctx, st)
+	} else {
+		fmt.Printf("filling the history: %d machines × %d threads\n", *machines, *perMachine)
+		t0 := time.Now()
+		for m := range *machines {
+			name := gen.machineName(m)
+			threads := gen.threads(*perMachine, 0)
+			for i := 0; i < len(threads); i += 500 {
+				check(st.SyncThreads(ctx, name, threads[i:min(i+500, len(threads))]))
+			}
+			if (m+1)%100 == 0 {
+				fmt.Printf("  %d machines, %s\n", m+1, time.Since(t0).Round(time.Second))
+			}
+		}
+		fill := time.Since(t0)
+		fmt.Printf("  %d threads in %s (%.0f threads/s); database %s\n\n", total, fill.Round(time.Second), float64(total)/fill.Seconds(), dbSize(ctx, dataDir, *databaseURL))
+	}
 
 	queries := typicalQueries(gen, *machines)
-	searchDirect(ctx, st, gen, queries, *iterations)
+	searchDirect(ctx, st, old, backend, queries, *iterations)
 	searchHTTP(c, queries, *iterations)
 	rssSearched := rss(gw.Process.Pid)
 	resync(ctx, gw.Process.Pid, addr, st, *perMachine, *resyncs)
@@ -118,6 +147,45 @@ func main() {
 	fmt.Printf("  RSS with an empty history             %6.1f MB\n", mb(rssEmpty))
 	fmt.Printf("  with %7d threads, after the searches %6.1f MB (%+.1f MB; target: no growth with history)\n", total, mb(rssSearched), mb(rssSearched-rssEmpty))
 	fmt.Printf("  and after the resyncs                 %6.1f MB (%+.1f MB)\n", mb(rssFull), mb(rssFull-rssEmpty))
+	fmt.Printf("\nload average at the end: %s\n", loadAverage())
+}
+
+// filled reports whether an earlier run left the full history: its first
+// and last machines hold every thread.
+func filled(ctx context.Context, st store.Store, g *generator, machines, perMachine int) bool {
+	for _, m := range []int{0, machines - 1} {
+		p, err := st.SearchThreads(ctx, store.ThreadQuery{Machine: g.machineName(m), Limit: 1})
+		check(err)
+		if p.Total != perMachine {
+			return false
+		}
+	}
+	return true
+}
+
+// newest is the time of the newest thread of the history, which the
+// generator's times were drawn back from.
+func newest(ctx context.Context, st store.Store) time.Time {
+	p, err := st.SearchThreads(ctx, store.ThreadQuery{Limit: 1})
+	check(err)
+	if len(p.Threads) == 0 {
+		return time.Now()
+	}
+	return p.Threads[0].UpdatedAt
+}
+
+// loadAverage is the machine's load, which the figures depend on: the
+// machine may be shared.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ") + fmt.Sprintf(" (%d CPUs)", runtime.NumCPU())
 }
 
 // --- the history ---------------------------------------------------------
@@ -271,6 +339,10 @@ func typicalQueries(g *generator, machines int) []query {
 		{"workflow", store.ThreadQuery{Workflow: "security-audit"}},
 		{"workflow + since 7 days", store.ThreadQuery{Workflow: "triage-issue", Since: g.now.Add(-7 * 24 * time.Hour)}},
 		{"q + machine", store.ThreadQuery{Q: "cache", Machine: m}},
+		{"q: commonest word (the)", store.ThreadQuery{Q: "the"}},
+		{"q: no match (xylophone)", store.ThreadQuery{Q: "xylophone"}},
+		{"q: common word, page 4", store.ThreadQuery{Q: "deploy", Offset: 150}},
+		{"q + status", store.ThreadQuery{Q: "review", Status: "failed"}},
 	}
 }
 
@@ -310,8 +382,8 @@ func timeIt(n int, fn func()) (p50, p95 time.Duration) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func searchDirect(ctx context.Context, st store.Store, g *generator, queries []query, n int) {
-	fmt.Println("search, directly against the store (SQLite)")
+func searchDirect(ctx context.Context, st store.Store, old *legacy, backend string, queries []query, n int) {
+	fmt.Printf("search, directly against the store (%s)\n", backend)
 	page, err := st.SearchThreads(ctx, store.ThreadQuery{Limit: 1})
 	check(err)
 	one := page.Threads[0]
@@ -320,16 +392,66 @@ func searchDirect(ctx context.Context, st store.Store, g *generator, queries []q
 		check(err)
 	})
 	fmt.Printf("  %-28s p50 %7.2f ms  p95 %7.2f ms   (baseline)\n", "GetThread (point lookup)", ms(b50), ms(b95))
+	type textRun struct {
+		name             string
+		before, after    time.Duration
+		matches          int
+		capped, sameRows bool
+	}
+	var text []textRun
 	for _, q := range queries {
 		var total int
+		var capped bool
 		p50, p95 := timeIt(n, func() {
 			page, err := st.SearchThreads(ctx, q.q)
 			check(err)
-			total = page.Total
+			total, capped = page.Total, page.TotalCapped
 		})
-		fmt.Printf("  %-28s p50 %7.2f ms  p95 %7.2f ms   %6d matches   p50 %5.1fx baseline   (target p50 <= 50 ms)\n", q.name, ms(p50), ms(p95), total, ms(p50)/ms(b50))
+		fmt.Printf("  %-28s p50 %7.2f ms  p95 %7.2f ms   %6d matches%s   p50 %5.1fx baseline   (target p50 <= 50 ms)\n", q.name, ms(p50), ms(p95), total, plus(capped), ms(p50)/ms(b50))
+		if q.q.Q == "" {
+			continue
+		}
+		// The first plan, on the same history, in the same run; and the
+		// same answer from both.
+		o50, _ := timeIt(max(n/4, 3), func() {
+			_, _, err := old.search(ctx, q.q)
+			check(err)
+		})
+		keys, oldTotal, err := old.search(ctx, q.q)
+		check(err)
+		page, err := st.SearchThreads(ctx, q.q)
+		check(err)
+		var got []string
+		for _, t := range page.Threads {
+			got = append(got, t.Machine+"/"+t.ID)
+		}
+		text = append(text, textRun{q.name, o50, p50, total, capped, slices.Equal(keys, got) && oldTotal == page.Total})
+	}
+	if len(text) > 0 {
+		fmt.Printf("\n  full-text search, the first plan (sort every match) against the current one, same run (p50):\n")
+		for _, r := range text {
+			same := "same page and total"
+			if !r.sameRows {
+				same = "DIFFERENT RESULTS"
+			}
+			fmt.Printf("  %-28s before %8.2f ms   after %7.2f ms   %6.1fx faster   %6d matches%s   %s\n",
+				r.name, ms(r.before), ms(r.after), ms(r.before)/ms(r.after), r.matches, plus(r.capped), same)
+		}
+		for _, r := range text {
+			if !r.sameRows {
+				check(fmt.Errorf("%s: the two plans answer differently", r.name))
+			}
+		}
 	}
 	fmt.Println()
+}
+
+// plus marks a total that is a lower bound.
+func plus(capped bool) string {
+	if capped {
+		return "+"
+	}
+	return " "
 }
 
 // client makes authenticated requests to the gateway.
@@ -593,7 +715,15 @@ func medianDuration(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func dbSize(dir string) string {
+func dbSize(ctx context.Context, dir, databaseURL string) string {
+	if databaseURL != "" {
+		db, err := sql.Open("pgx", databaseURL)
+		check(err)
+		defer func() { check(db.Close()) }()
+		var size int64
+		check(db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&size))
+		return fmt.Sprintf("%.0f MB", mb(size))
+	}
 	var total int64
 	for _, f := range []string{store.SQLiteFile, store.SQLiteFile + "-wal"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
