@@ -576,7 +576,7 @@ func resync(ctx context.Context, pid int, addr string, st store.Store, n, runs i
 		fmt.Printf("  %-34s %7.1f ms CPU   %5.2fx baseline   (target <= 1000 ms)\n", name, ms(c), ms(c)/ms(baseline))
 	}
 	measure("first sync (a new machine)", func(run int) (string, []store.Thread) {
-		return fmt.Sprintf("resync-first-%d", run), g.threads(n, 1000)
+		return fmt.Sprintf("resync-first-%d-%d", os.Getpid(), run), g.threads(n, 1000) // new also when a history is reused
 	})
 	// One unmeasured sync stores the named machine's threads, so the
 	// resyncs below find them there.
