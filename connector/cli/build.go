@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ const entrySuffix = "-entry.ts"
 
 func (a *app) buildCmd() *cobra.Command {
 	var outdir string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "build [dir | entry.ts ...]",
 		Short: "Bundle TypeScript workflow entries into .esm.js bundles",
@@ -29,7 +31,15 @@ workspace (default: the current directory) into dist/<stem>.esm.js, with a
 dist/<stem>.d.ts beside it. With files, bundles those entries into the dist/
 of their workspace. @uncaged/workflow-runtime and Node built-ins stay imports
 (the engine provides them); everything else is bundled. Each bundle is then
-checked the way "workflow add" checks it.`,
+checked the way "workflow add" checks it.
+
+Each bundle carries an inline source map, so a role's error names the line
+of the .ts file ("workflows/x-entry.ts:9:25"), not of the bundle.
+
+esbuild strips types without checking them. --check first runs
+"tsc --noEmit" (with the workspace's tsconfig.json when it has one), from
+node_modules/.bin or PATH, and builds nothing when it fails; without tsc,
+--check fails (npm install --save-dev typescript).`,
 		Args:        cobra.ArbitraryArgs,
 		Annotations: map[string]string{groupAnnotation: "Development:"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,10 +50,12 @@ checked the way "workflow add" checks it.`,
 			if err != nil {
 				return err
 			}
-			return a.runBuild(plan)
+			plan.check = check
+			return a.runBuild(cmd.Context(), plan)
 		},
 	}
 	cmd.Flags().StringVar(&outdir, "outdir", "", "directory for the bundles (default: <workspace>/dist)")
+	cmd.Flags().BoolVar(&check, "check", false, "type-check with tsc --noEmit before bundling (needs typescript installed)")
 	return cmd
 }
 
@@ -53,6 +65,7 @@ type buildPlan struct {
 	dir     string
 	outdir  string
 	entries []string // absolute paths
+	check   bool     // type-check with tsc first
 }
 
 // planBuild resolves the arguments into a plan, checking every entry
@@ -112,10 +125,17 @@ func planBuild(args []string, outdir string) (buildPlan, error) {
 	return plan, nil
 }
 
-func (a *app) runBuild(plan buildPlan) error {
+func (a *app) runBuild(ctx context.Context, plan buildPlan) error {
 	if len(plan.entries) == 0 {
 		fmt.Fprintf(a.env.Stderr, "build: no workflows/*%s files in %s; nothing to build\n", entrySuffix, plan.dir)
 		return nil
+	}
+	if plan.check {
+		if err := a.typeCheck(ctx, plan); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(a.env.Stderr, "build: types are not checked (esbuild strips them); build --check runs tsc first")
 	}
 	failed := 0
 	for _, entry := range plan.entries {
@@ -176,6 +196,13 @@ func bundleEntry(entry, workDir string) (bundle []byte, warnings []string, err e
 		External:      []string{jsrt.RuntimeModule},
 		Charset:       api.CharsetUTF8,
 		LogLevel:      api.LogLevelSilent,
+		// An inline map keeps the bundle one file (it is registered and
+		// stored alone) and lets the engine report errors at the source's
+		// lines. Its sources are relative to the workspace, as the outfile
+		// is, so the bytes — and the hash — do not depend on where the
+		// workspace lives or on --outdir; the sources' text is left out.
+		Sourcemap:      api.SourceMapInline,
+		SourcesContent: api.SourcesContentExclude,
 	})
 	for _, w := range result.Warnings {
 		warnings = append(warnings, formatMessages([]api.Message{w}, workDir, "warning"))

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -234,5 +237,128 @@ export const run = createWorkflow(def, { adapter: fnAdapter((ctx) => ({ neg: ctx
 	out, errs, code := c.run("build", "workflows/warn-entry.ts")
 	if code != 0 || !strings.Contains(out, "build: warn-entry -> dist/warn-entry.esm.js") || !strings.Contains(errs, "workflows/warn-entry.ts:5:") || !strings.Contains(errs, ": warning: ") {
 		t.Fatalf("%d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestBuildCarriesASourceMap: a built bundle is still one file, with an
+// inline source map whose sources are relative to the workspace, and its
+// bytes do not depend on where the workspace lives or on --outdir.
+func TestBuildCarriesASourceMap(t *testing.T) {
+	c := newCLI(t)
+	root := newWorkspace(t, c)
+	c.ok("build")
+	bundle := readText(t, filepath.Join(root, "dist", "hello-entry.esm.js"))
+	const prefix = "//# sourceMappingURL=data:application/json;base64,"
+	i := strings.LastIndex(bundle, prefix)
+	if i < 0 {
+		t.Fatalf("no inline source map:\n%s", bundle)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(bundle[i+len(prefix):]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm struct {
+		Sources        []string `json:"sources"`
+		SourcesContent []string `json:"sourcesContent"`
+		Mappings       string   `json:"mappings"`
+	}
+	if err := json.Unmarshal(raw, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sm.Sources, []string{"workflows/hello-entry.ts"}) || sm.SourcesContent != nil || sm.Mappings == "" {
+		t.Fatalf("source map = %s", raw)
+	}
+	// The same workspace elsewhere, built into another directory, gives the
+	// same bytes: the hash workflow add stores is the source's, not the
+	// machine's.
+	moved := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.CopyFS(moved, os.DirFS(root)); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(moved)
+	c.ok("build", "--outdir", "out")
+	if again := readText(t, filepath.Join(moved, "out", "hello-entry.esm.js")); again != bundle {
+		t.Fatal("the bundle's bytes depend on the workspace's location or --outdir")
+	}
+	if strings.Contains(bundle, root) {
+		t.Fatal("the bundle holds an absolute path")
+	}
+}
+
+// fakeTSC writes an executable tsc into dir that records its arguments and
+// working directory in dir/tsc.log, prints output and exits with code.
+func fakeTSC(t *testing.T, dir, output string, code int) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "tsc.log")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$PWD $*\" > %q\nprintf '%%s\\n' %q\nexit %d\n", log, output, code)
+	if err := os.WriteFile(filepath.Join(dir, "tsc"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// TestBuildCheck: without --check, build says it does not type-check;
+// --check runs tsc --noEmit on the workspace's project first, and builds
+// nothing when tsc fails or cannot be found.
+func TestBuildCheck(t *testing.T) {
+	c := newCLI(t)
+	root := newWorkspace(t, c)
+	c.env["PATH"] = t.TempDir() // no tsc anywhere
+
+	_, errs, code := c.run("build")
+	if code != 0 || errs != "build: types are not checked (esbuild strips them); build --check runs tsc first\n" {
+		t.Fatalf("build: exit %d, stderr %q", code, errs)
+	}
+	dist := filepath.Join(root, "dist")
+	if err := os.RemoveAll(dist); err != nil {
+		t.Fatal(err)
+	}
+
+	c.fails("build --check: tsc not found in node_modules/.bin or on PATH; install it with: npm install --save-dev typescript", "build", "--check")
+	if _, err := os.Stat(dist); !os.IsNotExist(err) {
+		t.Fatal("build --check without tsc wrote bundles")
+	}
+
+	// A tsc on PATH that passes: the build goes on, and says so.
+	onPath := t.TempDir()
+	log := fakeTSC(t, onPath, "", 0)
+	c.env["PATH"] = onPath
+	out, errs, code := c.run("build", "--check")
+	if code != 0 || errs != "" || !strings.HasPrefix(out, "build: types checked by "+filepath.Join(onPath, "tsc")+" (") || !strings.Contains(out, "build: hello-entry -> dist/hello-entry.esm.js") {
+		t.Fatalf("build --check: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
+	if got := readText(t, log); got != root+" --noEmit -p tsconfig.json\n" {
+		t.Fatalf("tsc ran as %q", got)
+	}
+	if err := os.RemoveAll(dist); err != nil {
+		t.Fatal(err)
+	}
+
+	// The workspace's own tsc comes first; its diagnostics are shown and
+	// nothing is built.
+	fakeTSC(t, filepath.Join(root, "node_modules", ".bin"), "workflows/hello-entry.ts(3,7): error TS2322: Type 'number' is not assignable to type 'string'.", 2)
+	out, errs, code = c.run("build", "--check")
+	if code != 1 || out != "" {
+		t.Fatalf("failing tsc: exit %d, stdout %q", code, out)
+	}
+	want := "workflows/hello-entry.ts(3,7): error TS2322: Type 'number' is not assignable to type 'string'.\nbuild: type check failed (node_modules/.bin/tsc exited 2); nothing was built\n"
+	if errs != want {
+		t.Fatalf("stderr %q, want %q", errs, want)
+	}
+	if _, err := os.Stat(dist); !os.IsNotExist(err) {
+		t.Fatal("a failed type check wrote bundles")
+	}
+}
+
+// TestTSCArgsWithoutTSConfig: entries outside a project are checked alone,
+// with the settings build bundles for.
+func TestTSCArgsWithoutTSConfig(t *testing.T) {
+	t.Parallel()
+	plan := buildPlan{dir: t.TempDir(), entries: []string{"/x/a-entry.ts"}}
+	if got := strings.Join(tscArgs(plan), " "); got != "--noEmit --strict --skipLibCheck --target ES2020 --module ESNext --moduleResolution Bundler /x/a-entry.ts" {
+		t.Fatalf("args = %q", got)
 	}
 }

@@ -24,8 +24,15 @@ func (a *app) addYAMLWorkflow(name, abs string) error {
 		return err
 	}
 	// Errors name the file: the YAML errors' line numbers refer to it.
-	if _, err := yamlwf.Parse(src); err != nil {
+	// Every problem is reported at once, so one edit can fix them all.
+	def, err := yamlwf.Parse(src)
+	if err != nil {
 		return fmt.Errorf("%s: %w", base, err)
+	}
+	// Warnings are what may still fail a thread at run time (route keys
+	// that cannot be checked); they do not stop the add.
+	for _, w := range def.Warnings {
+		fmt.Fprintf(a.env.Stderr, "warning: %s: %s\n", base, w)
 	}
 	stored, err := yamlwf.ResolvePaths(src, filepath.Dir(abs))
 	if err != nil {

@@ -77,7 +77,7 @@ export const run = async function* () { return { returnCode: 0, summary: "ok" };
 	if err := os.WriteFile(l.YAMLWorkflowFile("D7V7WGCMTYHZG"), []byte("version: 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := load("D7V7WGCMTYHZG"); err == nil || !strings.Contains(err.Error(), "YAML workflow D7V7WGCMTYHZG: line 1: description: required") {
+	if _, err := load("D7V7WGCMTYHZG"); err == nil || !strings.Contains(err.Error(), "YAML workflow D7V7WGCMTYHZG: 4 problems:\n  line 1: description: required") {
 		t.Fatalf("broken stored workflow: %v", err)
 	}
 }
@@ -105,4 +105,80 @@ func TestAddBrokenYAMLChangesNothing(t *testing.T) {
 	}
 	c.fails("--types applies to .esm.js bundles only", "workflow", "add", "broken", good, "--types", "x.d.ts")
 	c.unchanged(before)
+}
+
+// reviewYAML is the issue's example: a reviewer whose schema allows
+// approved and rejected, routed by route.
+func reviewYAML(route string) string {
+	return `version: 1
+description: Write until the reviewer approves
+agent: {type: exec, command: ./step.sh}
+roles:
+  writer: {description: Writes, prompt: Write.}
+  reviewer:
+    description: Reviews
+    prompt: Review.
+    output: {type: object, properties: {status: {enum: [approved, rejected]}}, required: [status]}
+graph:
+  __start__: writer
+  writer: reviewer
+  reviewer: ` + route + "\n"
+}
+
+// TestAddYAMLChecksRouteKeys: workflow add refuses a route key that is not
+// a status of the role's schema, with a suggestion, and a status with no
+// route, both in one report, and registers nothing.
+func TestAddYAMLChecksRouteKeys(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	src := t.TempDir()
+	path := filepath.Join(src, "review.yaml")
+	if err := os.WriteFile(path, []byte(reviewYAML("{aproved: __end__, rejected: writer}")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := c.snapshot()
+	out, stderr, code := c.run("workflow", "add", "review", path)
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		"review.yaml: 2 problems:\n",
+		`  line 13: graph.reviewer.aproved: no such status (did you mean "approved"?)` + "\n",
+		`  line 13: graph.reviewer: status "approved" has no route (add approved: <role or __end__>, or a FALLBACK entry)`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	c.unchanged(before)
+
+	// Fixed, it registers without a word on stderr.
+	if err := os.WriteFile(path, []byte(reviewYAML("{approved: __end__, rejected: writer}")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := c.run("workflow", "add", "review", path); code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestAddYAMLWarnsWhenKeysCannotBeChecked: a schema that does not list the
+// statuses registers, with a warning that an unmatched status fails the
+// thread.
+func TestAddYAMLWarnsWhenKeysCannotBeChecked(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	src := t.TempDir()
+	path := filepath.Join(src, "review.yaml")
+	content := strings.Replace(reviewYAML("{approved: __end__, rejected: writer}"), "{status: {enum: [approved, rejected]}}", "{status: {type: string}}", 1)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := c.run("workflow", "add", "review", path)
+	if code != 0 || !strings.HasPrefix(out, `registered workflow "review"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	want := "warning: review.yaml: line 13: graph.reviewer: route keys are not checked: roles.reviewer.output does not list the statuses (properties.status.enum); a status no key matches fails the thread (add the enum, or a FALLBACK entry)\n"
+	if stderr != want {
+		t.Fatalf("stderr %q, want %q", stderr, want)
+	}
 }
