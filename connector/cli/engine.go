@@ -69,7 +69,7 @@ func (a *app) stopEngine(l storage.Layout, force bool) (bool, []host.RunningThre
 				ids[i] = r.ThreadID + " (" + string(r.Status) + ")"
 			}
 			return true, nil, fmt.Errorf("the engine host runs %d thread(s): %s; pass --force to stop them where they are "+
-				"(each stays resumable with `uncaged-workflow resume <id>`), or let them finish", len(list), strings.Join(ids, ", "))
+				"(each stays resumable with `uncaged-workflow thread resume <id>`), or let them finish", len(list), strings.Join(ids, ", "))
 		}
 	}
 	ans, err := c.Stop(force)
@@ -176,7 +176,7 @@ func (a *app) engineCmd() *cobra.Command {
 		Short: "Stop the engine host for this storage root",
 		Long: "Asks the root's engine host to shut down and waits until it is gone. With threads\n" +
 			"running (or paused) it refuses and names them, unless --force: then they stop where\n" +
-			"they are, are listed, and stay resumable: `resume <id>` continues each from its last\n" +
+			"they are, are listed, and stay resumable: `thread resume <id>` continues each from its last\n" +
 			"completed step (the step in flight runs again). No engine host running is not an error.",
 		Args: exactArgs(0, 0, "", "stop takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -192,7 +192,7 @@ func (a *app) engineCmd() *cobra.Command {
 				fmt.Fprintln(a.out(), "no engine host running for "+l.Root)
 			}
 			for _, r := range stopped {
-				fmt.Fprintf(a.out(), "thread %s stopped; resume it with `uncaged-workflow resume %s`\n", r.ThreadID, r.ThreadID)
+				fmt.Fprintf(a.out(), "thread %s stopped; resume it with `uncaged-workflow thread resume %s`\n", r.ThreadID, r.ThreadID)
 			}
 			return nil
 		},
@@ -204,7 +204,7 @@ func (a *app) engineCmd() *cobra.Command {
 		Long: "Stops the root's engine host as `engine stop` does (refusing while threads run,\n" +
 			"unless --force) and starts a new one in the background. With --force, the threads\n" +
 			"that were running go on in the new host from their last completed step, with this\n" +
-			"command's environment; paused ones stay stopped until `resume <id>`.",
+			"command's environment; paused ones stay stopped until `thread resume <id>`.",
 		Args: exactArgs(0, 0, "", "restart takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, err := a.layout()
@@ -230,7 +230,7 @@ func (a *app) engineCmd() *cobra.Command {
 				case r.Parent != "":
 					// Its parent's role runs it again when the parent goes on.
 				case r.Status == threads.StatusPaused:
-					fmt.Fprintf(a.out(), "thread %s was paused: resume it with `uncaged-workflow resume %s`\n", r.ThreadID, r.ThreadID)
+					fmt.Fprintf(a.out(), "thread %s was paused: resume it with `uncaged-workflow thread resume %s`\n", r.ThreadID, r.ThreadID)
 				default:
 					if err := c.Resume(r.ThreadID); err != nil {
 						return fmt.Errorf("resume thread %s: %w", r.ThreadID, err)

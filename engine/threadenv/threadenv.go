@@ -162,16 +162,33 @@ func (err *NotSetError) Error() string {
 	return fmt.Sprintf("environment variable %q is not set (the thread's environment is %s)", err.Name, err.Origin)
 }
 
-// Explain fills the origin of e into a NotSetError err wraps that has
-// none; other errors come back unchanged.
+// Explain returns err with the origin of e after the message of the
+// NotSetError it wraps, e.g. `config.providers.x.apiKey: environment
+// variable "K" is not set (the thread's environment is that of …)`. An
+// error with no NotSetError, or one already explained, comes back as it
+// is; the result still wraps err.
 func (e *Env) Explain(err error) error {
 	var ns *NotSetError
 	if e.Origin() == "" || !errors.As(err, &ns) || ns.Origin != "" {
 		return err
 	}
-	ns.Origin = e.Origin()
-	return err
+	var done *explained
+	if errors.As(err, &done) {
+		return err
+	}
+	withOrigin := &NotSetError{Name: ns.Name, Origin: e.Origin()}
+	return &explained{msg: strings.Replace(err.Error(), ns.Error(), withOrigin.Error(), 1), err: err}
 }
+
+// explained is an error Explain gave the origin: the wrapped message was
+// formatted when it was made, so the origin is put into its text.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
 
 // Carrier is implemented by a workflow host that runs its thread with an
 // Env (the executor's run); the runtimes and agents find it with Of.
