@@ -31,20 +31,35 @@ func defaultName() string {
 
 func (a *app) connectCmd() *cobra.Command {
 	var name, gateway, token, tokenFile, listen, memoryBudget string
+	var takeover bool
 	cmd := &cobra.Command{
-		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR] [--memory-budget SIZE]",
+		Use:   "connect [--name NAME] --gateway URL [--token-file FILE] [--listen ADDR] [--memory-budget SIZE] [--takeover]",
 		Short: "Connect to workflow gateway via WebSocket",
 		Long: "Serves this machine's workflows and threads to the gateway over one outgoing\n" +
-			"WebSocket, reconnecting forever. The token comes from --token-file, " + EnvToken + ",\n" +
-			"or the shared secret " + EnvSharedSecret + ".",
+			"WebSocket. The token comes from --token-file, " + EnvToken + ",\n" +
+			"or the shared secret " + EnvSharedSecret + ".\n\n" +
+			"A dropped connection is retried with backoff, each retry line saying why; what\n" +
+			"retrying cannot fix stops connect with its own exit code (below).\n\n" +
+			"Each storage root has an instance id (the file instance-id in the root), sent\n" +
+			"with every connection: the gateway lets this root reconnect in place of its old\n" +
+			"connection, and refuses another machine or root that uses the same name while\n" +
+			"this one is online. --takeover takes the name from it instead; the connector\n" +
+			"that held it is told who replaced it and stops (exit " + fmt.Sprint(ExitConnectTakenOver) + ").\n\n" +
+			connectExitHelp(),
 		Args: exactArgs(0, 0, "", "connect takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if gateway == "" {
-				return errors.New("connect requires --gateway URL (or " + EnvGateway + ")")
+				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindConfig, Message: "connect requires --gateway URL (or " + EnvGateway + ")"})
+			}
+			if err := link.CheckGateway(gateway); err != nil {
+				return a.connectFailed(nil, name, gateway, err)
 			}
 			// --token holds the command line's value, else the first of its
 			// variables (envflag); the file wins over both.
 			cred, err := a.connectorToken(token, tokenFile)
+			if errors.Is(err, errNoToken) {
+				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindCredential, Message: err.Error()})
+			}
 			if err != nil {
 				return err
 			}
@@ -68,14 +83,22 @@ func (a *app) connectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			instance, err := instanceID(l)
+			if err != nil {
+				return err
+			}
 			rec, err := recordConnect(l, name, gateway)
 			if err != nil {
 				return err
 			}
 			defer rec.close()
-			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger, Version: version.Version, OnState: rec.set})
+			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger,
+				Version: version.Version, OnState: rec.set, Instance: instance, Takeover: takeover})
+			if err != nil {
+				return a.connectFailed(rec, name, gateway, err)
+			}
 			fmt.Fprintln(a.out(), "disconnected: shutting down")
-			return err
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", defaultName(), "the name this machine has in the gateway")
@@ -87,6 +110,7 @@ func (a *app) connectCmd() *cobra.Command {
 	envflag.Bind(cmd.Flags(), "token-file", EnvTokenFile)
 	envflag.Bind(cmd.Flags(), "token", EnvToken, EnvSharedSecret)
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
+	cmd.Flags().BoolVar(&takeover, "takeover", false, "take the name from another machine (instance) that holds it; that one stops")
 	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd
 }
@@ -111,7 +135,37 @@ func (a *app) connectorToken(token, file string) (cred string, err error) {
 		return "", fmt.Errorf("read token file: %w", err)
 	}
 	if file == "" && cred == "" {
-		return "", errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
+		return "", errNoToken
 	}
 	return cred, nil
+}
+
+// errNoToken is connectorToken's error when there is no credential at all.
+var errNoToken = errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
+
+// connectFailed ends connect on a failure retrying cannot cure: the
+// message on stderr, the state in connect.json, and the failure's exit
+// code. Other errors pass through. rec is nil when connect fails before
+// it claimed connect.json (a bad URL, no token): the failure is still
+// recorded, when no other connect runs on the root, so that `status`
+// says why a service keeps failing.
+func (a *app) connectFailed(rec *connectRecorder, name, gateway string, err error) error {
+	var perm *link.PermanentError
+	if !errors.As(err, &perm) {
+		return err
+	}
+	code := connectExitCode(perm.Kind)
+	if rec == nil {
+		if l, lerr := a.layout(); lerr == nil {
+			if r, rerr := recordConnect(l, name, gateway); rerr == nil {
+				defer r.close()
+				rec = r
+			}
+		}
+	}
+	if rec != nil {
+		rec.fail(perm.Message, code)
+	}
+	fmt.Fprintf(a.env.Stderr, "connect: %s\nconnect: stopped (exit %d): retrying cannot fix this; `uncaged-workflow connect --help` lists the exit codes\n", perm.Message, code)
+	return exitError{code}
 }

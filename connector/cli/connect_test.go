@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/envflag"
 )
 
@@ -26,6 +30,97 @@ func TestConnectorTokenLeavesNoCredentialInTheEnvironment(t *testing.T) {
 		}
 		if v, ok := os.LookupEnv(env); ok {
 			t.Fatalf("%s is still in the environment: %q", env, v)
+		}
+	}
+}
+
+// A gateway URL that cannot work stops connect at once, before anything
+// is dialed or served, with its exit code; status then says why.
+func TestConnectRefusesAnUnusableGatewayAtStart(t *testing.T) {
+	t.Parallel()
+	for gateway, want := range map[string]string{
+		"gw.example.com:8080":  `gateway URL "gw.example.com:8080" has no scheme: write https://gw.example.com:8080`,
+		"ftp://gw.example.com": `unsupported scheme "ftp"`,
+		"https://":             "has no host",
+		"":                     "connect requires --gateway URL",
+	} {
+		c := newCLI(t)
+		out, errOut, code := c.run("connect", "--name", "laptop", "--gateway", gateway, "--token", "t")
+		if code != ExitConnectConfig || !strings.HasPrefix(errOut, "connect: ") || !strings.Contains(errOut, want) || !strings.Contains(errOut, "stopped (exit 10)") || out != "" {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", gateway, code, out, errOut)
+			continue
+		}
+		status := c.ok("status")
+		if !strings.Contains(status, `connect       gave up (exit 10): "laptop" to `+gateway+`, at `) || !strings.Contains(status, "why: ") || !strings.Contains(status, want) {
+			t.Errorf("%q: status:\n%s", gateway, status)
+		}
+		if _, err := os.Stat(instanceFile(storage.Layout{Root: c.root})); !os.IsNotExist(err) {
+			t.Errorf("%q: connect went on to make an instance id: %v", gateway, err)
+		}
+	}
+}
+
+// connect's help lists every exit code it stops with, and the systemd
+// unit prevents a restart on exactly those.
+func TestConnectDocumentsItsExitCodes(t *testing.T) {
+	t.Parallel()
+	help := newCLI(t).ok("connect", "--help")
+	for _, c := range connectExitCodes {
+		if !strings.Contains(help, fmt.Sprintf("\n  %d  %s\n", c.code, c.what)) {
+			t.Errorf("help lacks exit code %d:\n%s", c.code, help)
+		}
+		if got := connectExitCode(c.kind); got != c.code {
+			t.Errorf("kind %d exits %d, want %d", c.kind, got, c.code)
+		}
+	}
+	if !strings.Contains(help, "--takeover") || restartPreventExitStatus() != "10 11 12 13 14 15" {
+		t.Errorf("help or unit list: %q\n%s", restartPreventExitStatus(), help)
+	}
+}
+
+// A root's instance id is made once and kept: the same on every call and
+// for processes starting at once, another for another root; a damaged
+// file is an error that changes nothing.
+func TestInstanceIDIsStablePerRoot(t *testing.T) {
+	t.Parallel()
+	l := storage.Layout{Root: t.TempDir()}
+	ids := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			id, err := instanceID(l)
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		})
+	}
+	wg.Wait()
+	close(ids)
+	first := <-ids
+	for id := range ids {
+		if id != first {
+			t.Fatalf("two ids for one root: %q, %q", first, id)
+		}
+	}
+	if !instancePattern.MatchString(first) {
+		t.Fatalf("id %q", first)
+	}
+	if again, err := instanceID(l); err != nil || again != first {
+		t.Fatalf("again: %q, %v", again, err)
+	}
+	if other, err := instanceID(storage.Layout{Root: t.TempDir()}); err != nil || other == first {
+		t.Fatalf("another root: %q, %v", other, err)
+	}
+	for _, bad := range []string{"", "short", "Not An Id At All!!", strings.Repeat("a", 65)} {
+		if err := os.WriteFile(instanceFile(l), []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := instanceID(l); err == nil || !strings.Contains(err.Error(), "not an instance id") {
+			t.Errorf("%q: %q, %v", bad, id, err)
+		}
+		if b, _ := os.ReadFile(instanceFile(l)); string(b) != bad {
+			t.Errorf("%q: the file became %q", bad, b)
 		}
 	}
 }

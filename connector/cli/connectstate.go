@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/storage"
 )
@@ -20,10 +21,14 @@ import (
 type ConnectState struct {
 	Name    string `json:"name"`
 	Gateway string `json:"gateway"`
-	// State is connecting, connected, retrying (link's states) or stopped.
+	// State is connecting, connected, retrying, failed (link's states) or
+	// stopped.
 	State string `json:"state"`
-	// Detail is the last failure while connecting or retrying.
+	// Detail is the last failure while connecting or retrying, or why
+	// connect gave up (failed).
 	Detail string `json:"detail,omitempty"`
+	// ExitCode is the exit code connect gave up with (failed only).
+	ExitCode int `json:"exitCode,omitempty"`
 	// Since is when State began (ms since the epoch).
 	Since int64 `json:"since"`
 	PID   int   `json:"pid"`
@@ -73,6 +78,9 @@ func (r *connectRecorder) set(state, detail string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if state != link.StateFailed {
+		r.state.ExitCode = 0
+	}
 	r.state.State, r.state.Detail, r.state.Since = state, detail, time.Now().UnixMilli()
 	b, err := json.MarshalIndent(r.state, "", "  ")
 	if err != nil {
@@ -81,13 +89,27 @@ func (r *connectRecorder) set(state, detail string) {
 	_ = atomicfile.Write(connectStateFile(r.l), append(b, '\n'), 0o644)
 }
 
-// close records that the link stopped and lets the next connect claim the
-// file.
+// fail records that connect gave up, why and with which exit code; close
+// keeps that record rather than a plain stop.
+func (r *connectRecorder) fail(detail string, code int) {
+	r.mu.Lock()
+	r.state.ExitCode = code
+	r.mu.Unlock()
+	r.set(link.StateFailed, detail)
+}
+
+// close records that the link stopped, unless it failed, and lets the
+// next connect claim the file.
 func (r *connectRecorder) close() {
 	if r.lock == nil {
 		return
 	}
-	r.set(connectStopped, "")
+	r.mu.Lock()
+	failed := r.state.State == link.StateFailed
+	r.mu.Unlock()
+	if !failed {
+		r.set(connectStopped, "")
+	}
 	_ = r.lock.Close() // never written: closing only drops the flock
 	r.lock = nil
 }

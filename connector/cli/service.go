@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/atomicfile"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/envflag"
-	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // ServiceUnitName is the systemd user unit `service install` writes.
@@ -57,8 +57,9 @@ func (u serviceUnit) render() (string, error) {
 	fmt.Fprintf(&b, "[Unit]\n")
 	fmt.Fprintf(&b, "Description=uncaged-workflow connect %s to %s\n", specifierEscape(u.Name), specifierEscape(u.Gateway))
 	fmt.Fprintf(&b, "Documentation=https://github.com/uncaged/workflow#deploy\n")
-	// connect retries forever by itself; systemd must not give up on it
-	// either when it exits several times in a row (a bad token, a full disk).
+	// connect retries what can get better by itself, and exits with a code
+	// of its own on what cannot (RestartPreventExitStatus below); on any
+	// other exit (a full disk) systemd must not give up on it either.
 	fmt.Fprintf(&b, "StartLimitIntervalSec=0\n\n")
 	fmt.Fprintf(&b, "[Service]\n")
 	fmt.Fprintf(&b, "Type=simple\n")
@@ -71,6 +72,10 @@ func (u serviceUnit) render() (string, error) {
 		fmt.Fprintf(&b, "Environment=%s\n", env)
 	}
 	fmt.Fprintf(&b, "Restart=always\n")
+	// connect's exit codes for what retrying cannot fix (a refused or
+	// revoked token, a wrong URL, the name taken over): restarting would
+	// only repeat it; `uncaged-workflow status` says why it stopped.
+	fmt.Fprintf(&b, "RestartPreventExitStatus=%s\n", restartPreventExitStatus())
 	fmt.Fprintf(&b, "RestartSec=5s\n")
 	// SIGTERM to connect alone: it stops its threads between steps (they
 	// stay resumable) and ends their agents itself, before systemd kills
@@ -193,7 +198,7 @@ func (a *app) serviceUnit(name, gateway, tokenFile, binary string) (serviceUnit,
 	if gateway == "" {
 		return serviceUnit{}, errors.New("service install requires --gateway URL (or " + EnvGateway + ")")
 	}
-	if _, err := tunnel.ConnectURL(gateway, name); err != nil {
+	if err := link.CheckGateway(gateway); err != nil {
 		return serviceUnit{}, err
 	}
 	if !connectorNamePattern.MatchString(name) {

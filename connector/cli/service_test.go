@@ -59,6 +59,8 @@ func TestServiceInstallWritesAUserUnit(t *testing.T) {
 		"\n[Service]\n",
 		"\nExecStart=" + s.binary + ` connect --name laptop --gateway https://gw.example.com --token-file "` + s.token + `"` + "\n",
 		"\nRestart=always\n",
+		// connect's exit codes for what retrying cannot fix.
+		"\nRestartPreventExitStatus=10 11 12 13 14 15\n",
 		"\nStartLimitIntervalSec=0\n",
 		"\n[Install]\nWantedBy=default.target\n",
 	} {
@@ -149,7 +151,8 @@ func TestServiceInstallRejectsBadInputAndWritesNothing(t *testing.T) {
 	}{
 		{"requires --gateway", []string{"service", "install", "--token-file", s.token}},
 		{"requires --token-file", []string{"service", "install", "--gateway", "https://gw.example.com", "--name", "laptop"}},
-		{"scheme must be http, https, ws or wss", base("laptop", "ftp://gw.example.com", s.token)},
+		{`unsupported scheme "ftp"`, base("laptop", "ftp://gw.example.com", s.token)},
+		{"has no scheme: write https://gw.example.com", base("laptop", "gw.example.com", s.token)},
 		{"no host", base("laptop", "https://", s.token)},
 		{"invalid connector name", base("Laptop_1", "https://gw.example.com", s.token)},
 		{"invalid connector name", base("-laptop", "https://gw.example.com", s.token)},

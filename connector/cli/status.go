@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
@@ -187,6 +188,9 @@ func printStatus(w io.Writer, s Status, now time.Time) {
 	switch c := s.Connect; {
 	case c == nil:
 		row("connect", "never run on this storage root")
+	case !c.Running && c.State == link.StateFailed:
+		row("connect", "gave up (exit %d): %q to %s, at %s", c.ExitCode, c.Name, c.Gateway, when(c.Since, now))
+		row("", "why: %s", c.Detail)
 	case !c.Running:
 		row("connect", "not running (last: %q to %s, %s since %s)", c.Name, c.Gateway, c.State, when(c.Since, now))
 	default:

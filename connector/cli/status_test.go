@@ -155,6 +155,39 @@ func TestStatusFollowsTheConnectLink(t *testing.T) {
 	}
 }
 
+// A connect that gave up leaves its reason and exit code for status, and
+// the next connect's record replaces it.
+func TestStatusSaysWhyConnectGaveUp(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	l := storage.Layout{Root: c.root}
+	rec, err := recordConnect(l, "laptop", "https://gw.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.set(link.StateRetrying, "cannot reach the gateway")
+	rec.fail("gateway refused the connection (401): token revoked [revoked]", ExitConnectCredential)
+	rec.close()
+	out := c.ok("status")
+	for _, want := range []string{`connect       gave up (exit 11): "laptop" to https://gw.example.com, at `, "\n              why: gateway refused the connection (401): token revoked [revoked]\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if s := statusJSON(t, c); s.Connect.State != link.StateFailed || s.Connect.ExitCode != 11 || s.Connect.Running {
+		t.Fatalf("json: %+v", s.Connect)
+	}
+	next, err := recordConnect(l, "laptop", "https://gw.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.set(link.StateConnected, "")
+	if s := statusJSON(t, c); s.Connect.State != link.StateConnected || s.Connect.ExitCode != 0 || s.Connect.Detail != "" {
+		t.Fatalf("after a new connect: %+v", s.Connect)
+	}
+	next.close()
+}
+
 func TestStatusDoesNotTrustAStaleConnectRecord(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
