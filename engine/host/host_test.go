@@ -16,6 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threadenv"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -29,6 +30,7 @@ type goFlow struct {
 	release chan struct{}
 	starts  *atomic.Int32 // counts runs started, when set
 	waiting *atomic.Int32 // counts turns of "wait" begun, when set
+	envs    chan<- *threadenv.Env // an "env" role sends the thread's environment here
 }
 
 func (f goFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
@@ -63,6 +65,8 @@ func (r *goRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completio
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
+	case role == "env":
+		r.f.envs <- threadenv.Of(r.h)
 	case strings.HasPrefix(role, "child:"):
 		res, err := r.h.RunChild(ctx, strings.TrimPrefix(role, "child:"), r.prompt)
 		if err != nil {
