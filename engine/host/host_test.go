@@ -28,8 +28,8 @@ import (
 type goFlow struct {
 	roles   []string
 	release chan struct{}
-	starts  *atomic.Int32 // counts runs started, when set
-	waiting *atomic.Int32 // counts turns of "wait" begun, when set
+	starts  *atomic.Int32         // counts runs started, when set
+	waiting *atomic.Int32         // counts turns of "wait" begun, when set
 	envs    chan<- *threadenv.Env // an "env" role sends the thread's environment here
 }
 
