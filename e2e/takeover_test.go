@@ -26,7 +26,7 @@ func TestSecretCannotTakeATokenBoundName(t *testing.T) {
 	intruder := launch(t, cmd, "the intruder")
 	out := intruder.logs
 	testkit.WaitUntil(t, "the intruder to be refused", func() bool {
-		return strings.Contains(out.String(), `gateway refused the connection (409): {"error":"connector name \"alpha\" is held by a token-bound connector`)
+		return strings.Contains(out.String(), `gateway refused the connection (409): connector name "alpha" is held by a token-bound connector`)
 	})
 	if strings.Contains(out.String(), "connected to") {
 		t.Fatalf("the intruder connected:\n%s", out.String())
