@@ -81,7 +81,7 @@ func TestConnectSaysWhyItRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for gateway, cause := range map[string]string{
-		"http://" + down:   "cannot reach the gateway at " + down + ": connection refused (is it running, and on that port?)",
+		"http://" + down:    "cannot reach the gateway at " + down + ": connection refused (is it running, and on that port?)",
 		"https://" + g.addr: g.addr + " does not speak TLS (an https:// URL for a plain-HTTP port?): use http://",
 	} {
 		p := startConnect(t, engineRoot(t), gateway, []string{"UNCAGED_WORKFLOW_TOKEN=" + gwCLI(t, g.key, "token", "create", "--connector", "laptop")})
