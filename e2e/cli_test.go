@@ -150,7 +150,7 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 		}
 	}
 	r := run(t, root, "workflow", "list")
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != n {
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 1+n { // a header, then one line each
 		t.Fatalf("%d workflows listed, want %d:\n%s", len(lines), n, r.stdout)
 	}
 }
@@ -162,7 +162,7 @@ func TestOriginalStoreThroughTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, root, "thread", "list")
-	if r.code != 0 || strings.Count(r.stdout, "\tHEXEJQQQ6EVYJ\tdemo-flow\n") != 3 {
+	if r.code != 0 || strings.Count(r.stdout, "  demo-flow  ") != 3 {
 		t.Fatalf("thread list = %+v", r)
 	}
 	if r := run(t, root, "thread", "show", "06EZHZP3N4J2B8V6Q0T9W1X5Y4"); !strings.Contains(r.stdout, `"content": "plan-text"`) {

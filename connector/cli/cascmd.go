@@ -166,7 +166,11 @@ func (a *app) casGCCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Garbage-collect unreferenced CAS entries",
-		Args:  exactArgs(0, 0, "", "gc takes no arguments"),
+		Long: fmt.Sprintf(`Deletes every entry no thread can reach. While an engine host runs on the
+storage root, unreferenced blobs younger than %s are spared: a running
+thread stores a step's content a moment before it links it. gc says how many
+it spared; a later gc takes them once they are older, or when no host runs.`, minutes(gcGraceWhileRunning)),
+		Args: exactArgs(0, 0, "", "gc takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := a.collect()
 			if err != nil {
@@ -176,6 +180,10 @@ func (a *app) casGCCmd() *cobra.Command {
 				return writeJSON(a.out(), res)
 			}
 			fmt.Fprintln(a.out(), res.String())
+			if res.SparedEntries > 0 {
+				fmt.Fprintf(a.out(), "spared %s younger than %s: an engine host is running, and a running thread stores a step's content a moment before it links it; a later gc takes them once they are older, or when no host runs\n",
+					plural(res.SparedEntries, "unreferenced blob"), minutes(gcGraceWhileRunning))
+			}
 			return nil
 		},
 	}
@@ -216,3 +224,6 @@ func (a *app) collect() (gc.Result, error) {
 // gcGraceWhileRunning spares young unreachable blobs while an engine host
 // runs threads on the root.
 const gcGraceWhileRunning = 10 * time.Minute
+
+// minutes writes a whole number of minutes in words ("10 minutes").
+func minutes(d time.Duration) string { return plural(int(d/time.Minute), "minute") }

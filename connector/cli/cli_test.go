@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,14 +159,14 @@ func TestUsageAndDispatch(t *testing.T) {
 		t.Fatalf("no args: exit %d, %q", code, out)
 	}
 	for _, want := range []string{"Workflow registry:", "Thread execution:", "Content-addressable storage:",
-		"workflow add <name> <file.esm.js> [--types <path>]", "Register a workflow bundle in the registry",
+		"workflow add <name> <file.esm.js|file.yaml> [--types <path>]", "Register a workflow (a YAML file or a JavaScript bundle) in the registry",
 		"cas gc", "Garbage-collect unreferenced CAS entries", "Use <command> --help for subcommand details.",
 		"Environment variables:", "UNCAGED_WORKFLOW_STORAGE_ROOT", "WORKFLOW_STORAGE_ROOT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q", want)
 		}
 	}
-	c.fails("error: unknown command frobnicate", "frobnicate")
+	c.fails(`unknown command "frobnicate" for "uncaged-workflow"`, "frobnicate")
 	out, _, code = c.run("workflow")
 	if code != 1 || !strings.HasPrefix(out, "workflow subcommands:") || !strings.Contains(out, "uncaged-workflow workflow rollback <name> [hash]") {
 		t.Fatalf("bare group: %d %q", code, out)
@@ -176,7 +177,7 @@ func TestUsageAndDispatch(t *testing.T) {
 			t.Errorf("%s --help: %d %q", g, code, out)
 		}
 	}
-	c.fails("error: unknown cas subcommand: frob", "cas", "frob")
+	c.fails(`unknown command "frob" for "uncaged-workflow cas"`, "cas", "frob")
 	if out := c.ok("cas", "gc", "--help"); !strings.Contains(out, "--json") {
 		t.Errorf("command help = %q", out)
 	}
@@ -234,7 +235,7 @@ func TestWorkflowLifecycle(t *testing.T) {
 		t.Fatal("types sidecar not stored")
 	}
 	list := c.ok("workflow", "list")
-	if !strings.HasPrefix(list, "greet-user\t"+hash2+"\t") {
+	if f := strings.Fields(strings.Split(list, "\n")[1]); len(f) < 3 || f[0] != "greet-user" || f[1] != hash2 || f[2] != "2" {
 		t.Fatalf("list = %q", list)
 	}
 	show := c.ok("workflow", "show", "greet-user")
@@ -389,13 +390,24 @@ func TestBrokenRegistryIsReportedAndKept(t *testing.T) {
 func TestThreadCommandsOnOriginalStore(t *testing.T) {
 	t.Parallel()
 	c := fixtureCLI(t)
-	want := "06E0000000000000000000000C\tHEXEJQQQ6EVYJ\tdemo-flow\n" +
-		"06EZHZP3N4J2B8V6Q0T9W1X5Y4\tHEXEJQQQ6EVYJ\tdemo-flow\n" +
-		"06EZJ3QM9Q4S5XWA0R1C7D8E2G\tHEXEJQQQ6EVYJ\tdemo-flow\n"
-	if got := c.ok("thread", "list"); got != want {
-		t.Fatalf("thread list:\n%s\nwant\n%s", got, want)
+	// Newest first: the active thread started last, the legacy one first.
+	want := [][]string{
+		{"THREAD", "WORKFLOW", "STATUS", "AGE", "DURATION"},
+		{"06EZJ3QM9Q4S5XWA0R1C7D8E2G", "demo-flow", "interrupted"},
+		{"06EZHZP3N4J2B8V6Q0T9W1X5Y4", "demo-flow", "completed"},
+		{"06E0000000000000000000000C", "demo-flow", "completed"},
 	}
-	if got := c.ok("thread", "list", "demo-flow", "--limit", "1", "--offset", "2"); got != "06EZJ3QM9Q4S5XWA0R1C7D8E2G\tHEXEJQQQ6EVYJ\tdemo-flow\n" {
+	got := c.ok("thread", "list")
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("thread list:\n%s", got)
+	}
+	for i, w := range want {
+		if f := strings.Fields(lines[i]); len(f) != 5 || !slices.Equal(f[:len(w)], w) {
+			t.Fatalf("thread list line %d = %q, want %q…", i, lines[i], w)
+		}
+	}
+	if got := c.ok("thread", "list", "demo-flow", "--limit", "1", "--offset", "2"); !strings.HasPrefix(strings.Split(got, "\n")[1], "06E0000000000000000000000C  demo-flow  completed  ") {
 		t.Fatalf("filtered page = %q", got)
 	}
 	c.fails("workflow not registered: other-flow", "thread", "list", "other-flow")

@@ -170,7 +170,7 @@ func TestInitGroupHelpAndUnknownSubcommand(t *testing.T) {
 	if out := c.ok("init", "--help"); !strings.Contains(out, "init workspace <name>") {
 		t.Fatalf("init --help = %q", out)
 	}
-	c.fails("error: unknown init subcommand: project", "init", "project")
+	c.fails(`unknown command "project" for "uncaged-workflow init"`, "init", "project")
 	if out := c.ok("init", "workspace", "--help"); !strings.Contains(out, "Initialize a new workflow workspace") {
 		t.Fatalf("init workspace --help = %q", out)
 	}

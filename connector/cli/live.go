@@ -38,6 +38,15 @@ func (a *app) liveCmd(use string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " <thread-id> | --latest [--debug] [--role <name>]",
 		Short: "Attach to a thread and stream output live",
+		Long: `Prints each step as it is written and returns when the thread ends, with a
+last line that says how: "completed: …", "failed: …" or "killed: …".
+
+Exit codes (so that "live <id> && next-step" waits for success, like
+gh run watch --exit-status):
+  0    the thread completed (return code 0)
+  1    the thread failed (any other return code), or live itself failed
+  130  the thread was killed, or live was interrupted (Ctrl-C) before the
+       thread ended (which does not stop the thread)`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -69,7 +78,14 @@ func (a *app) liveCmd(use string) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return a.follow(ctx, l, rec, o)
+			code, err := a.follow(ctx, l, rec, o)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&o.latest, "latest", false, "follow the most recently updated thread")
@@ -78,9 +94,18 @@ func (a *app) liveCmd(use string) *cobra.Command {
 	return cmd
 }
 
+// Exit codes of live besides 0 and 1 (see liveCmd's help).
+const (
+	// liveExitKilled matches the return code of a killed thread, and
+	// the shell's code for a command stopped by Ctrl-C (128 + SIGINT).
+	liveExitKilled = threads.ReturnCodeKilled
+)
+
 // follow prints a thread's steps as they are written and returns when its
-// __end__ appears (or ctx ends, e.g. Ctrl-C, which is not an error).
-func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, o liveOptions) (err error) {
+// __end__ appears, with the exit code that tells how it ended (see
+// endLine), or when ctx ends (Ctrl-C: liveExitKilled, since the end was
+// not seen).
+func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, o liveOptions) (code int, err error) {
 	store := cas.Open(l.CASDir())
 	w := bufio.NewWriter(a.out())
 	defer func() {
@@ -97,7 +122,7 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		}
 		frames, err := threads.Walk(store, rec.Head)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, f := range frames {
 			if printed[f.Hash] {
@@ -107,27 +132,44 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 			p := f.State.Payload
 			switch {
 			case p.Role == node.RoleEnd:
-				fmt.Fprintf(w, "completed: returnCode=%d — %s\n", f.State.ReturnCode(), f.State.Summary())
-				return nil
+				line, code := endLine(f.State.ReturnCode(), f.State.Summary())
+				fmt.Fprintln(w, line)
+				return code, nil
 			case p.Role == node.RoleFork, o.role != "" && p.Role != o.role:
 				continue
 			}
 			writeLiveStep(w, store, f, style)
 		}
 		if err := w.Flush(); err != nil {
-			return err
+			return 0, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			fmt.Fprintf(a.env.Stderr, "stopped following thread %s; the thread itself was not stopped\n", rec.ThreadID)
+			return liveExitKilled, nil
 		case <-time.After(livePoll):
 		}
 		next, err := threads.Resolve(l, rec.ThreadID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		rec = next
 	}
+}
+
+// endLine is live's last line for a thread that ended with returnCode, and
+// the exit code live ends with: 0 for a thread that completed, 130 for one
+// that was killed, 1 for one that failed. A finished thread's line starts
+// with its status, as thread list shows it.
+func endLine(returnCode int, summary string) (string, int) {
+	status, code := threads.StatusFailed, 1
+	switch returnCode {
+	case 0:
+		status, code = threads.StatusCompleted, 0
+	case threads.ReturnCodeKilled:
+		status, code = threads.StatusKilled, liveExitKilled
+	}
+	return fmt.Sprintf("%s: returnCode=%d — %s", status, returnCode, summary), code
 }
 
 // liveStyle colours role headers and debug lines on a terminal unless

@@ -36,9 +36,10 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // Run executes one command line and returns the process exit code: 0 on
-// success, 1 on any error (printed on stderr).
+// success, 1 on any error (printed on stderr), a usage error included;
+// commands that report an outcome (live) may return others.
 func Run(args []string, env Env) int {
-	root := newRoot(env)
+	root := (&app{env: env, args: args}).root()
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
@@ -63,6 +64,9 @@ type app struct {
 	// storageRoot is the root's --storage-root, set from its variables
 	// when not given; "" means the default under the home directory.
 	storageRoot string
+	// args is the command line being run, which a flag error reads to tell
+	// a mistyped subcommand from a mistyped flag.
+	args []string
 }
 
 // logger is the one way commands build their logger, so the root's flags
@@ -130,17 +134,17 @@ func (a *app) root() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
-		// Like the original: no arguments prints the usage and fails, an
-		// unknown command names itself after the usage.
+		// Like the original: no arguments prints the usage and fails. An
+		// unknown command is one line with the nearest command and a hint.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				fmt.Fprint(env.Stdout, rootUsage(cmd))
 				return exitError{1}
 			}
-			fmt.Fprintf(env.Stderr, "%s\nerror: unknown command %s\n", rootUsage(cmd), args[0])
-			return exitError{1}
+			return unknownCommand(cmd, args[0])
 		},
 	}
+	root.SetFlagErrorFunc(flagError(a.args))
 	a.logFlags.Register(root.PersistentFlags(), EnvPrefix)
 	root.PersistentFlags().StringVar(&a.storageRoot, storageRootFlag, "", "the storage root: workflows, threads and everything they store")
 	envflag.Bind(root.PersistentFlags(), storageRootFlag, storage.EnvRoot, storage.EnvLegacyRoot)
@@ -195,7 +199,8 @@ func (a *app) root() *cobra.Command {
 }
 
 // group builds a command group: without a subcommand it lists its
-// subcommands and fails; an unknown subcommand is an error naming it.
+// subcommands and fails; an unknown subcommand is an error naming it and
+// the nearest one.
 func group(use, section, short string, subs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:         use,
@@ -207,8 +212,7 @@ func group(use, section, short string, subs ...*cobra.Command) *cobra.Command {
 				fmt.Fprint(cmd.OutOrStdout(), groupHelp(cmd))
 				return exitError{1}
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s\nerror: unknown %s subcommand: %s\n", rootUsage(cmd.Root()), cmd.Name(), args[0])
-			return exitError{1}
+			return unknownCommand(cmd, args[0])
 		},
 	}
 	cmd.AddCommand(subs...)

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/gc"
 	"github.com/uncaged/workflow/engine/host"
@@ -33,84 +30,6 @@ func (a *app) threadCmd() *cobra.Command {
 		a.controlCmd("pause", "Pause a running thread", false, (*host.Client).Pause),
 		a.controlCmd("resume", "Resume a paused or interrupted thread", true, (*host.Client).Resume),
 	)
-}
-
-// threadRow is one thread in `thread list --json`.
-type threadRow struct {
-	ThreadID   string         `json:"threadId"`
-	BundleHash string         `json:"bundleHash"`
-	Workflow   *string        `json:"workflow"`
-	Source     threads.Source `json:"source"`
-	Status     threads.Status `json:"status"`
-	Head       string         `json:"head"`
-	Start      string         `json:"start"`
-	UpdatedAt  int64          `json:"updatedAt"`
-}
-
-func (a *app) threadListCmd() *cobra.Command {
-	var lf listFlags
-	cmd := &cobra.Command{
-		Use:   "list [name]",
-		Short: "List threads, optionally filtered by workflow name",
-		Args:  exactArgs(0, 1, "", ""),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
-				return err
-			}
-			l, store, err := a.store()
-			if err != nil {
-				return err
-			}
-			reg, err := a.loadRegistry()
-			if err != nil {
-				return err
-			}
-			names := reg.BundleNames()
-			var recs []threads.Record
-			var damaged []*threads.DamageError
-			if len(args) == 1 {
-				if recs, damaged, err = threadsOfWorkflow(l, reg, args[0]); err != nil {
-					return err
-				}
-			} else if recs, damaged, err = threads.ListTolerant(l); err != nil {
-				return err
-			}
-			recs = api.Window(recs, lf.offset, lf.limit)
-			if lf.json {
-				running := runningThreads(l)
-				rows := make([]threadRow, 0, len(recs))
-				for _, r := range recs {
-					rows = append(rows, threadRow{
-						ThreadID: r.ThreadID, BundleHash: r.BundleHash, Workflow: optional(names[r.BundleHash]),
-						Source: r.Source, Status: host.ThreadStatus(store, r, running), Head: r.Head, Start: r.Start, UpdatedAt: r.UpdatedAt,
-					})
-				}
-				if err := writeJSON(a.out(), rows); err != nil {
-					return err
-				}
-				return a.reportDamage(damaged, true)
-			}
-			if len(recs) == 0 && len(damaged) == 0 {
-				fmt.Fprintln(a.out(), "(no threads found)")
-				return nil
-			}
-			var b strings.Builder
-			b.Grow(len(recs) * 64)
-			for _, r := range recs {
-				name := names[r.BundleHash]
-				if name == "" {
-					name = "(unknown)"
-				}
-				b.WriteString(r.ThreadID + "\t" + r.BundleHash + "\t" + name + "\n")
-			}
-			if _, err = fmt.Fprint(a.out(), b.String()); err != nil {
-				return err
-			}
-			return a.reportDamage(damaged, false)
-		},
-	}
-	lf.register(cmd)
-	return cmd
 }
 
 // doctorHint tells a person what to do about a damaged index or history
@@ -143,35 +62,6 @@ func withDoctorHint(err error) error {
 		return fmt.Errorf("%w\n%s", err, doctorHint)
 	}
 	return err
-}
-
-// threadsOfWorkflow lists the threads of every version of a workflow, and
-// the damaged places it read past.
-func threadsOfWorkflow(l storage.Layout, reg *registry.Registry, name string) ([]threads.Record, []*threads.DamageError, error) {
-	if err := registry.ValidateName(name); err != nil {
-		return nil, nil, err
-	}
-	e, ok := reg.Get(name)
-	if !ok {
-		return nil, nil, fmt.Errorf("workflow not registered: %s", name)
-	}
-	seen := map[string]bool{}
-	var out []threads.Record
-	var damaged []*threads.DamageError
-	for _, h := range append([]string{e.Hash}, versionHashes(e)...) {
-		if seen[h] {
-			continue
-		}
-		seen[h] = true
-		recs, d, err := threads.ListBundleTolerant(l, h)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, recs...)
-		damaged = append(damaged, d...)
-	}
-	sortRecords(out)
-	return out, damaged, nil
 }
 
 func versionHashes(e registry.Entry) []string {
@@ -317,16 +207,6 @@ func (a *app) threadRmCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// sortRecords orders threads by bundle hash, then id, as every list does.
-func sortRecords(recs []threads.Record) {
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].BundleHash != recs[j].BundleHash {
-			return recs[i].BundleHash < recs[j].BundleHash
-		}
-		return recs[i].ThreadID < recs[j].ThreadID
-	})
 }
 
 // resolveThread finds a thread by the id a person typed

@@ -29,7 +29,7 @@ func (a *app) threadRunCmd(use string) *cobra.Command {
 					return "", err
 				}
 				if _, ok := reg.Get(args[0]); !ok {
-					return "", fmt.Errorf("workflow not registered: %s", args[0])
+					return "", unknownWorkflow("workflow not registered", reg, args[0])
 				}
 				return args[0], nil
 			}, func(c *host.Client, name string) (string, error) {

@@ -3,9 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,10 +35,17 @@ func (a *app) workflowCmd() *cobra.Command {
 func (a *app) workflowAddCmd() *cobra.Command {
 	var types string
 	cmd := &cobra.Command{
-		Use:   "add <name> <file.esm.js> [--types <path>]",
-		Short: "Register a workflow bundle in the registry",
-		Long: "Register a workflow in the registry: a JavaScript bundle (<file>.esm.js) or a\n" +
-			"YAML workflow (<file>.yaml or .yml; relative agent paths are resolved against its directory).",
+		Use:   "add <name> <file.esm.js|file.yaml> [--types <path>]",
+		Short: "Register a workflow (a YAML file or a JavaScript bundle) in the registry",
+		Long: `Register a workflow in the registry under <name>, from either
+  - a YAML workflow (<file>.yaml or .yml): roles, agents, output schemas and a
+    graph; relative agent paths are resolved against the file's directory, or
+  - a JavaScript bundle (<file>.esm.js), e.g. from uncaged-workflow build; its
+    <stem>.d.ts, when beside it, is stored too (or name one with --types).
+Every check runs before anything is written. Adding the version a name
+already points at changes nothing and says so; a new version becomes current
+and the old one goes to its history (workflow history, workflow rollback).
+The YAML format: uncaged-workflow skill author.`,
 		Args: exactArgs(2, 2, "add requires <name> <file>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			typesGiven := cmd.Flags().Changed("types")
@@ -141,6 +150,9 @@ type versionFile struct {
 	data       []byte
 }
 
+// errUnchanged ends a registry update that would save what is there.
+var errUnchanged = errors.New("unchanged")
+
 // registerVersion stores a version's files, then points name at hash: the
 // registry never names a version whose files are not all in place.
 func (a *app) registerVersion(registryFile, name, base, hash string, files ...versionFile) error {
@@ -150,9 +162,15 @@ func (a *app) registerVersion(registryFile, name, base, hash string, files ...ve
 		}
 	}
 	err := registry.Update(registryFile, func(r *registry.Registry) error {
-		r.Register(name, hash, time.Now().UnixMilli())
+		if !r.Register(name, hash, time.Now().UnixMilli()) {
+			return errUnchanged // nothing to save
+		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		fmt.Fprintf(a.out(), "workflow %q unchanged: %s is already its current version (%s)\n", name, base, hash)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -170,12 +188,20 @@ type workflowRow struct {
 
 func (a *app) workflowListCmd() *cobra.Command {
 	var lf listFlags
+	var of outputFlag
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List all registered workflows",
-		Args:  exactArgs(0, 0, "", "list takes no arguments"),
+		Long: `Registered workflows: name, current hash, number of versions, and when the
+current version was registered. -o wide adds the exact time (RFC 3339, local
+zone) and the kind (yaml or bundle); --json (or -o json) prints the
+timestamp in milliseconds, for scripts.`,
+		Args: exactArgs(0, 0, "", "list takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
+				return err
+			}
+			if err := of.apply(&lf); err != nil {
 				return err
 			}
 			r, err := a.loadRegistry()
@@ -193,15 +219,39 @@ func (a *app) workflowListCmd() *cobra.Command {
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(a.out(), "(no workflows registered)")
+				return nil
 			}
-			for _, row := range rows {
-				fmt.Fprintf(a.out(), "%s\t%s\t%d\n", row.Name, row.Hash, row.Timestamp)
+			l, err := a.layout()
+			if err != nil {
+				return err
 			}
-			return nil
+			return writeWorkflowTable(a.out(), l, rows, of.wide(), time.Now())
 		},
 	}
 	lf.register(cmd)
+	of.register(cmd)
 	return cmd
+}
+
+// writeWorkflowTable prints rows as the table `workflow list` shows people.
+func writeWorkflowTable(w io.Writer, l storage.Layout, rows []workflowRow, wide bool, now time.Time) error {
+	header := []string{"NAME", "HASH", "VERSIONS", "UPDATED"}
+	if wide {
+		header = append(header, "REGISTERED", "KIND")
+	}
+	t := newTable(w, header...)
+	for _, row := range rows {
+		cells := []string{row.Name, row.Hash, strconv.Itoa(row.Versions), relativeTime(time.UnixMilli(row.Timestamp), now)}
+		if wide {
+			kind := "bundle"
+			if _, err := os.Stat(l.YAMLWorkflowFile(row.Hash)); err == nil {
+				kind = "yaml"
+			}
+			cells = append(cells, localTime(row.Timestamp), kind)
+		}
+		t.row(cells...)
+	}
+	return t.flush()
 }
 
 func (a *app) loadRegistry() (*registry.Registry, error) {
@@ -232,7 +282,7 @@ func (a *app) workflowShowCmd() *cobra.Command {
 			}
 			e, ok := r.Get(args[0])
 			if !ok {
-				return fmt.Errorf("workflow not found: %s", args[0])
+				return unknownWorkflow("workflow not found", r, args[0])
 			}
 			if asJSON {
 				return writeJSON(a.out(), struct {
@@ -264,6 +314,9 @@ func (a *app) workflowRmCmd() *cobra.Command {
 				return err
 			}
 			err = registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+				if _, ok := r.Get(args[0]); !ok {
+					return unknownWorkflow("workflow not registered", r, args[0])
+				}
 				return r.Unregister(args[0])
 			})
 			if err != nil {
@@ -288,7 +341,7 @@ func (a *app) workflowHistoryCmd() *cobra.Command {
 			}
 			e, ok := r.Get(args[0])
 			if !ok {
-				return fmt.Errorf("workflow not found: %s", args[0])
+				return unknownWorkflow("workflow not found", r, args[0])
 			}
 			rows := e.VersionRows()
 			if asJSON {
@@ -327,6 +380,9 @@ func (a *app) workflowRollbackCmd() *cobra.Command {
 				return err
 			}
 			if _, err := registry.RollbackFile(l.RegistryFile(), name, target, l.HasBundle); err != nil {
+				if r, lerr := registry.Load(l.RegistryFile()); errors.Is(err, registry.ErrNotRegistered) && lerr == nil {
+					return unknownWorkflow("workflow not registered", r, name)
+				}
 				return err
 			}
 			fmt.Fprintf(a.out(), "rolled back workflow %q\n", name)

@@ -28,6 +28,10 @@ type Result struct {
 	ActiveRefs     int      `json:"activeRefs"`
 	DeletedEntries int      `json:"deletedEntries"`
 	DeletedHashes  []string `json:"deletedHashes"`
+	// SparedEntries counts the unreachable blobs Options.Grace kept
+	// because they were younger than it; absent when none were, so the
+	// original's shape is unchanged.
+	SparedEntries int `json:"sparedEntries,omitempty"`
 }
 
 // String is the line `cas gc` prints.
@@ -113,6 +117,11 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 	res.DeletedHashes = append(res.DeletedHashes, deleted...)
 	if err != nil {
 		return res, err
+	}
+	if opts.Grace > 0 {
+		// The sweep went through all the garbage; what it did not delete,
+		// the grace period spared (or another process removed first).
+		res.SparedEntries = len(garbage) - len(deleted)
 	}
 	progress(PhaseSweep, len(present))
 	sort.Strings(res.DeletedHashes)

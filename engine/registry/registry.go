@@ -241,14 +241,20 @@ func (r *Registry) set(name string, e Entry) {
 }
 
 // Register makes hash the current version of name; a previous current
-// version moves to the front of the history. Re-adding the same hash still
-// records a version, as the original does.
-func (r *Registry) Register(name, hash string, timestamp int64) {
+// version moves to the front of the history. It reports whether anything
+// changed: re-adding the current version is not a new version, so it
+// leaves the entry, its timestamp and its history alone (the original
+// recorded a duplicate history row each time).
+func (r *Registry) Register(name, hash string, timestamp int64) (changed bool) {
 	e := Entry{Hash: hash, Timestamp: timestamp, History: []Version{}}
 	if old, ok := r.workflows[name]; ok {
+		if old.Hash == hash {
+			return false
+		}
 		e.History = append([]Version{{Hash: old.Hash, Timestamp: old.Timestamp}}, old.History...)
 	}
 	r.set(name, e)
+	return true
 }
 
 // Unregister removes name.

@@ -154,11 +154,19 @@ func TestResolveModel(t *testing.T) {
 func TestRegisterRollbackUnregister(t *testing.T) {
 	t.Parallel()
 	r := New()
-	r.Register("solve", "H1", 1)
-	r.Register("solve", "H2", 2)
-	r.Register("solve", "H2", 3) // same hash again still records a version
+	for i, tc := range []struct {
+		hash    string
+		at      int64
+		changed bool
+	}{{"H1", 1, true}, {"H2", 2, true}, {"H2", 3, false}, {"H3", 3, true}} {
+		if got := r.Register("solve", tc.hash, tc.at); got != tc.changed {
+			t.Fatalf("register #%d (%s) changed = %v, want %v", i+1, tc.hash, got, tc.changed)
+		}
+	}
+	// Re-adding the current H2 left no trace: no history row, and H2 kept
+	// the time it was first added.
 	e, _ := r.Get("solve")
-	if e.Hash != "H2" || e.Timestamp != 3 || !reflect.DeepEqual(e.History, []Version{{"H2", 2}, {"H1", 1}}) {
+	if e.Hash != "H3" || e.Timestamp != 3 || !reflect.DeepEqual(e.History, []Version{{"H2", 2}, {"H1", 1}}) {
 		t.Fatalf("after registers: %+v", e)
 	}
 	if _, err := r.Rollback("solve", "NOPE"); err == nil || err.Error() != "hash not found in history: NOPE" {
@@ -169,18 +177,28 @@ func TestRegisterRollbackUnregister(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ = r.Get("solve")
-	if e.Hash != "H1" || e.Timestamp != 1 || !reflect.DeepEqual(e.History, []Version{{"H2", 3}, {"H2", 2}}) {
+	if e.Hash != "H1" || e.Timestamp != 1 || !reflect.DeepEqual(e.History, []Version{{"H3", 3}, {"H2", 2}}) {
 		t.Fatalf("after rollback: %+v", e)
+	}
+	// A version from the history is not the current one: adding it again
+	// is a change, recorded like any other.
+	if !r.Register("solve", "H2", 4) {
+		t.Fatal("re-adding a version from the history changed nothing")
+	}
+	e, _ = r.Get("solve")
+	if e.Hash != "H2" || e.Timestamp != 4 || !reflect.DeepEqual(e.History, []Version{{"H1", 1}, {"H3", 3}, {"H2", 2}}) {
+		t.Fatalf("after re-adding H2: %+v", e)
 	}
 	if _, err := r.Rollback("solve", ""); err != nil {
 		t.Fatal(err)
 	}
 	e, _ = r.Get("solve")
-	if e.Hash != "H2" || e.Timestamp != 3 {
+	if e.Hash != "H1" || e.Timestamp != 1 {
 		t.Fatalf("rollback to newest history: %+v", e)
 	}
 	rows := e.VersionRows()
-	if !rows[0].Current || rows[0].Timestamp != 3 || rows[len(rows)-1].Timestamp != 1 {
+	// Newest first by time, whichever is current.
+	if len(rows) != 4 || rows[0].Timestamp != 4 || !rows[3].Current || rows[3].Timestamp != 1 {
 		t.Fatalf("rows: %+v", rows)
 	}
 	r.Register("lonely", "X", 1)
