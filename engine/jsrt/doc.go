@@ -10,7 +10,11 @@
 // runtime to check its exports and read its descriptor. Errors name what
 // is wrong with the texts the original validator uses, and JavaScript
 // errors carry the bundle's file:line:column (esbuild's inline source map
-// maps positions back to the original source).
+// maps positions back to the bundle). A bundle that carries an inline
+// source map of its own (a "data:" sourceMappingURL, as `build` writes
+// it) has it composed with esbuild's when the bundle is transformed, once,
+// so positions read as its sources' ("workflows/boom-entry.ts:9:25"); a
+// sourceMappingURL naming a file is ignored, never read.
 //
 // # Running
 //
