@@ -1,5 +1,5 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ApiError, gateway, getToken, onUnauthorized } from "./api";
+import { ApiError, gateway, getToken, onUnauthorized, takeTokenFromLink } from "./api";
 import { AuditView } from "./audit/AuditView";
 import { CasView } from "./cas/CasView";
 import { endsSession, refusalMessage } from "./common/refusal";
@@ -26,12 +26,27 @@ export function App() {
     [],
   );
   useEffect(() => {
+    // A login link opened in a tab that already shows the dashboard changes
+    // only the hash, without a reload: take its token then too.
+    const onHash = () => {
+      if (!takeTokenFromLink()) return;
+      setWhy(null);
+      setAuth("checking");
+    };
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  useEffect(() => {
     // A stored token: log in again so the stream cookie is fresh too.
     const t = getToken();
     if (auth !== "checking" || !t) return;
     gateway.login(t).then(
       () => setAuth("in"),
-      () => setAuth("out"),
+      (e) => {
+        // Say why a stored or linked token no longer works.
+        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) setWhy(refusalMessage(e));
+        setAuth("out");
+      },
     );
   }, [auth]);
   if (auth === "checking") return <div className="center muted" role="status">Checking your token…</div>;

@@ -150,6 +150,30 @@ export function setToken(token: string | null) {
     /* storage unavailable: keep going with the cookie */
   }
 }
+/**
+ * takeTokenFromLink consumes a one-click login link, <dashboard>/#token=<token>
+ * (what `make demo` prints): the token is stored as the login form stores
+ * one, and the fragment is removed from the address bar with
+ * history.replaceState, so the token is neither bookmarked nor left in the
+ * history. A fragment never reaches the server, nor its logs. Call it once,
+ * before the app reads the token or routes on the hash; it returns whether
+ * the link carried a token (the app then checks it as any stored token).
+ */
+export function takeTokenFromLink(): boolean {
+  const m = /^#token=(.*)$/.exec(window.location.hash);
+  if (!m) return false;
+  let token = "";
+  try {
+    token = decodeURIComponent(m[1]).trim();
+  } catch {
+    /* malformed percent-encoding: no token, but the fragment still goes */
+  }
+  const { pathname, search } = window.location;
+  window.history.replaceState(window.history.state, "", pathname + search);
+  if (!token) return false;
+  setToken(token);
+  return true;
+}
 /** onUnauthorized registers a callback for any 401; it returns the unsubscriber. */
 export function onUnauthorized(fn: Listener): () => void {
   unauthorized.add(fn);
