@@ -147,6 +147,24 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 		return page, err
 	}
 	page.Total, page.TotalCapped = s.capTotal(page.Total)
+	if !page.TotalCapped && offset >= page.Total {
+		return page, nil
+	}
+	if hasWord(q.Q) && !page.TotalCapped {
+		// Few matches, all counted: collect them through the GIN index
+		// (and the filters' indexes) and sort them. Left to itself, the
+		// planner may walk the threads newest first and test each, which
+		// is right for a common word but reads the whole table for one it
+		// wrongly thinks common, or one that occurs nowhere (its
+		// statistics know only the frequent words). A common word (a
+		// count past the bound) is left to the planner, whose estimate
+		// for it is good and whose walk stops once the page is full.
+		for _, set := range []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL enable_indexscan = off`} {
+			if _, err := tx.ExecContext(ctx, set); err != nil {
+				return page, err
+			}
+		}
+	}
 	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
 		threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
 	if err != nil {
