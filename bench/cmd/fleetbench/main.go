@@ -431,12 +431,13 @@ func searchDirect(ctx context.Context, st store.Store, old *legacy, backend stri
 		}
 		// The first plan, on the same history, in the same run; and the
 		// same answer from both.
+		var keys []string
+		var oldTotal int
 		o50 := timeWithin(max(n/4, 3), 20*time.Second, func() {
-			_, _, err := old.search(ctx, q.q)
+			var err error
+			keys, oldTotal, err = old.search(ctx, q.q)
 			check(err)
 		})
-		keys, oldTotal, err := old.search(ctx, q.q)
-		check(err)
 		page, err := st.SearchThreads(ctx, q.q)
 		check(err)
 		var got []string
