@@ -95,8 +95,12 @@ func main() {
 	}
 	dash := strings.TrimSpace(output(gwBin, env, "token", "create", "--dashboard", "--note", "fleetbench"))
 
+	t0 := time.Now()
 	gw, addr := startGateway(gwBin, env)
 	defer stop(gw)
+	// A reused history may need its schema migrated first, which the
+	// gateway does before it listens.
+	fmt.Printf("gateway listening after %s\n", time.Since(t0).Round(100*time.Millisecond))
 	c := &client{base: "http://" + addr, token: dash}
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{DataDir: dataDir, DatabaseURL: *databaseURL})
