@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/dop251/goja"
+
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // The file system calls run on the loop: they are quick local calls, and
@@ -76,10 +78,13 @@ func fileType(m fs.FileMode) string {
 // fsHost backs fs.js.
 func (e *jsEnv) fsHost() *goja.Object {
 	str := func(call goja.FunctionCall, i int) string { return call.Argument(i).String() }
+	// A relative path is relative to process.cwd(): the thread's directory,
+	// not the engine host's.
+	path := func(call goja.FunctionCall, i int) string { return threadenv.Of(e.host).Abs(str(call, i)) }
 	undef := goja.Undefined()
 	return e.obj(
 		"readFile", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			b, err := os.ReadFile(p)
 			if err != nil {
 				e.throwFS(err, "open", p)
@@ -87,7 +92,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.arrayBuffer(b)
 		},
 		"writeFile", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			data, _ := bytesOf(call.Argument(1))
 			mode := os.FileMode(call.Argument(2).ToInteger()) & os.ModePerm
 			flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -108,7 +113,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return undef
 		},
 		"mkdir", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			mode := os.FileMode(call.Argument(2).ToInteger()) & os.ModePerm
 			if !call.Argument(1).ToBoolean() {
 				if err := os.Mkdir(p, mode); err != nil {
@@ -140,7 +145,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.vm.ToValue(first)
 		},
 		"readdir", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			entries, err := os.ReadDir(p)
 			if err != nil {
 				e.throwFS(err, "scandir", p)
@@ -152,7 +157,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.vm.NewArray(out...)
 		},
 		"stat", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			lstat, throwIfMissing := call.Argument(1).ToBoolean(), call.Argument(2).ToBoolean()
 			var fi os.FileInfo
 			var err error
@@ -172,18 +177,18 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.statObject(fi)
 		},
 		"exists", func(call goja.FunctionCall) goja.Value {
-			_, err := os.Stat(str(call, 0))
+			_, err := os.Stat(path(call, 0))
 			return e.vm.ToValue(err == nil)
 		},
 		"access", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			if err := access(p, uint32(call.Argument(1).ToInteger())); err != nil {
 				e.throwFS(err, "access", p)
 			}
 			return undef
 		},
 		"rm", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			recursive, force := call.Argument(1).ToBoolean(), call.Argument(2).ToBoolean()
 			fi, err := os.Lstat(p)
 			if err != nil {
@@ -201,7 +206,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return undef
 		},
 		"rmdir", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			var err error
 			if call.Argument(1).ToBoolean() {
 				err = os.RemoveAll(p)
@@ -214,28 +219,28 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return undef
 		},
 		"unlink", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			if err := removeFile(p); err != nil {
 				e.throwFS(err, "unlink", p)
 			}
 			return undef
 		},
 		"rename", func(call goja.FunctionCall) goja.Value {
-			from, to := str(call, 0), str(call, 1)
+			from, to := path(call, 0), path(call, 1)
 			if err := os.Rename(from, to); err != nil {
 				e.throwFS(err, "rename", from)
 			}
 			return undef
 		},
 		"copyFile", func(call goja.FunctionCall) goja.Value {
-			src, dst := str(call, 0), str(call, 1)
+			src, dst := path(call, 0), path(call, 1)
 			if err := copyFile(src, dst, call.Argument(2).ToBoolean()); err != nil {
 				e.throwFS(err, "copyfile", src)
 			}
 			return undef
 		},
 		"realpath", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			abs, err := filepath.Abs(p)
 			if err == nil {
 				abs, err = filepath.EvalSymlinks(abs)
@@ -246,7 +251,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.vm.ToValue(abs)
 		},
 		"mkdtemp", func(call goja.FunctionCall) goja.Value {
-			prefix := str(call, 0)
+			prefix := path(call, 0)
 			dir, base := filepath.Split(prefix)
 			if dir == "" {
 				dir = "."
@@ -258,7 +263,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.vm.ToValue(d)
 		},
 		"readlink", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			t, err := os.Readlink(p)
 			if err != nil {
 				e.throwFS(err, "readlink", p)
@@ -266,14 +271,14 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return e.vm.ToValue(t)
 		},
 		"symlink", func(call goja.FunctionCall) goja.Value {
-			target, p := str(call, 0), str(call, 1)
+			target, p := str(call, 0), path(call, 1) // the target is relative to the link
 			if err := os.Symlink(target, p); err != nil {
 				e.throwFS(err, "symlink", target)
 			}
 			return undef
 		},
 		"chmod", func(call goja.FunctionCall) goja.Value {
-			p := str(call, 0)
+			p := path(call, 0)
 			if err := os.Chmod(p, os.FileMode(call.Argument(1).ToInteger())&os.ModePerm); err != nil {
 				e.throwFS(err, "chmod", p)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dop251/goja"
 	nodeurl "github.com/dop251/goja_nodejs/url"
+
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // osModule is node:os, in Go: the facts of the machine the engine runs on.
@@ -30,9 +32,15 @@ func (e *jsEnv) osModule() *goja.Object {
 	return e.obj(
 		"EOL", "\n",
 		"devNull", os.DevNull,
-		"homedir", str(os.UserHomeDir),
+		"homedir", str(e.homeDir),
 		"tmpdir", func(goja.FunctionCall) goja.Value {
+			// As Node: $TMPDIR of the thread's environment, else /tmp.
 			d := os.TempDir()
+			if th := threadenv.Of(e.host); th != nil {
+				if d = th.Getenv("TMPDIR"); d == "" {
+					d = "/tmp"
+				}
+			}
 			if len(d) > 1 {
 				d = strings.TrimSuffix(d, "/")
 			}
@@ -59,8 +67,12 @@ func (e *jsEnv) osModule() *goja.Object {
 			if err != nil {
 				e.throwError(err.Error())
 			}
-			home, _ := os.UserHomeDir()
-			return e.obj("username", u.Username, "uid", os.Getuid(), "gid", os.Getgid(), "homedir", home, "shell", os.Getenv("SHELL"))
+			home, _ := e.homeDir()
+			shell := os.Getenv("SHELL")
+			if th := threadenv.Of(e.host); th != nil {
+				shell = th.Getenv("SHELL")
+			}
+			return e.obj("username", u.Username, "uid", os.Getuid(), "gid", os.Getgid(), "homedir", home, "shell", shell)
 		},
 	)
 }
@@ -87,7 +99,7 @@ func (e *jsEnv) urlModule() *goja.Object {
 		return e.vm.ToValue(u.Path)
 	})
 	_ = exports.Set("pathToFileURL", func(call goja.FunctionCall) goja.Value {
-		p, err := filepath.Abs(call.Argument(0).String())
+		p, err := filepath.Abs(threadenv.Of(e.host).Abs(call.Argument(0).String()))
 		if err != nil {
 			e.throwError(err.Error())
 		}
@@ -99,4 +111,22 @@ func (e *jsEnv) urlModule() *goja.Object {
 		return obj
 	})
 	return exports
+}
+
+// homeDir is os.homedir(): as Node, $HOME of the thread's environment
+// when set, else the user's home directory. A host that carries no thread
+// environment (tests) has the process's.
+func (e *jsEnv) homeDir() (string, error) {
+	th := threadenv.Of(e.host)
+	if th == nil {
+		return os.UserHomeDir()
+	}
+	if home := th.Getenv("HOME"); home != "" {
+		return home, nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return "", err
+	}
+	return u.HomeDir, nil
 }

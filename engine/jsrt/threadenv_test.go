@@ -23,6 +23,8 @@ func (h envFakeHost) Getenv(name string) string { return h.env.Getenv(name) }
 
 const threadEnvBundle = `import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
 import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
 
 const definition = {
   description: "Reports its environment.",
@@ -42,6 +44,9 @@ export const run = createWorkflow(definition, {
         k: process.env.THREAD_K,
         child: String(child.stdout),
         error: String(child.error || ""),
+        read: fs.readFileSync("note.txt", "utf8"),
+        home: os.homedir(),
+        tmp: os.tmpdir(),
       },
       childThread: null,
     };
@@ -50,9 +55,10 @@ export const run = createWorkflow(definition, {
 });
 `
 
-// TestABundleSeesTheThreadsEnvironment: process.env, process.cwd() and a
-// child process started without options are the thread's, and the child
-// is found on the thread's PATH.
+// TestABundleSeesTheThreadsEnvironment: process.env, process.cwd(), a
+// relative path, os.homedir() and os.tmpdir(), and a child process started
+// without options are the thread's, and the child is found on the
+// thread's PATH.
 func TestABundleSeesTheThreadsEnvironment(t *testing.T) {
 	t.Parallel()
 	bin, dir := t.TempDir(), t.TempDir()
@@ -61,11 +67,14 @@ func TestABundleSeesTheThreadsEnvironment(t *testing.T) {
 	if err := os.Symlink("/bin/sh", filepath.Join(bin, "thread-sh")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "note.txt"), []byte("in the thread's directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b, err := Load([]byte(threadEnvBundle), "env.esm.js", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := envFakeHost{newFakeHost(t), threadenv.New([]string{"PATH=" + bin, "THREAD_K=from-thread"}, dir, "that of a test")}
+	h := envFakeHost{newFakeHost(t), threadenv.New([]string{"PATH=" + bin, "THREAD_K=from-thread", "HOME=/thread/home", "TMPDIR=/thread/tmp"}, dir, "that of a test")}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := b.Start(ctx, threadFor(b, "go"), workflow.Host(h))
@@ -86,7 +95,8 @@ func TestABundleSeesTheThreadsEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{
-		"cwd": dir, "keys": "PATH,THREAD_K", "k": "from-thread",
+		"cwd": dir, "keys": "HOME,PATH,THREAD_K,TMPDIR", "k": "from-thread",
+		"read": "in the thread's directory", "home": "/thread/home", "tmp": "/thread/tmp",
 		"child": realDir + "|from-thread", "error": "",
 	} {
 		if meta[key] != want {
