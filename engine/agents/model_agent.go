@@ -11,6 +11,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/agents/tools"
 	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/threadenv"
 )
 
 // Round limits of the model agents when the spec gives none.
@@ -85,11 +86,15 @@ func (a modelAgent) run(ctx context.Context, call Call) (Result, error) {
 	}
 	intro := ""
 	if a.spec.Kind == KindReact {
-		ws, err := tools.Open(a.spec.Workspace)
+		th := threadenv.Of(call.Host)
+		ws, err := tools.Open(th.Abs(a.spec.Workspace))
 		if err != nil {
 			return Result{}, err
 		}
 		defer func() { _ = ws.Close() }() // a directory handle: nothing was written through it
+		if th != nil {
+			ws.Env = th.Environ() // shell_exec runs with the thread's variables
+		}
 		if req.Tools, err = ws.Tools(a.spec.Tools); err != nil {
 			return Result{}, err
 		}

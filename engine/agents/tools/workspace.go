@@ -22,6 +22,9 @@ import (
 type Workspace struct {
 	dir  string // absolute, symlinks resolved
 	root *os.Root
+	// Env is the environment shell_exec's commands get: the thread's
+	// (nil: the engine host's own).
+	Env []string
 }
 
 // Open opens dir (relative to the working directory when not absolute) as
