@@ -169,3 +169,10 @@ func TestHubCancelAndClose(t *testing.T) {
 		t.Fatal("subscription after close is open")
 	}
 }
+
+func TestFTSFilterQueryWithoutWords(t *testing.T) {
+	got := ftsFilterQuery(ThreadQuery{Q: " -- ", Machine: "m", Workflow: "w"})
+	if want := `facets : "m6D" AND facets : "w77"`; got != want {
+		t.Errorf("ftsFilterQuery = %s, want %s", got, want)
+	}
+}

@@ -76,7 +76,10 @@ func facetToken(kind byte, v string) string {
 
 // ftsFilterQuery is ftsQuery narrowed by the filters the index holds.
 func ftsFilterQuery(q ThreadQuery) string {
-	parts := []string{ftsQuery(q.Q)}
+	var parts []string
+	if text := ftsQuery(q.Q); text != "" {
+		parts = append(parts, text)
+	}
 	for _, f := range []struct {
 		kind byte
 		v    string
@@ -88,6 +91,17 @@ func ftsFilterQuery(q ThreadQuery) string {
 	return strings.Join(parts, " AND ")
 }
 
+// facets counts the filters of q that the FTS index holds.
+func facets(q ThreadQuery) int {
+	n := 0
+	for _, v := range []string{q.Machine, q.Workflow, q.Status} {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // SearchThreads implements Store.
 func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error) {
 	limit, offset := pageBounds(q.Limit, q.Offset)
@@ -96,8 +110,10 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 		var err error
 		switch {
 		// Text without a word would be an empty query, which the two
-		// backends treat differently; it filters nothing.
-		case hasWord(q.Q) && s.backend == BackendSQLite:
+		// backends treat differently; it filters nothing. Two filters
+		// or more go to the FTS index too: a table index serves one of
+		// them in order, and the others would be tested row by row.
+		case s.backend == BackendSQLite && (hasWord(q.Q) || facets(q) >= 2):
 			page, err = s.searchFTS(ctx, tx, q, limit, offset)
 		default:
 			page, err = s.searchTable(ctx, tx, q, limit, offset)
@@ -111,7 +127,8 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 }
 
 // searchTable answers a search from the threads table and its indexes:
-// every search on PostgreSQL, and on SQLite those without words.
+// every search on PostgreSQL, and on SQLite those without words and with
+// at most one of the machine, workflow and status filters.
 func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, limit, offset int) (ThreadPage, error) {
 	var where []string
 	var args []any
@@ -196,7 +213,7 @@ func scanThreads(rows *sql.Rows) ([]Thread, error) {
 	return out, rows.Err()
 }
 
-// searchFTS answers a SQLite search with words from the FTS index alone:
+// searchFTS answers a SQLite search from the FTS index alone:
 // the words, the filters (as facet tokens) and the time bounds (as rowid
 // bounds) are one FTS5 query, whose matches come in the search's order.
 // Counting reads at most MaxTotal+1 of them; the page reads offset+limit
