@@ -600,18 +600,21 @@ var ErrStopping = errors.New("the engine host is stopping")
 // them where they are: they stay resumable. No thread starts once Stop
 // agreed.
 func (h *Host) Stop(force bool) (StopAnswer, error) {
-	running := h.List()
 	h.mu.Lock()
-	if len(h.running) > 0 && !force {
-		h.mu.Unlock()
+	busy := len(h.running) > 0
+	if !busy || force {
+		h.stopping = true
+	}
+	h.mu.Unlock()
+	// Once stopping, no thread joins the list: it is the one Close stops.
+	running := h.List()
+	if busy && !force {
 		ids := make([]string, len(running))
 		for i, r := range running {
 			ids[i] = r.ThreadID
 		}
 		return StopAnswer{}, fmt.Errorf("%d thread(s) running (%s); stopping the host would interrupt them", len(ids), strings.Join(ids, ", "))
 	}
-	h.stopping = true
-	h.mu.Unlock()
 	h.quitOnce.Do(func() { close(h.quit) })
 	return StopAnswer{PID: os.Getpid(), Stopped: running}, nil
 }
