@@ -345,3 +345,31 @@ func TestVersionTagIsTheParsersNotOurs(t *testing.T) {
 		t.Fatalf("tag = %q", tag)
 	}
 }
+
+// TestParseGoesOnAfterEveryKindOfProblem: the walk continues past each
+// problem, so every part it reaches after one must cope with what the
+// broken part left behind. Removing any one line, or replacing any value
+// with a list, of a workflow that uses every feature must give a
+// definition or an error — never a panic, never both, never neither.
+func TestParseGoesOnAfterEveryKindOfProblem(t *testing.T) {
+	t.Parallel()
+	lines := strings.Split(validYAML, "\n")
+	var variants []string
+	for i := range lines {
+		variants = append(variants, strings.Join(append(append([]string(nil), lines[:i]...), lines[i+1:]...), "\n"))
+		if k, _, ok := strings.Cut(lines[i], ":"); ok {
+			variants = append(variants, strings.Join(append(append(append([]string(nil), lines[:i]...), k+": [x]"), lines[i+1:]...), "\n"))
+			variants = append(variants, strings.Join(append(append(append([]string(nil), lines[:i]...), k+": {}"), lines[i+1:]...), "\n"))
+		}
+	}
+	for _, v := range variants {
+		def, err := Parse([]byte(v))
+		if (def == nil) == (err == nil) {
+			t.Fatalf("def %v, err %v for\n%s", def, err, v)
+		}
+		var list *ErrorList
+		if err != nil && errors.As(err, &list) && len(list.Problems) == 0 {
+			t.Fatalf("an empty problem list for\n%s", v)
+		}
+	}
+}
