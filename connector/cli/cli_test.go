@@ -159,7 +159,7 @@ func TestUsageAndDispatch(t *testing.T) {
 		t.Fatalf("no args: exit %d, %q", code, out)
 	}
 	for _, want := range []string{"Workflow registry:", "Thread execution:", "Content-addressable storage:",
-		"workflow add <name> <file.esm.js|file.yaml> [--types <path>]", "Register a workflow (a YAML file or a JavaScript bundle) in the registry",
+		"workflow add <name> <file.yaml|.esm.js> [--types <path>]", "Register a YAML workflow or a JavaScript bundle",
 		"cas gc", "Garbage-collect unreferenced CAS entries", "Use <command> --help for subcommand details.",
 		"Environment variables:", "UNCAGED_WORKFLOW_STORAGE_ROOT", "WORKFLOW_STORAGE_ROOT"} {
 		if !strings.Contains(out, want) {

@@ -35,8 +35,8 @@ func (a *app) workflowCmd() *cobra.Command {
 func (a *app) workflowAddCmd() *cobra.Command {
 	var types string
 	cmd := &cobra.Command{
-		Use:   "add <name> <file.esm.js|file.yaml> [--types <path>]",
-		Short: "Register a workflow (a YAML file or a JavaScript bundle) in the registry",
+		Use:   "add <name> <file.yaml|.esm.js> [--types <path>]",
+		Short: "Register a YAML workflow or a JavaScript bundle",
 		Long: `Register a workflow in the registry under <name>, from either
   - a YAML workflow (<file>.yaml or .yml): roles, agents, output schemas and a
     graph; relative agent paths are resolved against the file's directory, or
