@@ -146,10 +146,12 @@ func TestRetryLinesSayWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := l.Addr().String()
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	plain := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(plain.Close)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad gateway", 502) }))
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) }))
 	t.Cleanup(proxy.Close)
 	for gateway, cause := range map[string]string{
 		"http://" + down: "cannot reach the gateway at " + down + ": connection refused (is it running, and on that port?)",
