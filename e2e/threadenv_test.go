@@ -363,3 +363,42 @@ func TestEngineStopAndRestart(t *testing.T) {
 	}
 	stopHost(t, root, syscall.SIGTERM)
 }
+
+// rootBundle answers with the storage root its thread's environment names.
+const rootBundle = `import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
+
+const definition = {
+  description: "Reports the storage root.",
+  roles: { report: { description: "reports", systemPrompt: "", schema: { type: "object" } } },
+  table: { [START]: [{ condition: "FALLBACK", role: "report" }], report: [{ condition: "FALLBACK", role: END }] },
+};
+
+export const descriptor = buildDescriptor(definition);
+
+export const run = createWorkflow(definition, {
+  adapter: () => async () => ({ meta: { root: process.env.UNCAGED_WORKFLOW_STORAGE_ROOT || "" }, childThread: null }),
+  overrides: null,
+});
+`
+
+// TestAThreadKnowsARootGivenByFlag: a root named with --storage-root, not
+// a variable, still reaches the thread's environment, so the processes it
+// starts (an uncaged-workflow of their own) use the same root.
+func TestAThreadKnowsARootGivenByFlag(t *testing.T) {
+	t.Parallel()
+	root := engineRoot(t)
+	bundle := filepath.Join(t.TempDir(), "root.esm.js")
+	if err := os.WriteFile(bundle, []byte(rootBundle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addPath(t, root, "report-root", bundle)
+	// Neither variable: the flag alone names the root.
+	r := runEnv(t, []string{"WORKFLOW_STORAGE_ROOT=", "UNCAGED_WORKFLOW_STORAGE_ROOT="}, "", root, "--storage-root", root, "run", "report-root")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(id) != 26 {
+		t.Fatalf("run --storage-root: %+v", r)
+	}
+	if s := finished(t, root, id); s.Status != "completed" || s.Steps[0].Content != `{"root":"`+root+`"}` {
+		t.Fatalf("thread = %+v", s)
+	}
+}
