@@ -184,7 +184,7 @@ func TestHeadSendsNoBodyOnTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // read to its end already
 	if _, err := io.WriteString(conn, "HEAD /page HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
