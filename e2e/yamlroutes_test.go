@@ -29,8 +29,8 @@ graph:
 }
 
 // TestYAMLRouteKeysAreChecked: workflow add refuses the issue's file — a
-// misspelt route key, and so a status without a route — naming both, and
-// registers nothing.
+// misspelt route key — with the status it meant, then a file with several
+// problems naming each, and registers nothing.
 func TestYAMLRouteKeysAreChecked(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -42,13 +42,23 @@ func TestYAMLRouteKeysAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, root, "workflow", "add", "review", file)
+	if r.code != 1 || r.stdout != "" || r.stderr != "review.yaml: line 16: graph.reviewer.aproved: no such status (did you mean \"approved\"?)\n" {
+		t.Fatalf("workflow add: %+v", r)
+	}
+	// A status no key routes, beside a key no status can take: both, in
+	// one report.
+	src = strings.Replace(src, "{aproved: __end__, rejected: writer}", "{approved: __end__, rejectd: writer, revise: writer}", 1)
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, root, "workflow", "add", "review", file)
 	if r.code != 1 || r.stdout != "" {
 		t.Fatalf("workflow add: %+v", r)
 	}
 	for _, want := range []string{
-		"review.yaml: 2 problems:",
-		`line 16: graph.reviewer.aproved: no such status (did you mean "approved"?)`,
-		`line 16: graph.reviewer: status "approved" has no route`,
+		"review.yaml: 2 problems:\n",
+		`  line 16: graph.reviewer.rejectd: no such status (did you mean "rejected"?)` + "\n",
+		`  line 16: graph.reviewer.revise: no such status (roles.reviewer.output allows: "approved", "rejected")`,
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)

@@ -133,7 +133,7 @@ func TestAddYAMLChecksRouteKeys(t *testing.T) {
 	c := newCLI(t)
 	src := t.TempDir()
 	path := filepath.Join(src, "review.yaml")
-	if err := os.WriteFile(path, []byte(reviewYAML("{aproved: __end__, rejected: writer}")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(reviewYAML("{aproved: __end__}")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := c.snapshot()
@@ -144,7 +144,7 @@ func TestAddYAMLChecksRouteKeys(t *testing.T) {
 	for _, want := range []string{
 		"review.yaml: 2 problems:\n",
 		`  line 13: graph.reviewer.aproved: no such status (did you mean "approved"?)` + "\n",
-		`  line 13: graph.reviewer: status "approved" has no route (add approved: <role or __end__>, or a FALLBACK entry)`,
+		`  line 13: graph.reviewer: status "rejected" has no route (add rejected: <role or __end__>, or a FALLBACK entry)`,
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)

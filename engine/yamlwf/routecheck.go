@@ -17,7 +17,8 @@ import (
 // a status without a key fails the thread when it comes.
 //
 //   - A key that is not an allowed status is an error, FALLBACK or not.
-//   - An allowed status without a key is an error unless FALLBACK covers it.
+//   - An allowed status without a key is an error unless FALLBACK covers it
+//     (or a misspelt key is reported with it as the suggestion).
 //   - A schema that does not list the statuses cannot be checked: without
 //     FALLBACK, a warning says so, since an unforeseen status fails the
 //     thread; with FALLBACK every status has a route and nothing is said.
@@ -52,6 +53,8 @@ func (p *parser) checkStatusKeys(r *Role, from *yaml.Node, path string, keys []*
 		}
 		if guess := closest(k.Value, strs); guess != "" {
 			p.fail(errAt(k, join(path, k.Value), "no such status (did you mean %q?)", guess))
+			// The fix of the key routes the status: one mistake, one report.
+			routed[guess] = true
 		} else {
 			p.fail(errAt(k, join(path, k.Value), "no such status (%s allows: %s)", outputPath, strings.Join(names, ", ")))
 		}

@@ -39,9 +39,13 @@ func TestRouteKeysAreCheckedAgainstTheStatusEnum(t *testing.T) {
 		name, output, route string
 		want                []string
 	}{
+		// The suggestion is the status left without a route: one report.
 		{"misspelt key", statusEnum, `{aproved: __end__, rejected: writer}`, []string{
 			`line 13: graph.reviewer.aproved: no such status (did you mean "approved"?)`,
-			`line 13: graph.reviewer: status "approved" has no route`,
+		}},
+		{"misspelt key and a status without a route", statusEnum, `{aproved: __end__}`, []string{
+			`line 13: graph.reviewer.aproved: no such status (did you mean "approved"?)`,
+			`line 13: graph.reviewer: status "rejected" has no route`,
 		}},
 		{"misspelt key beside FALLBACK is still an error", statusEnum, `{aproved: __end__, rejected: writer, FALLBACK: __end__}`, []string{
 			`graph.reviewer.aproved: no such status (did you mean "approved"?)`,
@@ -54,6 +58,9 @@ func TestRouteKeysAreCheckedAgainstTheStatusEnum(t *testing.T) {
 		}},
 		{"const is a one-status enum", `{type: object, properties: {status: {const: done}}, required: [status]}`, `{don: __end__}`, []string{
 			`graph.reviewer.don: no such status (did you mean "done"?)`,
+		}},
+		{"const without its route", `{type: object, properties: {status: {const: done}}, required: [status]}`, `{failed: __end__}`, []string{
+			`graph.reviewer.failed: no such status (roles.reviewer.output allows: "done")`,
 			`graph.reviewer: status "done" has no route`,
 		}},
 		{"a status that is not a string can never match", `{type: object, properties: {status: {enum: [approved, 3]}}, required: [status]}`, `{approved: __end__}`, []string{
