@@ -92,8 +92,9 @@ const maxInput = 4 << 20
 // Parse reads and validates a YAML workflow. Malformed YAML gives yaml.v3's
 // error (with its line); every other problem is reported at once, as an
 // *ErrorList of *Error values naming each key path, after the walk has gone
-// through the whole file. Problems that are worth knowing but do not stop
-// the workflow from running well are the Definition's Warnings.
+// through the whole file. What does not make the file wrong but may still
+// fail a thread (route keys that cannot be checked) is in the Definition's
+// Warnings.
 func Parse(data []byte) (*Definition, error) {
 	if len(data) > maxInput {
 		return nil, &Error{Msg: fmt.Sprintf("workflow file is larger than %d bytes", maxInput)}
