@@ -54,6 +54,10 @@ func (a *app) connectCmd() *cobra.Command {
 			if err := link.CheckGateway(gateway); err != nil {
 				return a.connectFailed(nil, name, gateway, err)
 			}
+			if !connectorNamePattern.MatchString(name) {
+				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindConfig,
+					Message: fmt.Sprintf("invalid connector name %q: use lowercase letters, digits and hyphens (at most 63)", name)})
+			}
 			// --token holds the command line's value, else the first of its
 			// variables (envflag); the file wins over both.
 			cred, err := a.connectorToken(token, tokenFile)

@@ -34,28 +34,29 @@ func TestConnectorTokenLeavesNoCredentialInTheEnvironment(t *testing.T) {
 	}
 }
 
-// A gateway URL that cannot work stops connect at once, before anything
-// is dialed or served, with its exit code; status then says why.
+// A gateway URL or a name that cannot work stops connect at once, before
+// anything is dialed or served, with its exit code; status then says why.
 func TestConnectRefusesAnUnusableGatewayAtStart(t *testing.T) {
 	t.Parallel()
-	for gateway, want := range map[string]string{
-		"gw.example.com:8080":  `gateway URL "gw.example.com:8080" has no scheme: write https://gw.example.com:8080`,
-		"ftp://gw.example.com": `unsupported scheme "ftp"`,
-		"https://":             "has no host",
-		"":                     "connect requires --gateway URL",
+	for _, tc := range []struct{ name, gateway, want string }{
+		{"laptop", "gw.example.com:8080", `gateway URL "gw.example.com:8080" has no scheme: write https://gw.example.com:8080`},
+		{"laptop", "ftp://gw.example.com", `unsupported scheme "ftp"`},
+		{"laptop", "https://", "has no host"},
+		{"laptop", "", "connect requires --gateway URL"},
+		{"Laptop_1", "https://gw.example.com", `invalid connector name "Laptop_1"`},
 	} {
 		c := newCLI(t)
-		out, errOut, code := c.run("connect", "--name", "laptop", "--gateway", gateway, "--token", "t")
-		if code != ExitConnectConfig || !strings.HasPrefix(errOut, "connect: ") || !strings.Contains(errOut, want) || !strings.Contains(errOut, "stopped (exit 10)") || out != "" {
-			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", gateway, code, out, errOut)
+		out, errOut, code := c.run("connect", "--name", tc.name, "--gateway", tc.gateway, "--token", "t")
+		if code != ExitConnectConfig || !strings.HasPrefix(errOut, "connect: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "stopped (exit 10)") || out != "" {
+			t.Errorf("%q, %q: exit %d\nstdout: %s\nstderr: %s", tc.name, tc.gateway, code, out, errOut)
 			continue
 		}
 		status := c.ok("status")
-		if !strings.Contains(status, `connect       gave up (exit 10): "laptop" to `+gateway+`, at `) || !strings.Contains(status, "why: ") || !strings.Contains(status, want) {
-			t.Errorf("%q: status:\n%s", gateway, status)
+		if !strings.Contains(status, fmt.Sprintf(`connect       gave up (exit 10): %q to %s, at `, tc.name, tc.gateway)) || !strings.Contains(status, "why: ") || !strings.Contains(status, tc.want) {
+			t.Errorf("%q, %q: status:\n%s", tc.name, tc.gateway, status)
 		}
 		if _, err := os.Stat(instanceFile(storage.Layout{Root: c.root})); !os.IsNotExist(err) {
-			t.Errorf("%q: connect went on to make an instance id: %v", gateway, err)
+			t.Errorf("%q, %q: connect went on to make an instance id: %v", tc.name, tc.gateway, err)
 		}
 	}
 }

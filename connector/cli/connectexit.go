@@ -16,7 +16,8 @@ import (
 const (
 	// ExitConnectConfig: the gateway URL or the name cannot work — no
 	// scheme, an unsupported scheme, no host, plain http:// to an HTTPS
-	// port, or a request the gateway calls malformed (400).
+	// port, a name the gateway would refuse, or a request the gateway
+	// calls malformed (400).
 	ExitConnectConfig = 10
 	// ExitConnectCredential: the gateway refused the token (401, 403:
 	// expired, revoked, a dashboard token, another connector's), or there
@@ -43,11 +44,11 @@ var connectExitCodes = []struct {
 	kind link.Kind
 	what string
 }{
-	{ExitConnectConfig, link.KindConfig, "the gateway URL or name cannot work (no or unsupported scheme, http:// to an HTTPS port, 400)"},
+	{ExitConnectConfig, link.KindConfig, "the gateway URL or name cannot work (no or unsupported scheme, http:// to an HTTPS port, an invalid name, 400)"},
 	{ExitConnectCredential, link.KindCredential, "the gateway refused the token (401/403: expired, revoked, wrong kind, another connector's), or there is none"},
 	{ExitConnectTLS, link.KindTLS, "the gateway's TLS certificate did not verify"},
 	{ExitConnectNotTunnel, link.KindNotTunnel, "the URL answers with a web page, a 404 or without the WebSocket upgrade: not the gateway's tunnel"},
-	{ExitConnectNameTaken, link.KindNameTaken, "another machine (instance) holds the name (409); --takeover takes it"},
+	{ExitConnectNameTaken, link.KindNameTaken, "another machine (instance) holds the name, or a token-bound connector and this is the shared secret (409); --takeover takes it from another instance"},
 	{ExitConnectTakenOver, link.KindTakenOver, "another instance took the name with --takeover"},
 }
 
