@@ -64,6 +64,8 @@ func TestUnknownFlagNamesTheNearestFlag(t *testing.T) {
 	c.usage("unknown flag: --frobnicate", "Run 'uncaged-workflow thread list --help' for its flags.", "thread", "list", "--frobnicate")
 	// A root flag's value is not taken for a command name.
 	c.usage("unknown flag: --bogus", "Run 'uncaged-workflow --help' for the list of commands.", "--storage-root", c.root, "--bogus")
+	// A flag named like a command means the command.
+	c.usage(`unknown flag: --version (did you mean "uncaged-workflow version"?)`, "Run 'uncaged-workflow --help' for the list of commands.", "--version")
 	c.usage("unknown shorthand flag: 'x' in -x", "Run 'uncaged-workflow thread list --help' for its flags.", "thread", "list", "-x")
 	c.usage(`invalid argument "many" for "--limit" flag: strconv.ParseInt: parsing "many": invalid syntax`,
 		"Run 'uncaged-workflow thread list --help' for its flags.", "thread", "list", "--limit", "many")

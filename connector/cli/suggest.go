@@ -165,6 +165,9 @@ func flagError(args []string) func(*cobra.Command, error) error {
 			sort.Strings(names)
 			if best, ok := closest(missing.GetSpecifiedName(), names); ok {
 				msg += fmt.Sprintf(" (did you mean --%s?)", best)
+			} else if s, _, err := cmd.Find([]string{missing.GetSpecifiedName()}); err == nil && s != cmd {
+				// --version where a version command is meant.
+				msg += fmt.Sprintf(" (did you mean %q?)", s.CommandPath())
 			}
 		}
 		return usageError{msg: msg, hint: helpHint(cmd)}
