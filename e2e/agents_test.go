@@ -405,13 +405,14 @@ func TestPlanCodeReviewBundleRouting(t *testing.T) {
 	t.Parallel()
 	envWorkspace := t.TempDir()
 	root, _ := planCodeReviewBundleRoot(t, false)
-	// The engine host the first `run` starts inherits this.
-	aborted := finished(t, root, startEnv(t, root, []string{"WORKFLOW_WORKSPACE=" + envWorkspace}, "plan-code-review", "--prompt", "Do something impossible.\nWorkspace: "+t.TempDir()))
+	// A thread gets the environment of the command that runs it.
+	workspaceEnv := []string{"WORKFLOW_WORKSPACE=" + envWorkspace}
+	aborted := finished(t, root, startEnv(t, root, workspaceEnv, "plan-code-review", "--prompt", "Do something impossible.\nWorkspace: "+t.TempDir()))
 	if roles(aborted) != "planner" || aborted.Status != "completed" || aborted.Result.ReturnCode != 0 ||
 		!strings.Contains(aborted.Steps[0].Content, `"status":"aborted"`) {
 		t.Errorf("aborted plan: thread = %+v", aborted)
 	}
-	looped := finished(t, root, start(t, root, "plan-code-review", "--prompt", "Write a greeting that is never good enough."))
+	looped := finished(t, root, startEnv(t, root, workspaceEnv, "plan-code-review", "--prompt", "Write a greeting that is never good enough."))
 	if want := "planner,coder,reviewer,coder,reviewer,coder,reviewer"; roles(looped) != want || looped.Status != "completed" || looped.Result.ReturnCode != 0 {
 		t.Errorf("endless rejections: roles %s, thread = %+v; want %s", roles(looped), looped, want)
 	}

@@ -19,8 +19,8 @@ func TestYAMLWorkflowThroughTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := engineRoot(t)
-	// The engine host the first `run` starts inherits this; the bundle
-	// version finds its scripts through it.
+	// The bundle version finds its scripts through this variable of the
+	// command that runs it (the thread gets that command's environment).
 	hostEnv := []string{"HELLO_WORLD_ROLES=" + rolesDir}
 
 	r := run(t, root, "workflow", "add", "hello-world", filepath.Join(helloWorldDir, "hello-world.yaml"))
@@ -94,7 +94,7 @@ graph: {__start__: delegate}
 	if r.code != 0 {
 		t.Fatalf("add the bundle: %+v", r)
 	}
-	js := finished(t, root, start(t, root, "hello-world-js", "--prompt", "Say hello."))
+	js := finished(t, root, startEnv(t, root, hostEnv, "hello-world-js", "--prompt", "Say hello."))
 	if roles(js) != roles(s) || js.Status != "completed" {
 		t.Fatalf("bundle thread = %+v", js)
 	}
