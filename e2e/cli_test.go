@@ -57,8 +57,9 @@ func runIn(t *testing.T, dir, root string, args ...string) result {
 }
 
 // runEnv runs the CLI binary in dir with env added to its environment (and
-// so to that of an engine host it starts). Tests run side by side, so
-// they hand variables to their commands this way, never with t.Setenv.
+// so to that of a thread it runs, forks or resumes). Tests run side by
+// side, so they hand variables to their commands this way, never with
+// t.Setenv.
 func runEnv(t *testing.T, env []string, dir, root string, args ...string) result {
 	t.Helper()
 	return runCommand(t, cliCommand(env, dir, root, args...))

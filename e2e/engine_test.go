@@ -76,8 +76,8 @@ func start(t *testing.T, root string, args ...string) string {
 	return startEnv(t, root, nil, args...)
 }
 
-// startEnv starts a thread with env added to the command's environment:
-// when it starts the engine host, the host and its roles get env too.
+// startEnv starts a thread with env added to the command's environment,
+// which is the thread's (its bundle's and its roles').
 func startEnv(t *testing.T, root string, env []string, args ...string) string {
 	t.Helper()
 	r := runEnv(t, env, "", root, append([]string{"run"}, args...)...)
