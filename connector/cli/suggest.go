@@ -22,11 +22,11 @@ import (
 // what was meant: "runn" and "rnu" find "run", "aproved" finds "approved".
 const suggestionDistance = 2
 
-// closest is the candidate nearest to typed: within suggestionDistance
-// edits, or one that starts with what was typed (a name cut short), or one
-// of the explicit aliases ("remove" for "rm"). Ties go to the earlier
-// candidate, so callers list what they prefer first. ok is false when
-// nothing is near enough to be a likely meaning.
+// closest is the candidate nearest to typed, ignoring case: within
+// suggestionDistance edits, or one that starts with what was typed (a name
+// cut short). Ties go to the earlier candidate, so callers list what they
+// prefer first. ok is false when nothing is near enough to be a likely
+// meaning.
 func closest(typed string, candidates []string) (best string, ok bool) {
 	typed = strings.ToLower(typed)
 	if typed == "" {
