@@ -192,6 +192,10 @@ func (a *app) engineCmd() *cobra.Command {
 				fmt.Fprintln(a.out(), "no engine host running for "+l.Root)
 			}
 			for _, r := range stopped {
+				if r.Parent != "" {
+					fmt.Fprintf(a.out(), "thread %s stopped; a child of %s, it runs again when that one is resumed\n", r.ThreadID, r.Parent)
+					continue
+				}
 				fmt.Fprintf(a.out(), "thread %s stopped; resume it with `uncaged-workflow thread resume %s`\n", r.ThreadID, r.ThreadID)
 			}
 			return nil
