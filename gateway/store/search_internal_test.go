@@ -183,3 +183,50 @@ func TestMigrateSearchOrder(t *testing.T) {
 		t.Fatalf("deploy after the migration:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestSyncWritesOneSegment: a sync of threads in no time order, then one
+// that moves each in time, each add one segment to the FTS index. FTS5
+// writes a segment whenever a rowid is not above the one before, which
+// per-thread triggers did for nearly every thread: a resync cost seconds
+// and left searches hundreds of segments to read.
+func TestSyncWritesOneSegment(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }() // a test's store
+	s := st.(*sqlStore)
+	segments := func() int {
+		t.Helper()
+		var n int
+		if err := s.r.QueryRow(`SELECT count(DISTINCT segid) FROM threads_fts_idx`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rng := rand.New(rand.NewSource(4))
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ts := make([]Thread, 300)
+	for i := range ts {
+		ts[i] = Thread{ID: fmt.Sprint(i), Status: "done", Prompt: "deploy the service", UpdatedAt: base.Add(time.Duration(rng.Intn(100000)) * time.Second)}
+	}
+	if err := s.SyncThreads(ctx, "m", ts); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 1 {
+		t.Fatalf("the first sync left %d segments, want 1", n)
+	}
+	for i := range ts {
+		ts[i].UpdatedAt = ts[i].UpdatedAt.Add(time.Duration(rng.Intn(100000)) * time.Second)
+	}
+	if err := s.SyncThreads(ctx, "m", ts); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n > 2 {
+		t.Fatalf("a resync moving every thread left %d segments, want at most 2", n)
+	}
+	if n := checkSeqOrder(t, s.r); n != len(ts) {
+		t.Fatalf("%d threads, want %d", n, len(ts))
+	}
+}

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -598,21 +600,79 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		if _, err := tx.ExecContext(ctx, s.q(upsertMachine), machine, s.tv(now)); err != nil {
 			return nil, err
 		}
-		stmt, err := tx.PrepareContext(ctx, upsert)
-		if err != nil {
-			return nil, err
-		}
-		defer closeQuietly(stmt) // it goes with the transaction anyway
-		for i, a := range args {
-			if _, err := stmt.ExecContext(ctx, a...); err != nil {
-				if strings.Contains(err.Error(), "datatype mismatch") {
-					return nil, fmt.Errorf("thread %s: more than %d threads updated in the same microsecond (%s)", threads[i].ID, seqTies, utc(threads[i].UpdatedAt).Format(time.RFC3339Nano))
-				}
-				return nil, fmt.Errorf("thread %s: %w", threads[i].ID, err)
-			}
-		}
-		return nil, nil
+		return nil, s.syncSQLite(ctx, tx, upsert+" RETURNING seq", threads, args)
 	})
+}
+
+// ftsEntry is one thread's entry in SQLite's full-text index.
+type ftsEntry struct {
+	seq                                        int64
+	prompt, summary, machine, workflow, status string
+}
+
+// syncSQLite upserts the threads (args as SyncThreads builds them) and
+// keeps the FTS index in step. The index is written here rather than by
+// triggers because of the order: FTS5 writes a segment to disk each time
+// a write's rowid is not above the previous one, and a seq is a time, so
+// a trigger's delete-then-insert per thread, in the order threads come,
+// made a segment per thread (a resync cost seconds, and searches slowed
+// with the segments). Here every stale entry is deleted, then the new
+// ones are inserted, each in ascending rowid order.
+func (s *sqlStore) syncSQLite(ctx context.Context, tx *sql.Tx, upsert string, threads []Thread, args [][]any) error {
+	stmt, err := tx.PrepareContext(ctx, upsert)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(stmt) // it goes with the transaction anyway
+	old, err := tx.PrepareContext(ctx, `SELECT seq, workflow, status, prompt, summary FROM threads WHERE machine = ?1 AND id = ?2`)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(old)
+	var stale []int64
+	var fresh []ftsEntry
+	for i, a := range args {
+		var was ftsEntry
+		err := old.QueryRowContext(ctx, a[0], a[1]).Scan(&was.seq, &was.workflow, &was.status, &was.prompt, &was.summary)
+		existed := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("thread %s: %w", threads[i].ID, err)
+		}
+		now := ftsEntry{machine: a[0].(string), workflow: a[2].(string), status: a[3].(string), prompt: a[4].(string), summary: a[10].(string)}
+		err = stmt.QueryRowContext(ctx, a...).Scan(&now.seq)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // nothing changed
+		case err != nil && strings.Contains(err.Error(), "datatype mismatch"):
+			return fmt.Errorf("thread %s: more than %d threads updated in the same microsecond (%s)",
+				threads[i].ID, seqTies, time.UnixMicro(a[6].(int64)).UTC().Format(time.RFC3339Nano))
+		case err != nil:
+			return fmt.Errorf("thread %s: %w", threads[i].ID, err)
+		}
+		was.machine = now.machine
+		if existed && was == now {
+			continue // the indexed columns and the place are the same
+		}
+		if existed {
+			stale = append(stale, was.seq)
+		}
+		fresh = append(fresh, now)
+	}
+	slices.Sort(stale)
+	for _, seq := range stale {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM threads_fts WHERE rowid = ?1`, seq); err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(fresh, func(a, b ftsEntry) int { return cmp.Compare(a.seq, b.seq) })
+	for _, e := range fresh {
+		facets := facetToken('m', e.machine) + " " + facetToken('w', e.workflow) + " " + facetToken('s', e.status)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO threads_fts (rowid, prompt, summary, facets) VALUES (?1, ?2, ?3, ?4)`,
+			e.seq, e.prompt, e.summary, facets); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetThread implements Store.

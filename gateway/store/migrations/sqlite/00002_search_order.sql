@@ -57,35 +57,19 @@ CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, facets, content = 
 INSERT INTO threads_fts (rowid, prompt, summary, facets)
 SELECT seq, prompt, summary, 'm' || hex(machine) || ' w' || hex(workflow) || ' s' || hex(status) FROM threads;
 
--- +goose StatementBegin
-CREATE TRIGGER threads_fts_insert AFTER INSERT ON threads BEGIN
-    INSERT INTO threads_fts (rowid, prompt, summary, facets)
-    VALUES (new.seq, new.prompt, new.summary, 'm' || hex(new.machine) || ' w' || hex(new.workflow) || ' s' || hex(new.status));
-END;
--- +goose StatementEnd
-
+-- SyncThreads writes the index itself, in ascending rowid order (FTS5
+-- writes a segment whenever a rowid is not above the previous write's,
+-- which a trigger's delete-then-insert per thread would do for every
+-- thread moving in time). A deletion is rare and in any order; the trigger
+-- keeps Prune and other deletions out of the index.
 -- +goose StatementBegin
 CREATE TRIGGER threads_fts_delete AFTER DELETE ON threads BEGIN
     DELETE FROM threads_fts WHERE rowid = old.seq;
 END;
 -- +goose StatementEnd
 
--- A resync rewrites rows of which nothing indexed changed; re-indexing
--- them would be most of its cost.
--- +goose StatementBegin
-CREATE TRIGGER threads_fts_update AFTER UPDATE ON threads
-WHEN old.seq IS NOT new.seq OR old.prompt IS NOT new.prompt OR old.summary IS NOT new.summary
-  OR old.machine IS NOT new.machine OR old.workflow IS NOT new.workflow OR old.status IS NOT new.status BEGIN
-    DELETE FROM threads_fts WHERE rowid = old.seq;
-    INSERT INTO threads_fts (rowid, prompt, summary, facets)
-    VALUES (new.seq, new.prompt, new.summary, 'm' || hex(new.machine) || ' w' || hex(new.workflow) || ' s' || hex(new.status));
-END;
--- +goose StatementEnd
-
 -- +goose Down
-DROP TRIGGER threads_fts_update;
 DROP TRIGGER threads_fts_delete;
-DROP TRIGGER threads_fts_insert;
 DROP TABLE threads_fts;
 CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, content = 'threads', content_rowid = 'seq');
 INSERT INTO threads_fts (threads_fts) VALUES ('rebuild');
