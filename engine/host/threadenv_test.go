@@ -1,16 +1,21 @@
 package host
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threadenv"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/workflow"
 )
 
 // caller is a Caller with one variable, K=value, working in dir.
@@ -229,4 +234,83 @@ func TestStopAnIdleHost(t *testing.T) {
 	if Running(f.l) {
 		t.Fatal("the lock is held after the host stopped")
 	}
+}
+
+// A caller's environment holds its keys: it is neither logged (not even
+// at debug level) nor written anywhere under the root, and the nodes of a
+// thread do not depend on it.
+func TestTheCallersEnvironmentIsNeitherLoggedNorStored(t *testing.T) {
+	t.Parallel()
+	envs := make(chan *threadenv.Env, 2)
+	f := newFixture(t, 0, map[string]goFlow{"e": {roles: []string{"env"}, envs: envs}})
+	f.stopHost()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	h, err := Open(Options{Layout: f.l, Load: func(string) (workflow.Workflow, error) { return f.flows["E000000000000"], nil },
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var c *Client
+	f.waitFor("the host to answer", func() bool { c, err = Dial(f.l); return err == nil })
+	defer c.Close()
+
+	var starts []string
+	for _, secret := range []string{"sk-first-secret", "sk-second-secret"} {
+		id, err := c.Run(RunRequest{Workflow: "e", Prompt: "same", Caller: &Caller{Env: []string{"API_KEY=" + secret}, Dir: "/d", Origin: "that of a test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recv(t, envs).Getenv("API_KEY"); got != secret {
+			t.Fatalf("API_KEY = %q", got)
+		}
+		f.waitFor("thread "+id+" to finish", func() bool {
+			r, err := threads.Resolve(f.l, id)
+			return err == nil && r.Source == threads.SourceHistory
+		})
+		rec, _ := threads.Resolve(f.l, id)
+		starts = append(starts, rec.Start)
+	}
+	if starts[0] != starts[1] {
+		t.Fatalf("the start node depends on the environment: %s, %s", starts[0], starts[1])
+	}
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "thread environment") || strings.Contains(logged, "sk-") || strings.Contains(logged, "API_KEY") {
+		t.Fatalf("the host's log:\n%s", logged)
+	}
+	err = filepath.WalkDir(f.l.Root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte("sk-")) {
+			t.Errorf("%s holds a caller's key", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
