@@ -107,6 +107,16 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 	limit, offset := pageBounds(q.Limit, q.Offset)
 	var page ThreadPage
 	err := s.read(ctx, func(tx *sql.Tx) error {
+		if s.backend == BackendPostgres {
+			// pgx prepares and caches statements, and after five runs
+			// PostgreSQL may plan one once for any parameters: blind to
+			// which word, machine or bound is searched for, it may sort a
+			// common word's every match, or walk the whole table for an
+			// absent one. A search is worth planning for its values.
+			if _, err := tx.ExecContext(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch {
 		// Text without a word would be an empty query, which the two
