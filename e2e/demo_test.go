@@ -198,3 +198,25 @@ func TestDemoPicksAFreePortWhen8080IsTaken(t *testing.T) {
 
 	stopDemo(t, p, tmp)
 }
+
+// The demo's one-click login link in a real browser: the dashboard logs in
+// with the token in the fragment, removes it from the address bar, keeps
+// it for the next visit, and the token never reaches the gateway's log.
+func TestDashboardLoginLinkInABrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromiumPath(t)
+	g := startGateway(t)
+	base := dashboardURL(t, g)
+	b := newBrowser(t, exe)
+
+	b.open(base + "/#token=" + g.dash)
+	b.until("the dashboard, logged in", `document.querySelector(".topbar") && !document.querySelector("#token")`)
+	if href := eval[string](b, `location.href`); strings.Contains(href, "token") || strings.Contains(href, g.dash) {
+		t.Errorf("the address bar still holds the token: %s", href)
+	}
+	b.open(base + "/")
+	b.until("the dashboard, still logged in after a reload", `document.querySelector(".topbar") && !document.querySelector("#token")`)
+	if strings.Contains(g.gw.logs.String(), g.dash) {
+		t.Error("the token reached the gateway's log")
+	}
+}
