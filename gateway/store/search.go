@@ -117,15 +117,14 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 				return err
 			}
 		}
-		var err error
-		switch {
 		// Text without a word would be an empty query, which the two
-		// backends treat differently; it filters nothing. Two filters
-		// or more go to the FTS index too: a table index serves one of
+		// backends treat differently; it filters nothing. Two filters or
+		// more go to SQLite's FTS index too: a table index serves one of
 		// them in order, and the others would be tested row by row.
-		case s.backend == BackendSQLite && (hasWord(q.Q) || facets(q) >= 2):
+		var err error
+		if s.backend == BackendSQLite && (hasWord(q.Q) || facets(q) >= 2) {
 			page, err = s.searchFTS(ctx, tx, q, limit, offset)
-		default:
+		} else {
 			page, err = s.searchTable(ctx, tx, q, limit, offset)
 		}
 		return err
