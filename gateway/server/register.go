@@ -99,14 +99,22 @@ func (g *Gateway) register(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
 	now := time.Now()
-	if g.keepsRegistrations() {
-		if err := g.saveRegistration(c.Request().Context(), reg, now); err != nil {
+	// With a store, whether the name is new is the store's answer: saving
+	// notifies this process too, and the reload it triggers may record
+	// the registration in memory before Upsert below would have.
+	saved, created := g.keepsRegistrations(), false
+	if saved {
+		var err error
+		if created, err = g.saveRegistration(c.Request().Context(), reg, now); err != nil {
 			g.opts.Logger.Error("registration not saved", "connector", reg.Name, "err", err.Error())
 			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not saved: the gateway's store failed; retry later")
 		}
 	}
+	if g.registrations.Upsert(reg, now) && !saved {
+		created = true
+	}
 	status := http.StatusOK
-	if g.registrations.Upsert(reg, now) {
+	if created {
 		status = http.StatusCreated
 	}
 	if g.opts.Store == nil {
@@ -116,30 +124,37 @@ func (g *Gateway) register(c echo.Context) error {
 }
 
 // saveRegistration writes a new or changed registration to the store, or
-// touches it for a heartbeat that changes nothing. A failed touch is only
+// touches it for a heartbeat that changes nothing, and reports whether the
+// store had no registration for the name before. A failed touch is only
 // logged: the registration is saved already.
-func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration, now time.Time) error {
+func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration, now time.Time) (created bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	merged, changed := g.registrations.Merge(reg)
 	if !changed {
 		if err := g.opts.Store.TouchRegistration(ctx, reg.Name, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 			g.opts.Logger.Warn("registration heartbeat not saved", "connector", reg.Name, "err", err.Error())
-			return nil
+			return false, nil
 		} else if err == nil {
-			return nil
+			return false, nil
 		}
 		// Not in the store (deleted by another process meanwhile): put it.
 	}
 	sealed, err := legacy.SealToken(g.opts.RegistrationKey, merged.Name, merged.ClientToken)
 	if err != nil {
-		return err
+		return false, err
 	}
 	registeredAt := now
-	if old, err := g.opts.Store.GetRegistration(ctx, reg.Name); err == nil {
+	old, err := g.opts.Store.GetRegistration(ctx, reg.Name)
+	switch {
+	case err == nil:
 		registeredAt = old.RegisteredAt
+	case errors.Is(err, store.ErrNotFound):
+		created = true
+	default:
+		return false, err
 	}
-	return g.opts.Store.PutRegistration(ctx, store.Registration{
+	return created, g.opts.Store.PutRegistration(ctx, store.Registration{
 		Name: merged.Name, URL: merged.URL, TokenSealed: sealed, RegisteredAt: registeredAt, LastHeartbeat: now,
 	})
 }
