@@ -176,8 +176,9 @@ func (a *app) engineCmd() *cobra.Command {
 		Short: "Stop the engine host for this storage root",
 		Long: "Asks the root's engine host to shut down and waits until it is gone. With threads\n" +
 			"running (or paused) it refuses and names them, unless --force: then they stop where\n" +
-			"they are, are listed, and stay resumable: `thread resume <id>` continues each from its last\n" +
-			"completed step (the step in flight runs again). No engine host running is not an error.",
+			"they are, are listed, and stay resumable: `thread resume <id>` continues each from\n" +
+			"its last completed step (the step in flight runs again). A thread started after the\n" +
+			"host agreed to stop is refused. No engine host running is not an error (exit 0).",
 		Args: exactArgs(0, 0, "", "stop takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, err := a.lookLayout()
