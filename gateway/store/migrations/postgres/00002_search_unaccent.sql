@@ -32,10 +32,9 @@ ALTER TABLE threads DROP COLUMN search;
 ALTER TABLE threads ADD COLUMN search tsvector
     GENERATED ALWAYS AS (to_tsvector('uncaged_search', prompt || ' ' || summary)) STORED;
 CREATE INDEX threads_search ON threads USING gin (search);
--- The planner picks between walking the threads newest first and the GIN
--- index by how common each word is: it needs the new column's statistics
--- now, not when autovacuum next finds enough changed rows.
-ANALYZE threads;
+-- 00003 vacuums and analyzes the rewritten table: the planner picks
+-- between walking the threads newest first and the GIN index by how common
+-- each word is, and needs the new column's statistics.
 
 -- +goose Down
 ALTER TABLE threads DROP COLUMN search;
