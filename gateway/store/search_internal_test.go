@@ -58,6 +58,7 @@ func checkSeqOrder(t *testing.T, db *sql.DB) int {
 // slot: with the first schema's seqs, numbered as rows arrived, a search
 // had to sort every match.
 func TestSeqFollowsUpdatedAt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := Open(ctx, Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -90,6 +91,7 @@ func TestSeqFollowsUpdatedAt(t *testing.T) {
 // TestSlotFull fills one microsecond's slot: the thread past it is
 // refused with a message that says why, and nothing of its batch is kept.
 func TestSlotFull(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := Open(ctx, Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -118,6 +120,7 @@ func TestSlotFull(t *testing.T) {
 // into the search order and rebuilds the index, and a search with words
 // returns what the table's order says.
 func TestMigrateSearchOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, SQLiteFile)
@@ -190,6 +193,7 @@ func TestMigrateSearchOrder(t *testing.T) {
 // per-thread triggers did for nearly every thread: a resync cost seconds
 // and left searches hundreds of segments to read.
 func TestSyncWritesOneSegment(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := Open(ctx, Config{DataDir: t.TempDir()})
 	if err != nil {

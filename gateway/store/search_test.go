@@ -69,6 +69,7 @@ func bruteForce(all []store.Thread, q store.ThreadQuery, maxTotal int) ([]string
 // (whose order is by machine and id), after updates that move threads in
 // time and change their text and status, and after a prune.
 func TestSearchAgainstBruteForce(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
 		ctx := context.Background()
 		cfg.MaxTotal = 60
@@ -209,6 +210,7 @@ func TestSearchAgainstBruteForce(t *testing.T) {
 // TestSearchFoldsAccents: words match whatever their accents, on both
 // backends, in the text and in the query.
 func TestSearchFoldsAccents(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
 		ctx := context.Background()
 		s := open(t, cfg)
