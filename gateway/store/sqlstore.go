@@ -629,8 +629,7 @@ func (s *sqlStore) syncSQLite(ctx context.Context, tx *sql.Tx, upsert string, th
 		return err
 	}
 	defer closeQuietly(old)
-	var stale []int64
-	var fresh []ftsEntry
+	var stale, fresh []ftsEntry
 	for i, a := range args {
 		var was ftsEntry
 		err := old.QueryRowContext(ctx, a[0], a[1]).Scan(&was.seq, &was.workflow, &was.status, &was.prompt, &was.summary)
@@ -654,21 +653,33 @@ func (s *sqlStore) syncSQLite(ctx context.Context, tx *sql.Tx, upsert string, th
 			continue // the indexed columns and the place are the same
 		}
 		if existed {
-			stale = append(stale, was.seq)
+			stale = append(stale, was)
 		}
 		fresh = append(fresh, now)
 	}
-	slices.Sort(stale)
-	for _, seq := range stale {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM threads_fts WHERE rowid = ?1`, seq); err != nil {
-			return err
-		}
+	// The index is contentless: it forgets an entry when given what the
+	// entry held, which the threads table had until the upsert above.
+	if err := writeFTS(ctx, tx, `INSERT INTO threads_fts (threads_fts, rowid, prompt, summary, facets) VALUES ('delete', ?1, ?2, ?3, ?4)`, stale); err != nil {
+		return err
 	}
-	slices.SortFunc(fresh, func(a, b ftsEntry) int { return cmp.Compare(a.seq, b.seq) })
-	for _, e := range fresh {
+	return writeFTS(ctx, tx, `INSERT INTO threads_fts (rowid, prompt, summary, facets) VALUES (?1, ?2, ?3, ?4)`, fresh)
+}
+
+// writeFTS runs insert, (rowid, prompt, summary, facets), for each entry
+// in ascending rowid order.
+func writeFTS(ctx context.Context, tx *sql.Tx, insert string, entries []ftsEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	slices.SortFunc(entries, func(a, b ftsEntry) int { return cmp.Compare(a.seq, b.seq) })
+	stmt, err := tx.PrepareContext(ctx, insert)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(stmt) // it goes with the transaction anyway
+	for _, e := range entries {
 		facets := facetToken('m', e.machine) + " " + facetToken('w', e.workflow) + " " + facetToken('s', e.status)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO threads_fts (rowid, prompt, summary, facets) VALUES (?1, ?2, ?3, ?4)`,
-			e.seq, e.prompt, e.summary, facets); err != nil {
+		if _, err := stmt.ExecContext(ctx, e.seq, e.prompt, e.summary, facets); err != nil {
 			return err
 		}
 	}

@@ -52,7 +52,7 @@ CREATE INDEX threads_machine_updated ON threads (machine, updated_at DESC, id);
 CREATE INDEX threads_workflow_updated ON threads (workflow, updated_at DESC, machine, id);
 CREATE INDEX threads_status_updated ON threads (status, updated_at DESC, machine, id);
 
-CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, facets, content = '', contentless_delete = 1,
+CREATE VIRTUAL TABLE threads_fts USING fts5 (prompt, summary, facets, content = '',
     tokenize = 'unicode61 remove_diacritics 2');
 INSERT INTO threads_fts (rowid, prompt, summary, facets)
 SELECT seq, prompt, summary, 'm' || hex(machine) || ' w' || hex(workflow) || ' s' || hex(status) FROM threads;
@@ -60,11 +60,14 @@ SELECT seq, prompt, summary, 'm' || hex(machine) || ' w' || hex(workflow) || ' s
 -- SyncThreads writes the index itself, in ascending rowid order (FTS5
 -- writes a segment whenever a rowid is not above the previous write's,
 -- which a trigger's delete-then-insert per thread would do for every
--- thread moving in time). A deletion is rare and in any order; the trigger
--- keeps Prune and other deletions out of the index.
+-- thread moving in time). A contentless index forgets an entry when told
+-- what it held ('delete' with the old values), which costs what an insert
+-- does. The trigger keeps Prune's deletions, in time order, out of the
+-- index.
 -- +goose StatementBegin
 CREATE TRIGGER threads_fts_delete AFTER DELETE ON threads BEGIN
-    DELETE FROM threads_fts WHERE rowid = old.seq;
+    INSERT INTO threads_fts (threads_fts, rowid, prompt, summary, facets)
+    VALUES ('delete', old.seq, old.prompt, old.summary, 'm' || hex(old.machine) || ' w' || hex(old.workflow) || ' s' || hex(old.status));
 END;
 -- +goose StatementEnd
 
