@@ -20,9 +20,6 @@ import (
 // big resync, short enough to surface a stuck writer.
 const defaultBusyTimeout = 10_000 // milliseconds
 
-// writerCacheKiB is the page cache of SQLite's one writing connection.
-const writerCacheKiB = 32 << 10
-
 // sqliteDSN is the driver's connection string for path. Every connection
 // gets the pragmas, since each one is its own SQLite session.
 func sqliteDSN(path string, busyMS int64, txlock string) string {
@@ -34,15 +31,6 @@ func sqliteDSN(path string, busyMS int64, txlock string) string {
 	// before a power loss, which the fleet's memory can afford.
 	v.Add("_pragma", "synchronous(NORMAL)")
 	v.Add("_pragma", "foreign_keys(ON)")
-	if txlock == "immediate" {
-		// The writer's page cache: a sync of 1,000 threads inserts and
-		// moves rows all over the table (a row's place follows its time)
-		// and its indexes. With SQLite's default 2 MB the transaction's
-		// dirty pages outgrow the cache and are spilled to the WAL
-		// mid-transaction, which was most of a resync's CPU. Bounded, so
-		// the gateway's memory does not grow with history.
-		v.Add("_pragma", "cache_size(-"+strconv.Itoa(writerCacheKiB)+")")
-	}
 	v.Set("_txlock", txlock)
 	return "file:" + path + "?" + v.Encode()
 }
