@@ -221,15 +221,19 @@ func TestPauseHoldsAndResumeCompletes(t *testing.T) {
 	// A second thread of the same workflow in the same host is the clock:
 	// once it has taken two steps, the step in flight at the pause has
 	// landed; while it takes its last three, the paused thread must stay.
-	// While it runs it is also the running thread ps lists and resume
-	// refuses.
-	clock := start(t, root, "slow")
+	// Held at its gate after its first step, it is also the running thread
+	// ps lists and resume refuses.
+	gate := filepath.Join(t.TempDir(), "gate")
+	clock := startEnv(t, root, []string{"SLOW_GATE=" + gate}, "slow")
 	testkit.WaitUntil(t, "the other thread's first step", func() bool { return len(show(t, root, clock).Steps) >= 1 })
 	if r := run(t, root, "thread", "ps"); !strings.Contains(r.stdout, clock+"\t") || !strings.Contains(r.stdout, "\tslow\n") {
 		t.Fatalf("ps while running: %+v", r)
 	}
 	if r := run(t, root, "thread", "resume", clock); r.code != 1 || !strings.Contains(r.stderr, "thread not paused") {
 		t.Fatalf("resume of a running thread: %+v", r)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	testkit.WaitUntil(t, "two steps of another thread", func() bool { return len(show(t, root, clock).Steps) >= 2 })
 	held := show(t, root, id)

@@ -1,5 +1,8 @@
 // Five roles that each take a while, so a test can pause, kill or crash the
-// host in the middle.
+// host in the middle. With SLOW_GATE set in the thread's environment, every
+// step after the first also waits until that file exists: a test opens the
+// gate when it is done with the thread's middle, however slow the machine.
+import { existsSync } from "node:fs";
 import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
 
 const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -18,6 +21,8 @@ export const descriptor = buildDescriptor(definition);
 export const run = createWorkflow(definition, {
   adapter: () => async (ctx) => {
     await delay(400);
+    const gate = process.env.SLOW_GATE;
+    while (gate && ctx.steps.length > 0 && !existsSync(gate)) await delay(20);
     return { meta: { step: ctx.steps.length + 1 }, childThread: null };
   },
   overrides: null,
