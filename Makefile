@@ -4,24 +4,38 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/uncaged/workflow/shared/version.Version=$(VERSION)
 PKGS      := ./...
+# Every build that is not the race detector's — make build, lint, and the
+# binaries the tests run — uses the Dockerfiles' settings (static, cgo off,
+# -trimpath). Go caches a compiled package per set of settings, so on a
+# fresh machine each package then compiles twice (these and -race), not
+# three or four times.
+SHIPPED   := CGO_ENABLED=0 GOFLAGS='$(GOFLAGS) -trimpath'
 
-.PHONY: build test web web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
+SHELL     := bash
 
-## build: compile the binaries into bin/
+.PHONY: build test go-test web web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
+
+## build: compile the binaries into bin/ (static, as the Dockerfiles build them)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/uncaged-workflow ./connector/cmd/uncaged-workflow
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/uncaged-gateway ./gateway/cmd/uncaged-gateway
+	$(SHIPPED) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./connector/cmd/uncaged-workflow ./gateway/cmd/uncaged-gateway
 
-## demo: a gateway, a connector and a sample workflow on loopback (DEMO_PORT, default 8080)
+## demo: a gateway, a connector and a sample workflow on loopback (DEMO_PORT must be free; default 8080, or a free port when 8080 is taken)
 demo: build
 	./deploy/demo/run-demo.sh
 
-## test: lint, the dashboard's tests and build check, then every Go test (race detector on), as CI runs it
+## test: lint, the dashboard's tests and build check, and every Go test (race detector on), as CI runs it.
+## The three run side by side: each leaves a core idle part of the time (a
+## big package compiling alone, the longest test package finishing), and
+## together they keep both busy. The dashboard's lines start with "web: ".
 ## Every test's events are kept in $(TESTJSON); the run ends with what was skipped
 ## and why. Under CI (CI set) a skipped test fails the run: CI installs everything.
 TESTJSON ?= $(BIN)/test.json
-test: lint web-test
+test:
+	@$(MAKE) --no-print-directory -j3 lint web-test go-test
+
+## go-test: every Go test, race detector on, then the list of skipped tests
+go-test:
 	@mkdir -p $(BIN)
 	$(GO) tool gotestsum --format pkgname --jsonfile $(TESTJSON) -- -race -count=1 $(PKGS)
 	@skipped="$$(grep -c '"Action":"skip","Package":"[^"]*","Test":' $(TESTJSON) || true)"; \
@@ -34,19 +48,22 @@ test: lint web-test
 web:
 	cd gateway/web && npm ci --no-audit --no-fund && npm run build
 
-## web-test: the dashboard's unit tests, and a check that the committed build matches its source
+## web-test: the dashboard's unit tests, and a check that the committed build matches its source.
+## It builds into a temporary directory: the Go tests running beside it embed gateway/web/dist.
 web-test:
-	cd gateway/web && npm ci --no-audit --no-fund && npm test && npm run build
-	@stale="$$(git status --porcelain -- gateway/web/dist)"; \
-	if [ -n "$$stale" ]; then echo "gateway/web/dist does not match its source (run make web and commit):"; echo "$$stale"; exit 1; fi
+	@set -o pipefail; out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
+	{ cd gateway/web && npm ci --no-audit --no-fund && npm test && npm run build -- --outDir "$$out" --emptyOutDir && \
+	  if ! diff -r dist "$$out" >/dev/null; then \
+	    echo "gateway/web/dist does not match its source (run make web and commit):"; diff -rq dist "$$out"; exit 1; \
+	  fi; } 2>&1 | sed -u 's/^/web: /'
 
 ## lint: gofmt, go vet, staticcheck and errcheck (both pinned in go.mod as tools; errcheck's exceptions, with reasons, in .ci/errcheck-excludes)
 lint:
 	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet $(PKGS)
-	$(GO) tool staticcheck $(PKGS)
-	$(GO) tool errcheck -exclude .ci/errcheck-excludes $(PKGS)
+	$(SHIPPED) $(GO) vet $(PKGS)
+	$(SHIPPED) $(GO) tool staticcheck $(PKGS)
+	$(SHIPPED) $(GO) tool errcheck -exclude .ci/errcheck-excludes $(PKGS)
 
 ## bench: storage benchmarks with ratios against in-run baselines (quick sizes)
 bench:

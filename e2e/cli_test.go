@@ -23,8 +23,12 @@ func TestMain(m *testing.M) {
 	}
 	// One build of all three: it shares their packages and compiles them
 	// in parallel. Each binary is named after its package's directory.
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+	// They are built as the Dockerfiles and `make build` build them
+	// (static, -trimpath): the tests run what ships, and the compiled
+	// packages are shared with those builds and with `make lint`.
+	build := exec.Command("go", "build", "-trimpath", "-o", dir+string(filepath.Separator),
 		"../connector/cmd/uncaged-workflow", "../gateway/cmd/uncaged-gateway", "./internal/putblob")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the binaries:", err)
