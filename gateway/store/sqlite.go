@@ -54,11 +54,19 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 		return nil, err
 	}
 	st.now, st.maxTotal = cfg.Now, cfg.MaxTotal
+	// The first reading is taken here, before Open returns: taken by the
+	// poller, it could come after another process's commit made meanwhile
+	// (a busy machine delays a new goroutine), and that commit would never
+	// be told.
+	first := int64(-1)
+	if err := st.w.QueryRowContext(ctx, "PRAGMA data_version").Scan(&first); err != nil {
+		first = -1 // the poller's first reading is the baseline then
+	}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		st.pollDataVersion(pollCtx, dataVersionInterval)
+		st.pollDataVersion(pollCtx, dataVersionInterval, first)
 	}()
 	st.stopPolling = func() { stopPolling(); <-polled }
 	return st, nil
@@ -70,7 +78,8 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 const dataVersionInterval = time.Second
 
 // pollDataVersion publishes a ChangeReload whenever another process has
-// committed to the file, until ctx ends. SQLite has no notifications
+// committed to the file since last (the counter's value when the store
+// opened; -1 if unknown), until ctx ends. SQLite has no notifications
 // between processes, but PRAGMA data_version changes on a connection when
 // any other connection commits. It is read on the writer's connection,
 // not a connection of its own: every commit of this process goes through
@@ -80,10 +89,9 @@ const dataVersionInterval = time.Second
 // revocation made next to them. What the other process changed is not
 // known, so subscribers re-read everything; that is rare (a token
 // command), and costs one query each.
-func (s *sqlStore) pollDataVersion(ctx context.Context, every time.Duration) {
+func (s *sqlStore) pollDataVersion(ctx context.Context, every time.Duration, last int64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var last int64 = -1
 	for {
 		var v int64
 		// The writer pool has one connection, so this runs on it (after any
