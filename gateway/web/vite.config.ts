@@ -19,5 +19,8 @@ export default defineConfig({
     },
   },
   server: { proxy: { "/api": "http://127.0.0.1:8080" } },
-  test: { environment: "jsdom", include: ["src/**/*.test.ts", "src/**/*.test.tsx"] },
+  // A test waits for the page to settle, never for a time; the generous
+  // limit only keeps a busy machine (make test runs the Go build beside
+  // this) from failing a test that is merely slow.
+  test: { environment: "jsdom", include: ["src/**/*.test.ts", "src/**/*.test.tsx"], testTimeout: 30_000 },
 });
