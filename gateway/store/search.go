@@ -161,7 +161,7 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 		add("updated_at < ?", s.tv(q.Until))
 	}
 	if hasWord(q.Q) {
-		add("search @@ plainto_tsquery('uncaged_search', ?)", q.Q)
+		add("search @@ plainto_tsquery('fleet_words', ?)", q.Q)
 	}
 	var page ThreadPage
 	cond := whereClause(where)
