@@ -266,3 +266,56 @@ func unaccentInstalled(t *testing.T, url string) bool {
 	}
 	return ok
 }
+
+// A batch may carry a thread twice (a resync and the events after it):
+// only its last version is found, and the index stays sound for the next
+// change.
+func TestSyncOneThreadTwiceInABatch(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
+		ctx := context.Background()
+		s := open(t, cfg)
+		t0 := clk.Now()
+		batch := []store.Thread{
+			{ID: "a", Prompt: "alpha", Status: "running", UpdatedAt: t0},
+			{ID: "b", Prompt: "other", Status: "running", UpdatedAt: t0.Add(time.Millisecond)},
+			{ID: "a", Prompt: "beta", Status: "completed", UpdatedAt: t0.Add(time.Second)},
+		}
+		if err := s.SyncThreads(ctx, "m", batch); err != nil {
+			t.Fatal(err)
+		}
+		find := func(q string, status string) []string {
+			t.Helper()
+			p, err := s.SearchThreads(ctx, store.ThreadQuery{Q: q, Status: status})
+			if err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+			var got []string
+			for _, th := range p.Threads {
+				got = append(got, th.ID+":"+th.Status)
+			}
+			return got
+		}
+		for _, c := range []struct {
+			q, status string
+			want      []string
+		}{
+			{"alpha", "", nil},
+			{"beta", "", []string{"a:completed"}},
+			{"", "running", []string{"b:running"}},
+			{"", "completed", []string{"a:completed"}},
+		} {
+			if got := find(c.q, c.status); !slices.Equal(got, c.want) {
+				t.Errorf("after the batch, %q status %q finds %v, want %v", c.q, c.status, got, c.want)
+			}
+		}
+		if err := s.SyncThreads(ctx, "m", []store.Thread{{ID: "a", Prompt: "gamma", Status: "failed", UpdatedAt: t0.Add(2 * time.Second)}}); err != nil {
+			t.Fatal(err)
+		}
+		for q, want := range map[string][]string{"beta": nil, "gamma": {"a:failed"}, "other": {"b:running"}} {
+			if got := find(q, ""); !slices.Equal(got, want) {
+				t.Errorf("after the next change, %q finds %v, want %v", q, got, want)
+			}
+		}
+	})
+}

@@ -630,6 +630,12 @@ func (s *sqlStore) syncSQLite(ctx context.Context, tx *sql.Tx, upsert string, th
 	}
 	defer closeQuietly(old)
 	var stale, fresh []ftsEntry
+	// written maps a thread met earlier in this batch to its entry in
+	// fresh: met again, its row holds that entry, which is not in the
+	// index yet, so it is replaced there instead of deleted from the
+	// index (a contentless index told to forget what it never held is
+	// corrupt from then on).
+	written := map[string]int{}
 	for i, a := range args {
 		var was ftsEntry
 		err := old.QueryRowContext(ctx, a[0], a[1]).Scan(&was.seq, &was.workflow, &was.status, &was.prompt, &was.summary)
@@ -652,9 +658,15 @@ func (s *sqlStore) syncSQLite(ctx context.Context, tx *sql.Tx, upsert string, th
 		if existed && was == now {
 			continue // the indexed columns and the place are the same
 		}
+		id := a[1].(string)
+		if j, ok := written[id]; ok && existed && fresh[j] == was {
+			fresh[j] = now
+			continue
+		}
 		if existed {
 			stale = append(stale, was)
 		}
+		written[id] = len(fresh)
 		fresh = append(fresh, now)
 	}
 	// The index is contentless: it forgets an entry when given what the
