@@ -139,37 +139,32 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 // every search on PostgreSQL, and on SQLite those without words and with
 // at most one of the machine, workflow and status filters.
 func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, limit, offset int) (ThreadPage, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
+	var w conditions
 	if q.Machine != "" {
-		add("machine = ?", q.Machine)
+		w.add("machine = ?", q.Machine)
 	}
 	if q.Workflow != "" {
-		add("workflow = ?", q.Workflow)
+		w.add("workflow = ?", q.Workflow)
 	}
 	if q.Status != "" {
-		add("status = ?", q.Status)
+		w.add("status = ?", q.Status)
 	}
 	if !q.Since.IsZero() {
-		add("updated_at >= ?", s.tv(q.Since))
+		w.add("updated_at >= ?", s.tv(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("updated_at < ?", s.tv(q.Until))
+		w.add("updated_at < ?", s.tv(q.Until))
 	}
 	if hasWord(q.Q) {
-		add("search @@ plainto_tsquery('fleet_words', ?)", q.Q)
+		w.add("search @@ plainto_tsquery('fleet_words', ?)", q.Q)
 	}
 	var page ThreadPage
-	cond := whereClause(where)
-	n := len(args)
+	cond := w.clause()
+	n := len(w.args)
 	// Counting stops one past maxTotal: enough to know the bound was
 	// passed, without visiting every match.
 	if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
-		append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
+		append(w.args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
 		return page, err
 	}
 	page.Total, page.TotalCapped = s.capTotal(page.Total)
@@ -192,7 +187,7 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 		}
 	}
 	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
-		threadCols, cond, n+1, n+2)), append(args, limit, offset)...)
+		threadCols, cond, n+1, n+2)), append(w.args, limit, offset)...)
 	if err != nil {
 		return page, err
 	}

@@ -250,20 +250,17 @@ func (s *sqlStore) GetToken(ctx context.Context, id string) (Token, error) {
 
 // ListTokens implements Store.
 func (s *sqlStore) ListTokens(ctx context.Context, f TokenFilter) ([]Token, error) {
-	var where []string
-	var args []any
+	var w conditions
 	if f.Kind != "" {
-		args = append(args, string(f.Kind))
-		where = append(where, "kind = $"+strconv.Itoa(len(args)))
+		w.add("kind = ?", string(f.Kind))
 	}
 	if f.Name != "" {
-		args = append(args, f.Name)
-		where = append(where, "name = $"+strconv.Itoa(len(args)))
+		w.add("name = ?", f.Name)
 	}
 	if f.ActiveOnly {
-		where = append(where, "revoked_at IS NULL")
+		w.addFixed("revoked_at IS NULL")
 	}
-	rows, err := s.r.QueryContext(ctx, s.q(`SELECT `+tokenCols+` FROM tokens`+whereClause(where)+` ORDER BY created_at DESC, id`), args...)
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT `+tokenCols+` FROM tokens`+w.clause()+` ORDER BY created_at DESC, id`), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -274,12 +271,28 @@ func (s *sqlStore) ListTokens(ctx context.Context, f TokenFilter) ([]Token, erro
 	return out, nil
 }
 
-// whereClause joins conditions with AND, or is empty.
-func whereClause(conds []string) string {
-	if len(conds) == 0 {
+// conditions collects a query's WHERE conditions and their arguments,
+// numbering the placeholders ($1, $2, …) in the order they are added.
+type conditions struct {
+	conds []string
+	args  []any
+}
+
+// add appends cond; each ? in it stands for v.
+func (c *conditions) add(cond string, v any) {
+	c.args = append(c.args, v)
+	c.conds = append(c.conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(c.args))))
+}
+
+// addFixed appends a condition that takes no argument.
+func (c *conditions) addFixed(cond string) { c.conds = append(c.conds, cond) }
+
+// clause is " WHERE a AND b …", or empty without conditions.
+func (c *conditions) clause() string {
+	if len(c.conds) == 0 {
 		return ""
 	}
-	return " WHERE " + strings.Join(conds, " AND ")
+	return " WHERE " + strings.Join(c.conds, " AND ")
 }
 
 // RevokeToken implements Store.
@@ -751,34 +764,29 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`),
 
 // ListAudit implements Store.
 func (s *sqlStore) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
+	var w conditions
 	if q.Action != "" {
-		add("action = ?", q.Action)
+		w.add("action = ?", q.Action)
 	}
 	if q.Machine != "" {
-		add("machine = ?", q.Machine)
+		w.add("machine = ?", q.Machine)
 	}
 	if !q.Since.IsZero() {
-		add("at >= ?", s.tv(q.Since))
+		w.add("at >= ?", s.tv(q.Since))
 	}
 	if !q.Until.IsZero() {
-		add("at < ?", s.tv(q.Until))
+		w.add("at < ?", s.tv(q.Until))
 	}
 	limit, offset := pageBounds(q.Limit, q.Offset)
 	var page AuditPage
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		cond := whereClause(where)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM audit`+cond), args...).Scan(&page.Total); err != nil {
+		cond := w.clause()
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM audit`+cond), w.args...).Scan(&page.Total); err != nil {
 			return err
 		}
-		n := len(args)
+		n := len(w.args)
 		rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT id, at, token_id, actor, source, action, machine, target, status
-FROM audit%s ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, cond, n+1, n+2)), append(args, limit, offset)...)
+FROM audit%s ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, cond, n+1, n+2)), append(w.args, limit, offset)...)
 		if err != nil {
 			return err
 		}
