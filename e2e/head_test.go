@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // head sends HEAD (and GET, to compare) with the dashboard token and
@@ -87,19 +85,7 @@ func TestHeadOnEveryServer(t *testing.T) {
 
 	// The connector's own server (serve) answers HEAD too.
 	p := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root}, "uncaged-workflow", "serve", "--listen", "127.0.0.1:0")
-	var api string
-	testkit.WaitUntil(t, "serve to print its address", func() bool {
-		for _, line := range strings.Split(p.logs.String(), "\n") {
-			if addr, ok := strings.CutPrefix(line, "API listening on "); ok {
-				api = strings.TrimSpace(addr)
-				return true
-			}
-		}
-		if p.exited() {
-			t.Fatalf("serve exited: %s", p.logs.String())
-		}
-		return false
-	})
+	api := p.serving(t)
 	for _, c := range []struct{ path, contentType string }{
 		{"/healthz", "application/json"},
 		{"/api/workflows", "application/json"},

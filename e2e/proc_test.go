@@ -130,6 +130,26 @@ func (p *proc) listening(t *testing.T) string {
 	return addr
 }
 
+// serving waits for `uncaged-workflow serve`'s "API listening on" line
+// and returns the base URL it names (serve, too, listens on port 0).
+func (p *proc) serving(t *testing.T) string {
+	t.Helper()
+	var base string
+	testkit.WaitUntil(t, "serve to print its address", func() bool {
+		for _, line := range strings.Split(p.logs.String(), "\n") {
+			if addr, ok := strings.CutPrefix(line, "API listening on "); ok {
+				base = strings.TrimSpace(addr)
+				return true
+			}
+		}
+		if p.exited() {
+			t.Fatalf("serve exited: %s", p.logs.String())
+		}
+		return false
+	})
+	return base
+}
+
 // waitOK waits until a GET of url answers 200.
 func waitOK(t *testing.T, what, url string) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // boomEntry throws in its second role, at line 9 of the file.
@@ -79,20 +76,7 @@ func TestBuiltBundleErrorsPointAtTheSource(t *testing.T) {
 
 	// The dashboard shows what the connector's API answers.
 	p := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root}, "uncaged-workflow", "serve", "--listen", "127.0.0.1:0")
-	var base string
-	testkit.WaitUntil(t, "serve to print its address", func() bool {
-		sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
-		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "API listening on "); ok {
-				base = addr
-				return true
-			}
-		}
-		if p.exited() {
-			t.Fatalf("serve exited: %s", p.logs.String())
-		}
-		return false
-	})
+	base := p.serving(t)
 	resp, err := http.Get(base + "/api/threads/" + id)
 	if err != nil {
 		t.Fatal(err)

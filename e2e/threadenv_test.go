@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -194,20 +193,7 @@ func TestConnectorAPIRunsWithTheConnectorsEnvironment(t *testing.T) {
 	}
 	// ...the connector has none.
 	p := startProc(t, []string{"MOCK_KEY=", "UNCAGED_WORKFLOW_STORAGE_ROOT=" + root}, "uncaged-workflow", "serve", "--listen", "127.0.0.1:0")
-	var base string
-	testkit.WaitUntil(t, "serve to print its address", func() bool {
-		sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
-		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "API listening on "); ok {
-				base = addr
-				return true
-			}
-		}
-		if p.exited() {
-			t.Fatalf("serve exited: %s", p.logs.String())
-		}
-		return false
-	})
+	base := p.serving(t)
 	resp, err := http.Post(base+"/api/threads", "application/json", strings.NewReader(`{"workflow":"greet","prompt":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
