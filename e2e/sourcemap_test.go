@@ -10,40 +10,9 @@ import (
 	"testing"
 )
 
-// boomEntry throws in its second role, at line 9 of the file.
-const boomEntry = `// A workflow whose second role throws at a known line (9).
-import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
-
-type Meta = { ok: boolean };
-
-// The throw below must stay on line 9: the test reads the mapped position.
-function explode(value: string): never {
-  const reason: string = "second role exploded on " + value;
-  if (value !== "") throw new Error(reason);
-  throw new Error("empty prompt");
-}
-
-const definition = {
-  description: "Fails in the middle.",
-  roles: {
-    first: { description: "Works", systemPrompt: "", schema: { type: "object" } },
-    second: { description: "Throws", systemPrompt: "", schema: { type: "object" } },
-  },
-  table: {
-    [START]: [{ condition: "FALLBACK", role: "first" }],
-    first: [{ condition: "FALLBACK", role: "second" }],
-    second: [{ condition: "FALLBACK", role: END }],
-  },
-};
-
-const adapter = (_prompt: string, _schema: unknown) => async (ctx: { steps: unknown[]; start: { content: string } }) => {
-  if (ctx.steps.length === 0) return { meta: { ok: true } satisfies Meta, childThread: null };
-  explode(ctx.start.content);
-};
-
-export const run = createWorkflow(definition as never, { adapter, overrides: null } as never);
-export const descriptor = buildDescriptor(definition as never);
-`
+// boomEntry throws in its second role, at line 9 of the file; the
+// engine's own source-map tests build it too.
+const boomEntry = "../engine/jsrt/testdata/sourcemap/workflows/boom-entry.ts"
 
 // TestBuiltBundleErrorsPointAtTheSource: a bundle made by build carries a
 // source map, so a role's error names the TypeScript file's line — in the
@@ -55,7 +24,11 @@ func TestBuiltBundleErrorsPointAtTheSource(t *testing.T) {
 	parent := t.TempDir()
 	mustRunIn(t, parent, root, "init", "workspace", "ws")
 	ws := filepath.Join(parent, "ws")
-	if err := os.WriteFile(filepath.Join(ws, "workflows", "boom-entry.ts"), []byte(boomEntry), 0o644); err != nil {
+	src, err := os.ReadFile(boomEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "workflows", "boom-entry.ts"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := runEnv(t, []string{"PATH=" + t.TempDir()}, ws, root, "build", "workflows/boom-entry.ts")
