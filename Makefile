@@ -31,6 +31,10 @@ demo: build
 ## Every test's events are kept in $(TESTJSON); the run ends with what was skipped
 ## and why. Under CI (CI set) a skipped test fails the run: CI installs everything.
 TESTJSON ?= $(BIN)/test.json
+# The dashboard's browser tests save a screenshot of each main view here, for
+# a reviewer to look at; .ci/run lists them when the tests end.
+E2E_SCREENSHOTS ?= $(CURDIR)/$(BIN)/screenshots
+export E2E_SCREENSHOTS
 test:
 	@$(MAKE) --no-print-directory -j3 lint web-test go-test
 
