@@ -235,6 +235,7 @@ func (a *app) runSetup(args setupArgs) error {
 		if old := r.Config(); old != nil {
 			cfg.MaxDepth, cfg.SupervisorInterval = old.MaxDepth, old.SupervisorInterval
 			cfg.MemoryBudget = old.MemoryBudget
+			cfg.Prices = old.Prices
 			for k, v := range old.Providers {
 				cfg.Providers[k] = v
 			}

@@ -30,6 +30,42 @@ type Config struct {
 	// MemoryBudget is every thread's memory budget as written ("512MiB",
 	// a number of bytes, or "off"); "" when not set (see package membudget).
 	MemoryBudget string `json:"memoryBudget,omitempty"`
+	// Prices turn recorded token counts into cost (config.prices); nil
+	// when the section is absent.
+	Prices Prices `json:"prices,omitempty"`
+}
+
+// Price is what one model costs, in US dollars per million tokens, as
+// config.prices writes it:
+//
+//	prices:
+//	  openai/gpt-4o-mini: {prompt: 0.15, completion: 0.6}
+type Price struct {
+	Prompt     float64 `json:"prompt"`
+	Completion float64 `json:"completion"`
+}
+
+// Prices maps a model reference ("provider/model", as config.models
+// writes it) or a bare model name to its price.
+type Prices map[string]Price
+
+// Lookup finds the price of a model call recorded as model ("provider/model"):
+// the entry for that reference, else the entry for the bare model name, so
+// one price can cover a model served by several providers.
+func (p Prices) Lookup(model string) (Price, bool) {
+	if pr, ok := p[model]; ok {
+		return pr, true
+	}
+	if _, bare, ok := strings.Cut(model, "/"); ok {
+		pr, ok := p[bare]
+		return pr, ok
+	}
+	return Price{}, false
+}
+
+// Cost is the price of promptTokens and completionTokens, in US dollars.
+func (p Price) Cost(promptTokens, completionTokens int64) float64 {
+	return (float64(promptTokens)*p.Prompt + float64(completionTokens)*p.Completion) / 1e6
 }
 
 // Default depth settings used when a config is first written.
@@ -73,6 +109,14 @@ func (r *Registry) SetConfig(c Config) error {
 			b = n // written as a number, read back as one
 		}
 		v = append(v, canonyaml.Pair{Key: "memoryBudget", Value: b})
+	}
+	if c.Prices != nil {
+		prices := canonyaml.Map{}
+		for _, model := range sortedKeys(c.Prices) {
+			p := c.Prices[model]
+			prices = append(prices, canonyaml.Pair{Key: model, Value: canonyaml.Map{{Key: "prompt", Value: p.Prompt}, {Key: "completion", Value: p.Completion}}})
+		}
+		v = append(v, canonyaml.Pair{Key: "prices", Value: prices})
 	}
 	warnings, err := validateConfig(v)
 	if err != nil {
@@ -159,6 +203,12 @@ func decodeConfig(v any) (*Config, []string, error) {
 			return nil, nil, err
 		}
 	}
+	if pv, present := m.Get("prices"); present {
+		var err error
+		if c.Prices, err = decodePrices(pv); err != nil {
+			return nil, nil, err
+		}
+	}
 	var warnings []string
 	if _, ok := c.Models["default"]; !ok {
 		warnings = append(warnings, "config.models has no \"default\" entry; scenes without their own model cannot run")
@@ -208,6 +258,67 @@ func memoryBudget(v any) (string, error) {
 	return s, nil
 }
 
+// decodePrices checks config.prices: a mapping of model to
+// {prompt, completion}, both non-negative numbers of US dollars per million
+// tokens, and nothing else.
+func decodePrices(v any) (Prices, error) {
+	m, ok := v.(canonyaml.Map)
+	if !ok {
+		return nil, errors.New("config.prices must be a mapping of model (provider/model) to {prompt, completion} in US dollars per million tokens")
+	}
+	out := Prices{}
+	for _, p := range m {
+		if strings.TrimSpace(p.Key) == "" {
+			return nil, errors.New("config.prices must not contain an empty model name")
+		}
+		ctx := "config.prices." + p.Key
+		pm, ok := p.Value.(canonyaml.Map)
+		if !ok {
+			return nil, fmt.Errorf("%s must be a mapping {prompt, completion} in US dollars per million tokens", ctx)
+		}
+		var price Price
+		for _, f := range pm {
+			n, ok := priceNumber(f.Value)
+			switch {
+			case f.Key != "prompt" && f.Key != "completion":
+				return nil, fmt.Errorf("%s: unknown field %q (only prompt and completion, in US dollars per million tokens)", ctx, f.Key)
+			case !ok:
+				return nil, fmt.Errorf("%s.%s must be a non-negative number (US dollars per million tokens)", ctx, f.Key)
+			case f.Key == "prompt":
+				price.Prompt = n
+			default:
+				price.Completion = n
+			}
+		}
+		for _, field := range []string{"prompt", "completion"} {
+			if _, ok := pm.Get(field); !ok {
+				return nil, fmt.Errorf("%s.%s is missing (US dollars per million tokens; write 0 for free)", ctx, field)
+			}
+		}
+		out[p.Key] = price
+	}
+	return out, nil
+}
+
+// priceNumber reads a finite, non-negative number.
+func priceNumber(v any) (float64, bool) {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	default:
+		return 0, false
+	}
+	if f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
 // splitModelRef splits "provider/model" at the first slash.
 func splitModelRef(ref string) (string, string, error) {
 	provider, model, ok := strings.Cut(ref, "/")
@@ -222,6 +333,9 @@ type Model struct {
 	BaseURL string
 	APIKey  string
 	Model   string
+	// Ref is the "provider/model" reference the model was resolved from:
+	// what usage records name and config.prices is keyed by.
+	Ref string
 }
 
 // ResolveModel picks the model for a scene (falling back to models.default)
@@ -269,7 +383,7 @@ func (c *Config) resolveRef(ref, scene string, getenv func(string) string) (Mode
 			return Model{}, fmt.Errorf("config.providers.%s.apiKey: %w", providerName, &threadenv.NotSetError{Name: name})
 		}
 	}
-	return Model{BaseURL: p.BaseURL, APIKey: key, Model: model}, nil
+	return Model{BaseURL: p.BaseURL, APIKey: key, Model: model, Ref: ref}, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

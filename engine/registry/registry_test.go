@@ -315,3 +315,68 @@ func TestSaveIsOwnerOnly(t *testing.T) {
 		t.Fatalf("registry mode %o, want 600", perm)
 	}
 }
+
+func TestPricesParseRoundTripAndLookup(t *testing.T) {
+	t.Parallel()
+	const base = "workflows: {}\nconfig:\n  maxDepth: 1\n  providers: {p: {baseUrl: u, apiKey: k}}\n  models: {default: p/m}\n"
+	r, err := Parse([]byte(base + "  prices:\n    p/m: {prompt: 0.15, completion: 0.6}\n    m2: {prompt: 0, completion: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Config()
+	want := Prices{"p/m": {Prompt: 0.15, Completion: 0.6}, "m2": {Completion: 2}}
+	if !reflect.DeepEqual(c.Prices, want) {
+		t.Fatalf("prices = %+v", c.Prices)
+	}
+	// setup rewrites the section through SetConfig: the prices must survive.
+	if err := r.SetConfig(*c); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := r.Marshal()
+	back, err := Parse(b)
+	if err != nil || !reflect.DeepEqual(back.Config().Prices, want) {
+		t.Fatalf("after a write: %+v, %v\n%s", back.Config(), err, b)
+	}
+	if p, ok := want.Lookup("p/m"); !ok || p.Prompt != 0.15 {
+		t.Errorf("Lookup(p/m) = %v %v", p, ok)
+	}
+	if p, ok := want.Lookup("other/m2"); !ok || p.Completion != 2 {
+		t.Errorf("Lookup(other/m2) should fall back to the bare model name: %v %v", p, ok)
+	}
+	if _, ok := want.Lookup("p/unpriced"); ok {
+		t.Error("an unpriced model has a price")
+	}
+	if got := (Price{Prompt: 2, Completion: 10}).Cost(1_000_000, 500_000); got != 7 {
+		t.Errorf("Cost = %v, want 7", got)
+	}
+	noPrices, _ := Parse([]byte(base))
+	if noPrices.Config().Prices != nil {
+		t.Errorf("absent prices read as %+v", noPrices.Config().Prices)
+	}
+}
+
+func TestPricesRejectBadInput(t *testing.T) {
+	t.Parallel()
+	const base = "workflows: {}\nconfig:\n  maxDepth: 1\n  providers: {p: {baseUrl: u, apiKey: k}}\n  models: {default: p/m}\n"
+	cases := map[string]string{
+		"  prices: [a]\n":                                         "config.prices must be a mapping",
+		"  prices: {p/m: 3}\n":                                    "config.prices.p/m must be a mapping {prompt, completion}",
+		"  prices: {'': {prompt: 1, completion: 1}}\n":            "config.prices must not contain an empty model name",
+		"  prices: {p/m: {prompt: -1, completion: 1}}\n":          "config.prices.p/m.prompt must be a non-negative number",
+		"  prices: {p/m: {prompt: 1, completion: x}}\n":           "config.prices.p/m.completion must be a non-negative number",
+		"  prices: {p/m: {prompt: .inf, completion: 1}}\n":        "config.prices.p/m.prompt must be a non-negative number",
+		"  prices: {p/m: {prompt: 1}}\n":                          "config.prices.p/m.completion is missing",
+		"  prices: {p/m: {prompt: 1, completion: 1, input: 2}}\n": `config.prices.p/m: unknown field "input"`,
+	}
+	for in, want := range cases {
+		_, err := Parse([]byte(base + in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", in, err, want)
+		}
+	}
+	r := New()
+	bad := Config{MaxDepth: 1, Providers: map[string]Provider{}, Models: map[string]string{}, Prices: Prices{"m": {Prompt: -1}}}
+	if err := r.SetConfig(bad); err == nil || r.Config() != nil {
+		t.Fatalf("a negative price was accepted: %v", err)
+	}
+}

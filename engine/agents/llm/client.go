@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/uncaged/workflow/engine/registry"
@@ -65,6 +66,20 @@ type Options struct {
 	// model's text and tool calls as they stream in (tag LogTagModel). The
 	// API key is never passed to it.
 	Log func(tag, content string)
+	// OnUsage, if set, is told the tokens of every call Chat completes
+	// (once per call, after its retries); a server that reports no usage
+	// yields a Usage whose Reported is false.
+	OnUsage func(Usage)
+}
+
+// Usage is what one model call consumed, from the response's "usage"
+// (the last chunk's, with stream_options.include_usage, when streamed).
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	// Reported is false when the server sent no usage: the counts are then
+	// unknown, not zero.
+	Reported bool
 }
 
 // Client talks to one OpenAI-compatible model endpoint.
@@ -72,6 +87,10 @@ type Client struct {
 	model registry.Model
 	url   string
 	opts  Options
+	// noStreamOptions is set once the server refused a request carrying
+	// stream_options (older OpenAI-compatible servers reject unknown
+	// fields); shared by the copies React makes, so it is learnt once.
+	noStreamOptions *atomic.Bool
 }
 
 // New returns a Client for model. The URL is model.BaseURL with trailing
@@ -102,6 +121,8 @@ func New(model registry.Model, opts Options) *Client {
 		model: model,
 		url:   strings.TrimRight(model.BaseURL, "/") + "/chat/completions",
 		opts:  opts,
+
+		noStreamOptions: new(atomic.Bool),
 	}
 }
 
@@ -181,6 +202,46 @@ type wireRequest struct {
 	Tools      []ToolDef `json:"tools,omitempty"`
 	ToolChoice any       `json:"tool_choice,omitempty"`
 	Stream     bool      `json:"stream,omitempty"`
+	// StreamOptions asks a streaming server for a last chunk with the
+	// call's usage.
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// wireUsage is the response's "usage" object.
+type wireUsage struct {
+	PromptTokens     *int64 `json:"prompt_tokens"`
+	CompletionTokens *int64 `json:"completion_tokens"`
+}
+
+// usage converts a usage object; nil or one without counts is unreported.
+func (w *wireUsage) usage() Usage {
+	if w == nil || w.PromptTokens == nil && w.CompletionTokens == nil {
+		return Usage{}
+	}
+	u := Usage{Reported: true}
+	if w.PromptTokens != nil && *w.PromptTokens > 0 {
+		u.PromptTokens = *w.PromptTokens
+	}
+	if w.CompletionTokens != nil && *w.CompletionTokens > 0 {
+		u.CompletionTokens = *w.CompletionTokens
+	}
+	return u
+}
+
+// ResponseUsage reads the "usage" of a chat-completions response body;
+// Reported is false when it has none.
+func ResponseUsage(body []byte) Usage {
+	var top struct {
+		Usage *wireUsage `json:"usage"`
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return Usage{}
+	}
+	return top.Usage.usage()
 }
 
 // HTTPError is a non-2xx response. Body is a short, key-redacted excerpt.
@@ -207,7 +268,12 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
 	if strings.TrimSpace(c.model.BaseURL) == "" {
 		return Message{}, errors.New("llm: model has no baseUrl")
 	}
-	body, err := json.Marshal(wireRequest{Model: c.model.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice, Stream: !c.opts.NoStream})
+	wire := wireRequest{Model: c.model.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice, Stream: !c.opts.NoStream}
+	withOptions := wire.Stream && !c.noStreamOptions.Load()
+	if withOptions {
+		wire.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	body, err := json.Marshal(wire)
 	if err != nil {
 		return Message{}, fmt.Errorf("llm: encode request: %w", err)
 	}
@@ -216,8 +282,27 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
 		if err := ctx.Err(); err != nil {
 			return Message{}, err
 		}
-		msg, retryAfter, err := c.once(ctx, body)
+		msg, retryAfter, used, err := c.once(ctx, body)
+		if withOptions && refused(err, "stream_options") {
+			// A server that does not know stream_options: ask again
+			// without it, at once, and keep to that if it works. Usage is
+			// then whatever the server sends unasked.
+			withOptions = false
+			wire.StreamOptions = nil
+			plain, merr := json.Marshal(wire)
+			if merr != nil {
+				return Message{}, fmt.Errorf("llm: encode request: %w", merr)
+			}
+			if msg, retryAfter, used, err = c.once(ctx, plain); !refused(err, "") {
+				c.noStreamOptions.Store(true)
+				c.log("llm", "the server refused stream_options; streaming without it (usage only if the server sends it unasked)")
+				body = plain
+			}
+		}
 		if err == nil {
+			if c.opts.OnUsage != nil {
+				c.opts.OnUsage(used)
+			}
 			return msg, nil
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -250,6 +335,15 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (Message, error) {
 	return Message{}, lastErr
 }
 
+// refused reports whether err is the server refusing the request as such
+// (400 or 422), naming field in its answer when field is not "" (as
+// servers that do not know a field do).
+func refused(err error, field string) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && (he.Status == http.StatusBadRequest || he.Status == http.StatusUnprocessableEntity) &&
+		strings.Contains(he.Body, field)
+}
+
 // Causes of an attempt's own cancellation, told apart from the caller's.
 var (
 	errNoHeaders = errors.New("no response headers in time")
@@ -257,14 +351,14 @@ var (
 )
 
 // once performs a single attempt. retryAfter is the server-requested delay.
-func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration, error) {
+func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration, Usage, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	headerTimer := time.AfterFunc(c.opts.Timeout, func() { cancel(errNoHeaders) })
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		headerTimer.Stop()
-		return Message{}, 0, &parseError{fmt.Sprintf("llm: build request: %v", err)}
+		return Message{}, 0, Usage{}, &parseError{fmt.Sprintf("llm: build request: %v", err)}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream, application/json")
@@ -274,14 +368,14 @@ func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration,
 	resp, err := c.opts.HTTPClient.Do(hreq)
 	headerTimer.Stop()
 	if err != nil {
-		return Message{}, 0, c.attemptErr(actx, err)
+		return Message{}, 0, Usage{}, c.attemptErr(actx, err)
 	}
 	defer resp.Body.Close()
 	watched := newIdleReader(resp.Body, c.opts.IdleTimeout, func() { cancel(errIdle) })
 	defer watched.stop()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		raw, _ := io.ReadAll(io.LimitReader(watched, bodyExcerptLimit*8))
-		return Message{}, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		return Message{}, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), Usage{},
 			&HTTPError{Status: resp.StatusCode, Body: excerpt(c.redact(string(raw)), bodyExcerptLimit)}
 	}
 	br := bufio.NewReader(&limitedReader{r: watched, n: maxResponseBytes})
@@ -291,26 +385,28 @@ func (c *Client) once(ctx context.Context, body []byte) (Message, time.Duration,
 	// the log in the order the model produced them.
 	onText := func(s string) { thinking.flush(); text.write(s) }
 	var msg Message
+	var used Usage
 	if isJSONBody(br) {
 		raw, rerr := io.ReadAll(br)
 		if rerr != nil {
-			return Message{}, 0, c.bodyErr(actx, rerr)
+			return Message{}, 0, Usage{}, c.bodyErr(actx, rerr)
 		}
 		if msg, err = ParseResponse(raw); err != nil {
-			return Message{}, 0, &parseError{err.Error()}
+			return Message{}, 0, Usage{}, &parseError{err.Error()}
 		}
+		used = ResponseUsage(raw)
 		text.write(msg.Text())
-	} else if msg, err = readStream(br, onText, thinking.write); err != nil {
+	} else if msg, used, err = readStream(br, onText, thinking.write); err != nil {
 		thinking.flush()
 		text.flush()
-		return Message{}, 0, c.bodyErr(actx, err)
+		return Message{}, 0, Usage{}, c.bodyErr(actx, err)
 	}
 	thinking.flush()
 	text.flush()
 	for _, tc := range msg.ToolCalls {
 		c.log(LogTagModel, fmt.Sprintf("tool %s %s", tc.Function.Name, excerpt(tc.Function.Arguments, toolArgsLogLimit)))
 	}
-	return msg, 0, nil
+	return msg, 0, used, nil
 }
 
 // bodyErr classifies a failure while reading the response body: the

@@ -37,8 +37,9 @@ const (
 // by their index. The stream ends at "data: [DONE]" or at
 // EOF after a finish_reason. Malformed chunks are parse errors (not
 // retried); an error event or a stream cut short is an error the caller
-// retries.
-func readStream(r io.Reader, onText, onReasoning func(string)) (Message, error) {
+// retries. The usage is the last one a chunk carried (the final chunk's
+// when the request asked for stream_options.include_usage).
+func readStream(r io.Reader, onText, onReasoning func(string)) (Message, Usage, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxStreamLine)
 	a := &assembler{onText: onText, onReasoning: onReasoning}
@@ -56,7 +57,7 @@ func readStream(r io.Reader, onText, onReasoning func(string)) (Message, error) 
 		line := sc.Text()
 		if line == "" {
 			if err := dispatch(); err != nil {
-				return Message{}, err
+				return Message{}, Usage{}, err
 			}
 			continue
 		}
@@ -75,20 +76,24 @@ func readStream(r io.Reader, onText, onReasoning func(string)) (Message, error) 
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return Message{}, &parseError{fmt.Sprintf("invalid_response_stream:line longer than %d bytes", maxStreamLine)}
+			return Message{}, Usage{}, &parseError{fmt.Sprintf("invalid_response_stream:line longer than %d bytes", maxStreamLine)}
 		}
-		return Message{}, err
+		return Message{}, Usage{}, err
 	}
 	if err := dispatch(); err != nil {
-		return Message{}, err
+		return Message{}, Usage{}, err
 	}
 	switch {
 	case a.events == 0 && foreign != "":
-		return Message{}, &parseError{"invalid_response_stream:not a server-sent event stream: " + excerpt(foreign, 200)}
+		return Message{}, Usage{}, &parseError{"invalid_response_stream:not a server-sent event stream: " + excerpt(foreign, 200)}
 	case !a.done && !a.finished:
-		return Message{}, &streamError{fmt.Sprintf("stream_incomplete:the stream ended after %d events without [DONE] or a finish_reason", a.events)}
+		return Message{}, Usage{}, &streamError{fmt.Sprintf("stream_incomplete:the stream ended after %d events without [DONE] or a finish_reason", a.events)}
 	}
-	return a.message()
+	msg, err := a.message()
+	if err != nil {
+		return Message{}, Usage{}, err
+	}
+	return msg, a.usage.usage(), nil
 }
 
 // streamError is a stream that failed part-way (an error event from the
@@ -127,6 +132,7 @@ type streamChunk struct {
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Error json.RawMessage `json:"error"`
+	Usage *wireUsage      `json:"usage"`
 }
 
 // assembler accumulates the deltas of choice 0.
@@ -140,6 +146,7 @@ type assembler struct {
 	hasText     bool
 	calls       []*partialCall
 	byIndex     map[int]*partialCall
+	usage       *wireUsage // the last chunk's that had one
 }
 
 type partialCall struct {
@@ -159,6 +166,9 @@ func (a *assembler) event(payload string) error {
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
 		return &streamError{"stream_error:" + excerpt(string(ch.Error), bodyExcerptLimit)}
+	}
+	if ch.Usage != nil {
+		a.usage = ch.Usage
 	}
 	for _, choice := range ch.Choices {
 		if choice.Index != 0 {

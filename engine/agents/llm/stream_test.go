@@ -258,7 +258,7 @@ func TestReadStreamShapes(t *testing.T) {
 	}
 	for name, c := range cases {
 		var seen strings.Builder
-		msg, err := readStream(strings.NewReader(c.in), func(s string) { seen.WriteString(s) }, nil)
+		msg, _, err := readStream(strings.NewReader(c.in), func(s string) { seen.WriteString(s) }, nil)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -295,7 +295,7 @@ func TestReadStreamErrors(t *testing.T) {
 		"line too long":        {"data: " + strings.Repeat("x", maxStreamLine+1), "longer than", false},
 	}
 	for name, c := range cases {
-		_, err := readStream(strings.NewReader(c.in), nil, nil)
+		_, _, err := readStream(strings.NewReader(c.in), nil, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", name, err, c.want)
 			continue
@@ -336,7 +336,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Add(": ping\r\n\r\ndata: {\"error\":{}}\r\n\r\n")
 	f.Add("event: x\ndata\ndata:\n\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		msg, err := readStream(strings.NewReader(in), func(string) {}, func(string) {})
+		msg, _, err := readStream(strings.NewReader(in), func(string) {}, func(string) {})
 		if err != nil {
 			return
 		}
