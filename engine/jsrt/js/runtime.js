@@ -6,6 +6,9 @@
 // Host capabilities (the CAS, child workflows) come from the Go binding
 // __host.
 
+// The Go side shared with the compatibility packages (node parsing).
+const __compat = require("internal:compat");
+
 export const START = "__start__";
 export const END = "__end__";
 export const FALLBACK = "FALLBACK";
@@ -421,4 +424,85 @@ export function createAgentAdapter(agent, optionsFn) {
     const extracted = await runtime.extract(schema, contentHash);
     return { meta: checkedMeta(role, schema, extracted.meta), childThread: null };
   };
+}
+
+// ---------------------------------------------------------------------------
+// The rest of the original's export list: Result constructors and
+// buildThreadContext.
+
+// ok(value) and err(error) build the original's Result values.
+export function ok(value) {
+  return { ok: true, value };
+}
+
+export function err(error) {
+  return { ok: false, error };
+}
+
+// buildThreadContext(headHash, cas) rebuilds a ThreadContext from the CAS
+// by walking the state chain back from headHash (a state or start node)
+// through each state's first ancestor, as the original does: the prompt
+// comes from the start node's first ref, the steps from every state but
+// __end__, oldest first, and threadId is "" (the CAS does not hold it).
+// cas is any CasStore: its get(hash) resolves with node text or null.
+export async function buildThreadContext(headHash, cas) {
+  if (cas === null || typeof cas !== "object" || typeof cas.get !== "function") {
+    throw new TypeError("buildThreadContext: cas must be a CasStore with get(hash)");
+  }
+  const load = async (hash) => {
+    const text = await cas.get(hash);
+    return typeof text === "string" ? __compat.parseNode(text) : null;
+  };
+  const promptOf = async (start) => {
+    const promptHash = start.refs[0];
+    if (promptHash === undefined) throw new Error("buildThreadContext: StartNode missing refs[0] prompt");
+    const prompt = await load(promptHash);
+    if (prompt === null || prompt.kind !== "content") {
+      throw new Error(`buildThreadContext: could not resolve prompt text at ${promptHash}`);
+    }
+    return prompt.node.payload;
+  };
+  const context = (start, content, timestamp, steps) => ({
+    threadId: "",
+    depth: start.payload.depth,
+    bundleHash: start.payload.hash,
+    start: { role: START, content, meta: {}, timestamp, parentState: start.payload.parentState },
+    steps,
+  });
+
+  const head = await load(headHash);
+  if (head === null) throw new Error(`buildThreadContext: missing or invalid CAS blob ${headHash}`);
+  if (head.kind === "start") return context(head.node, await promptOf(head.node), 0, []);
+  if (head.kind !== "state") throw new Error(`buildThreadContext: head ${headHash} must be start or state node`);
+
+  const states = [];
+  for (let hash = headHash; hash !== null; ) {
+    const parsed = await load(hash);
+    if (parsed === null || parsed.kind !== "state") throw new Error(`buildThreadContext: expected state node at ${hash}`);
+    states.push(parsed.node);
+    const ancestors = parsed.node.payload.ancestors;
+    hash = ancestors.length > 0 ? ancestors[0] : null;
+  }
+  states.reverse();
+  const start = await load(states[0].payload.start);
+  if (start === null || start.kind !== "start") {
+    throw new Error(`buildThreadContext: StartNode missing at ${states[0].payload.start}`);
+  }
+  const prompt = await promptOf(start.node);
+  const steps = [];
+  for (const st of states) {
+    if (st.payload.role === END) continue;
+    const content = await load(st.payload.content);
+    if (content === null || content.kind !== "content") {
+      throw new Error(`buildThreadContext: expected content node at ${st.payload.content}`);
+    }
+    steps.push({
+      role: st.payload.role,
+      meta: st.payload.meta,
+      contentHash: st.payload.content,
+      refs: content.node.refs.slice(),
+      timestamp: st.payload.timestamp,
+    });
+  }
+  return context(start.node, prompt, steps.length > 0 ? steps[0].timestamp : 0, steps);
 }

@@ -1,0 +1,138 @@
+package jsrt
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/node"
+)
+
+// storeThread writes a two-step finished thread (planner, coder, __end__)
+// into h's CAS, the way the engine stores one, and returns its head.
+func storeThread(t *testing.T, h *fakeHost) string {
+	t.Helper()
+	put := func(n node.Node) string {
+		hash, err := h.store.PutNode(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hash
+	}
+	prompt := put(node.NewContent("the stored task", nil))
+	start := put(node.NewStart(node.StartPayload{Name: "x", Hash: "4V3R4ZC8KXPT6", Depth: 1}, prompt))
+	artifact := put(node.NewContent("an artifact", nil))
+	var ancestors []string
+	head := ""
+	for i, role := range []string{"planner", "coder", node.RoleEnd} {
+		content := put(node.NewContent(`{"n":1}`, []string{artifact}))
+		p := node.StatePayload{Role: role, Meta: canonyaml.Map{{Key: "n", Value: int64(i)}}, Start: start, Content: content,
+			Ancestors: node.Ancestors(head, ancestors), Timestamp: int64(1000 + i)}
+		if head != "" {
+			ancestors = p.Ancestors
+		}
+		head = put(node.NewState(p))
+	}
+	return head
+}
+
+// TestCompatPackages runs a bundle that imports the original's packages
+// and checks what each returns. Before the packages existed the bundle
+// was refused at load (disallowed import specifier).
+func TestCompatPackages(t *testing.T) {
+	t.Parallel()
+	h := newFakeHost(t)
+	head := storeThread(t, h)
+	b := loadTestdata(t, "compat_modules.esm.js")
+	outs, done, err := drive(t, b, h, threadFor(b, "head:"+head))
+	if err != nil || done == nil || done.ReturnCode != 0 || len(outs) != 1 {
+		t.Fatalf("run: %v %+v (%d outputs)", err, done, len(outs))
+	}
+	j, err := outs[0].Meta.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(j, &got); err != nil {
+		t.Fatal(err)
+	}
+	wantFields(t, got, map[string]any{
+		"sameConstants":      true,
+		"okValue":            map[string]any{"ok": true, "value": 1},
+		"errValue":           map[string]any{"ok": false, "error": "no"},
+		"contentHash":        "SSVQ0RZ55P9Y4", // `cas put hello` in the original
+		"contentBack":        "hello",
+		"crockfordRoundTrip": "4V3R4ZC8KXPT6",
+		"badCrockford":       false,
+		"ulidLength":         26,
+		"ulidFirst":          "0",
+		"badLogTag":          "log tag must be exactly 8 characters",
+		"refs":               []string{"A", "B", "C"},
+		"casDir":             "/root/cas",
+		"unsetAtTopLevel":    nil,
+		"fallbackAtTopLevel": "fallback",
+		"requireMessage":     "set it",
+		"echo":               map[string]any{"ok": false, "error": map[string]any{"kind": "non_zero_exit", "exitCode": 3, "stdout": "out\n", "stderr": "err\n"}},
+		"echoed":             map[string]any{"ok": true, "value": "hi\n"},
+		"missingKind":        "spawn_failed",
+		"cursorRelative":     map[string]any{"ok": false, "error": "command must be an absolute path to the cursor-agent CLI binary"},
+		"cursorWorkspace":    map[string]any{"ok": false, "error": "workspace must be an absolute filesystem path when set"},
+		"cursorGood":         map[string]any{"ok": true},
+		"hermesTimeout":      map[string]any{"ok": false, "error": "timeout must be null or a non-negative number (milliseconds)"},
+		"toolNames":          []string{"read_file", "write_file", "patch_file", "shell_exec"},
+		"unknownTool":        "Unknown tool: nope",
+	})
+	for key, want := range map[string]string{
+		"threadInput":   "## Task\nhead:",
+		"agentPrompt":   "SYSTEM\n\n## Task\nhead:",
+		"customHandler": "custom tool handlers are not supported",
+		"customTool":    "(search) is not one of this engine's tools",
+		"reactor":       "createThreadReactor is not provided",
+	} {
+		if s, _ := got[key].(string); !strings.Contains(s, want) {
+			t.Errorf("%s = %q, want it to contain %q", key, got[key], want)
+		}
+	}
+
+	rebuilt, _ := got["rebuilt"].(map[string]any)
+	start, _ := rebuilt["start"].(map[string]any)
+	if rebuilt["threadId"] != "" || rebuilt["depth"] != 1.0 || rebuilt["bundleHash"] != "4V3R4ZC8KXPT6" ||
+		start["content"] != "the stored task" || start["role"] != "__start__" || start["parentState"] != nil || start["timestamp"] != 1000.0 {
+		t.Errorf("buildThreadContext = %v", rebuilt)
+	}
+	steps, _ := rebuilt["steps"].([]any)
+	var stepRoles []string
+	for _, s := range steps {
+		m := s.(map[string]any)
+		stepRoles = append(stepRoles, m["role"].(string))
+		if refs, _ := m["refs"].([]any); len(refs) != 1 {
+			t.Errorf("step %v: refs of its content node missing", m)
+		}
+	}
+	if !reflect.DeepEqual(stepRoles, []string{"planner", "coder"}) {
+		t.Errorf("rebuilt steps = %v, want planner, coder (no __end__)", stepRoles)
+	}
+}
+
+// TestBuildThreadContextErrors: heads that are not thread nodes are
+// refused with the original's messages.
+func TestBuildThreadContextErrors(t *testing.T) {
+	t.Parallel()
+	h := newFakeHost(t)
+	b := loadTestdata(t, "compat_modules.esm.js")
+	prompt, err := h.store.PutNode(node.NewContent("just text", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for head, want := range map[string]string{
+		"0000000000000": "buildThreadContext: missing or invalid CAS blob 0000000000000",
+		prompt:          "buildThreadContext: head " + prompt + " must be start or state node",
+	} {
+		_, _, err := drive(t, b, h, threadFor(b, "head:"+head))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("head %s: err = %v, want %q", head, err, want)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+// A bundle as the original's build wrote it: ESM, every @uncaged/* import
+// kept external. Its one role reports what the compatibility packages
+// return, for TestCompatPackages.
+import { buildThreadContext, createWorkflow, END, err, ok, START } from "@uncaged/workflow-runtime";
+import * as protocol from "@uncaged/workflow-protocol";
+import {
+  createLogger,
+  decodeCrockfordToUint64,
+  encodeUint64AsCrockford,
+  generateUlid,
+  getGlobalCasDir,
+  mergeRefsWithContentHash,
+  normalizeRefsField,
+  optionalEnv,
+  requireEnv,
+} from "@uncaged/workflow-util";
+import { buildAgentPrompt, buildThreadInput, spawnCli } from "@uncaged/workflow-util-agent";
+import { getContentMerklePayload, putContentNodeWithRefs } from "@uncaged/workflow-cas";
+import { buildDescriptor } from "@uncaged/workflow-register";
+import { validateCursorAgentConfig } from "@uncaged/workflow-agent-cursor";
+import { validateHermesAgentConfig } from "@uncaged/workflow-agent-hermes";
+import { createReactAdapter, defaultToolHandler, defaultTools } from "@uncaged/workflow-agent-react";
+import { createLlmFn, createThreadReactor } from "@uncaged/workflow-reactor";
+
+// Read at the top level, where the environment is only asked about.
+const unsetAtTopLevel = optionalEnv("COMPAT_SURELY_UNSET_VARIABLE");
+const fallbackAtTopLevel = optionalEnv("COMPAT_SURELY_UNSET_VARIABLE", "fallback");
+
+const thrown = (fn) => {
+  try {
+    fn();
+    return null;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  }
+};
+
+async function report(ctx, runtime) {
+  const hash = await putContentNodeWithRefs(runtime.cas, "hello", []);
+  const decoded = decodeCrockfordToUint64("4V3R4ZC8KXPT6");
+  const logger = createLogger({ sink: { kind: "stderr" } });
+  const rebuilt = ctx.start.content.startsWith("head:")
+    ? await buildThreadContext(ctx.start.content.slice(5), runtime.cas)
+    : null;
+  const echo = await spawnCli("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"], { cwd: null, timeoutMs: null });
+  const echoed = await spawnCli("/bin/echo", ["hi"], { cwd: null, timeoutMs: 10000 });
+  const missing = await spawnCli("/surely/not/a/program", [], { cwd: null, timeoutMs: null });
+  return {
+    sameConstants: protocol.START === START && protocol.END === END && START === "__start__",
+    okValue: ok(1),
+    errValue: protocol.err("no"),
+    contentHash: hash,
+    contentBack: await getContentMerklePayload(runtime.cas, hash),
+    crockfordRoundTrip: decoded.ok ? encodeUint64AsCrockford(decoded.value) : "decode failed",
+    badCrockford: decodeCrockfordToUint64("UUUUUUUUUUUUU").ok,
+    ulidLength: generateUlid(Date.now()).length,
+    ulidFirst: generateUlid(0)[0],
+    badLogTag: thrown(() => logger("short", "x")),
+    refs: mergeRefsWithContentHash(["A", "B"], "B").concat(normalizeRefsField([1, "C", null])),
+    casDir: getGlobalCasDir("/root"),
+    unsetAtTopLevel,
+    fallbackAtTopLevel,
+    requireMessage: thrown(() => requireEnv("COMPAT_SURELY_UNSET_VARIABLE", "set it")),
+    threadInput: await buildThreadInput(ctx),
+    agentPrompt: await buildAgentPrompt({ ...ctx, currentRole: { systemPrompt: "SYSTEM" } }),
+    echo,
+    echoed,
+    missingKind: missing.ok ? "ok" : missing.error.kind,
+    cursorRelative: validateCursorAgentConfig({ command: "cursor-agent", model: null, timeout: 0, workspace: null }),
+    cursorWorkspace: validateCursorAgentConfig({ command: "/bin/true", model: null, timeout: 0, workspace: "rel" }),
+    cursorGood: validateCursorAgentConfig({ command: "/bin/true", model: null, timeout: 0, workspace: null }),
+    hermesTimeout: validateHermesAgentConfig({ command: "/bin/true", model: null, timeout: -1 }),
+    toolNames: defaultTools.map((t) => t.function.name),
+    unknownTool: await defaultToolHandler("nope", "{}"),
+    customHandler: thrown(() =>
+      createReactAdapter({ llm: createLlmFn({ baseUrl: "http://x", apiKey: "k", model: "m" }), tools: defaultTools, toolHandler: async () => "", maxRounds: 3 }),
+    ),
+    customTool: thrown(() =>
+      createReactAdapter({
+        llm: createLlmFn({ baseUrl: "http://x", apiKey: "k", model: "m" }),
+        tools: [{ type: "function", function: { name: "search", description: "", parameters: {} } }],
+        toolHandler: defaultToolHandler,
+        maxRounds: 3,
+      }),
+    ),
+    reactor: thrown(() => createThreadReactor({})),
+    rebuilt,
+  };
+}
+
+const definition = {
+  description: "Reports what the original's packages return here",
+  roles: { report: { description: "reports", systemPrompt: "Report.", schema: { type: "object" } } },
+  table: { [START]: [{ condition: "FALLBACK", role: "report" }], report: [{ condition: "FALLBACK", role: END }] },
+};
+
+export const descriptor = buildDescriptor(definition);
+export const run = createWorkflow(definition, {
+  adapter: () => async (ctx, runtime) => ({ meta: await report(ctx, runtime), childThread: null }),
+  overrides: null,
+});
