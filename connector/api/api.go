@@ -18,13 +18,14 @@
 //	GET    /api/workflows/:name/history     {"name","history":[{hash,timestamp,current}]}
 //	GET    /api/workflows/:name/versions/:hash  WorkflowVersion
 //	POST   /api/workflows/:name/rollback    {"hash"?} → {"name","hash","timestamp"}
+//	GET    /api/bundles/:hash               BundleDetail (a thread's bundle: source, descriptor, workflows)
 //	GET    /api/threads                     {"threads":[ThreadSummary],"total"}
 //	GET    /api/threads/running             {"threads":[RunningSummary]}
 //	POST   /api/threads                     {"workflow","prompt"} → 201 {"threadId"}
 //	GET    /api/threads/:id                 {"threadId","records":[record]}
 //	GET    /api/threads/:id/live            text/event-stream (below)
 //	POST   /api/threads/:id/kill|pause|resume  {"ok":true}
-//	POST   /api/threads/:id/fork            {"fromRole"?} → 201 {"threadId"}
+//	POST   /api/threads/:id/fork            {"fromRole"?|"step"?} → 201 {"threadId"}
 //	GET    /api/cas                         {"hashes":[…],"total"}
 //	POST   /api/cas                         {"content"} → 201 {"hash"}
 //	GET    /api/cas/:hash                   {"hash","content"}
@@ -116,9 +117,10 @@ type Engine interface {
 	Pause(id string) error
 	// Resume continues a paused thread or restarts an interrupted one.
 	Resume(id string) error
-	// Fork starts a copy of a thread replaying its steps up to fromRole's
-	// first step ("": all but the last) and returns the new id.
-	Fork(id, fromRole string) (string, error)
+	// Fork starts a copy of a thread replaying its steps up to req's step,
+	// or fromRole's first step ("": all but the last), and returns the new
+	// id (req.Caller is the Engine's to fill).
+	Fork(id string, req host.ForkRequest) (string, error)
 	// Running lists the threads being executed; none (and no error) when
 	// no engine host runs.
 	Running() ([]host.RunningThread, error)
@@ -210,6 +212,7 @@ func New(opts Options) *echo.Echo {
 	e.GET("/api/workflows/:name/history", s.workflowHistory)
 	e.GET("/api/workflows/:name/versions/:hash", s.workflowVersion)
 	e.POST("/api/workflows/:name/rollback", s.rollbackWorkflow)
+	e.GET("/api/bundles/:hash", s.getBundle)
 
 	e.GET("/api/threads", s.listThreads)
 	e.POST("/api/threads", s.runThread)

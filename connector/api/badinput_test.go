@@ -151,11 +151,11 @@ func (r *runRecorder) last() (runs int, workflow, prompt string) {
 
 var errNotHere = errors.New("not part of this test")
 
-func (r *runRecorder) Kill(string) error                      { return errNotHere }
-func (r *runRecorder) Pause(string) error                     { return errNotHere }
-func (r *runRecorder) Resume(string) error                    { return errNotHere }
-func (r *runRecorder) Fork(string, string) (string, error)    { return "", errNotHere }
-func (r *runRecorder) Running() ([]host.RunningThread, error) { return nil, nil }
+func (r *runRecorder) Kill(string) error                             { return errNotHere }
+func (r *runRecorder) Pause(string) error                            { return errNotHere }
+func (r *runRecorder) Resume(string) error                           { return errNotHere }
+func (r *runRecorder) Fork(string, host.ForkRequest) (string, error) { return "", errNotHere }
+func (r *runRecorder) Running() ([]host.RunningThread, error)        { return nil, nil }
 
 // FuzzThreadRunBody: no body makes POST /api/threads fail with a 5xx, every
 // answer is JSON (201 {"threadId"} or 4xx {"error"}), and a body that is

@@ -116,10 +116,10 @@ func (e *HostEngine) Run(workflow, prompt string) (string, error) {
 }
 
 // Fork implements Engine.
-func (e *HostEngine) Fork(id, fromRole string) (string, error) {
+func (e *HostEngine) Fork(id string, req host.ForkRequest) (string, error) {
 	var newID string
 	err := e.call(true, false, func(c *host.Client) (err error) {
-		newID, err = c.Fork(id, host.ForkRequest{FromRole: fromRole})
+		newID, err = c.Fork(id, req)
 		return err
 	})
 	return newID, err

@@ -22,8 +22,13 @@ import (
 // Live stream events.
 const (
 	EventRecord = "record" // a thread record (the ThreadDetail records, one at a time)
-	EventInfo   = "info"   // a debug-log line {tag, content, timestamp}
-	EventDone   = "done"   // the stream ends: {"reason": DoneCompleted | DoneNotRunning}
+	// EventStart is the thread-start record again, when its head or its
+	// status moved after it was sent as record 1. Its id is the stream
+	// position as it stands (it adds no record), so a reconnect neither
+	// skips nor repeats anything.
+	EventStart = "start"
+	EventInfo  = "info" // a debug-log line {tag, content, timestamp}
+	EventDone  = "done" // the stream ends: {"reason": DoneCompleted | DoneNotRunning}
 )
 
 // Reasons of the done event.
@@ -125,6 +130,7 @@ type liveStream struct {
 	pos streamPos
 
 	head    string       // head the cached steps end at
+	sent    string       // head and engine status the client's thread-start shows
 	steps   []any        // role and result records of head
 	ended   bool         // steps end with the result
 	logFile os.FileInfo  // the debug log read so far, to notice a new file
@@ -171,11 +177,29 @@ func (st *liveStream) step() (done bool, err error) {
 		return false, nil // try again next poll
 	}
 	st.rec = rec
-	if st.pos.records == 0 {
+	// The engine's word on the thread (running, paused, gone) and its head:
+	// when either moves, so may the status and head the start record shows.
+	shown := rec.Head + " " + string(running[rec.ThreadID].Status)
+	if _, ok := running[rec.ThreadID]; !ok {
+		shown += "-"
+	}
+	switch {
+	case st.pos.records == 0:
 		start := st.s.threadStart(rec, host.ThreadStatus(st.s.store, rec, running))
 		if err := st.record(start); err != nil {
 			return true, err
 		}
+		st.sent = shown
+	case st.sent != shown:
+		// Also on a reconnect's first poll: the client's copy may be old.
+		data, err := json.Marshal(st.s.threadStart(rec, host.ThreadStatus(st.s.store, rec, running)))
+		if err != nil {
+			return true, err
+		}
+		if err := st.event(EventStart, data); err != nil {
+			return true, err
+		}
+		st.sent = shown
 	}
 	if rec.Head != st.head {
 		steps, ended, err := st.s.stepRecords(rec.Head)

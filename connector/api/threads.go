@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -549,6 +550,13 @@ func (s *server) forkThread(c echo.Context) error {
 	default:
 		return fail(http.StatusBadRequest, "fromRole must be a string")
 	}
+	step, err := forkStep(obj["step"])
+	if err != nil {
+		return err
+	}
+	if step != 0 && fromRole != "" {
+		return fail(http.StatusBadRequest, "fork at a step or from a role, not both")
+	}
 	rec, err := s.resolve(c, c.Param("id"))
 	if err != nil {
 		return err
@@ -557,9 +565,27 @@ func (s *server) forkThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := eng.Fork(rec.ThreadID, fromRole)
+	id, err := eng.Fork(rec.ThreadID, host.ForkRequest{FromRole: fromRole, Step: step})
 	if err != nil {
 		return fail(http.StatusBadRequest, "%s", err.Error())
 	}
 	return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: id})
+}
+
+// forkStep reads the fork body's "step": absent or null is 0 (no step),
+// else a whole number from 1, the role step's place in the thread's
+// records (the dashboard's "Fork from here" on a role that ran twice).
+func forkStep(v any) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fail(http.StatusBadRequest, "step must be a number")
+	}
+	i, err := strconv.Atoi(n.String())
+	if err != nil || i < 1 {
+		return 0, fail(http.StatusBadRequest, "step must be a whole number from 1: %s", n)
+	}
+	return i, nil
 }

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"errors"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 
@@ -177,4 +180,85 @@ func (s *server) rollbackWorkflow(c echo.Context) error {
 		return fail(http.StatusBadRequest, "%s", err.Error())
 	}
 	return c.JSON(http.StatusOK, map[string]any{"name": name, "hash": v.Hash, "timestamp": v.Timestamp})
+}
+
+// maxBundleSource bounds the source GET /api/bundles/:hash sends: enough
+// for any hand-written workflow, and a bundled one is cut, not refused.
+const maxBundleSource = 1 << 20
+
+// BundleDetail is GET /api/bundles/:hash: what a thread's bundle hash
+// names. A bundle hash is not a CAS node, so the CAS route does not know
+// it; this is what the dashboard shows behind a thread's bundle link.
+type BundleDetail struct {
+	Hash string `json:"hash"`
+	// Kind is "js" for a JavaScript bundle, "yaml" for a YAML workflow.
+	Kind string `json:"kind"`
+	// Workflows are the registered workflows that have this version,
+	// current or older (none once every one moved past it and was removed).
+	Workflows []BundleWorkflow `json:"workflows"`
+	// Source is the stored file's text, its first maxBundleSource bytes.
+	Source string `json:"source"`
+	// Truncated says Source was cut; Size is the whole file's size.
+	Truncated bool  `json:"truncated"`
+	Size      int64 `json:"size"`
+	// Descriptor is the descriptor stored beside it, null when missing.
+	Descriptor *workflow.Descriptor `json:"descriptor"`
+}
+
+// BundleWorkflow is a workflow a bundle is a version of.
+type BundleWorkflow struct {
+	Name    string `json:"name"`
+	Current bool   `json:"current"`
+}
+
+func (s *server) getBundle(c echo.Context) error {
+	hash, err := ids.ParseHash(c.Param("hash"))
+	if err != nil {
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	}
+	l := s.opts.Layout
+	out := BundleDetail{Hash: hash, Workflows: []BundleWorkflow{}}
+	var f *os.File
+	for _, try := range []struct{ kind, path string }{{"js", l.BundleFile(hash)}, {"yaml", l.YAMLWorkflowFile(hash)}} {
+		f, err = os.Open(try.path)
+		if err == nil {
+			out.Kind = try.kind
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return s.internal(c, err)
+		}
+	}
+	if f == nil {
+		return fail(http.StatusNotFound, "bundle not found: %s", hash)
+	}
+	defer func() { _ = f.Close() }() // opened read-only
+	fi, err := f.Stat()
+	if err != nil {
+		return s.internal(c, err)
+	}
+	src, err := io.ReadAll(io.LimitReader(f, maxBundleSource))
+	if err != nil {
+		return s.internal(c, err)
+	}
+	out.Source, out.Size, out.Truncated = string(src), fi.Size(), fi.Size() > int64(len(src))
+	out.Descriptor = s.descriptor(hash)
+	reg, err := s.registry(c)
+	if err != nil {
+		return err
+	}
+	for _, name := range reg.Names() {
+		e, _ := reg.Get(name)
+		if e.Hash == hash {
+			out.Workflows = append(out.Workflows, BundleWorkflow{Name: name, Current: true})
+			continue
+		}
+		for _, v := range e.History {
+			if v.Hash == hash {
+				out.Workflows = append(out.Workflows, BundleWorkflow{Name: name})
+				break
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }

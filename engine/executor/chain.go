@@ -93,6 +93,43 @@ func (e *Executor) ResumeThread(rec threads.Record) (Thread, error) {
 // runs again. A __fork__ marker links the new chain to the fork point and the
 // new thread is listed in threads.json. The returned Thread is ready to Run.
 func (e *Executor) PrepareFork(rec threads.Record, newID, fromRole string) (Thread, error) {
+	return e.prepareFork(rec, newID, func(meaningful []threads.Frame) (int, error) {
+		if fromRole == "" {
+			return len(meaningful) - 2, nil
+		}
+		var roles []string
+		seen := map[string]bool{}
+		for _, f := range meaningful {
+			if r := f.State.Payload.Role; !seen[r] {
+				seen[r] = true
+				roles = append(roles, r)
+			}
+		}
+		for i, f := range meaningful {
+			if f.State.Payload.Role == fromRole {
+				return i, nil
+			}
+		}
+		return 0, fmt.Errorf("role not found in thread: %s (available: %s)", fromRole, strings.Join(roles, ", "))
+	})
+}
+
+// PrepareForkAt is PrepareFork at a step rather than a role: the fork
+// replays rec's steps up to and including its step-th role step (1-based,
+// fork markers and __end__ not counted, as a thread's records list them),
+// so a role that ran twice can be forked from its second run.
+func (e *Executor) PrepareForkAt(rec threads.Record, newID string, step int) (Thread, error) {
+	return e.prepareFork(rec, newID, func(meaningful []threads.Frame) (int, error) {
+		if step < 1 || step > len(meaningful) {
+			return 0, fmt.Errorf("step %d not in thread: it has steps 1 to %d", step, len(meaningful))
+		}
+		return step - 1, nil
+	})
+}
+
+// prepareFork is PrepareFork with the fork point chosen by pick: the index
+// of the last role step to replay, -1 to re-run the whole thread.
+func (e *Executor) prepareFork(rec threads.Record, newID string, pick func(meaningful []threads.Frame) (int, error)) (Thread, error) {
 	start, err := e.readStart(rec.Start)
 	if err != nil {
 		return Thread{}, err
@@ -110,32 +147,9 @@ func (e *Executor) PrepareFork(rec threads.Record, newID, fromRole string) (Thre
 	if len(meaningful) == 0 {
 		return Thread{}, errors.New("thread has no completed role steps to fork from")
 	}
-	point := -1 // index of the last replayed frame; -1 re-runs the whole thread
-	if fromRole == "" {
-		point = len(meaningful) - 2
-	} else {
-		var roles []string
-		seen := map[string]bool{}
-		for i, f := range meaningful {
-			r := f.State.Payload.Role
-			if r == fromRole {
-				point = i
-				break
-			}
-			if !seen[r] {
-				seen[r] = true
-				roles = append(roles, r)
-			}
-		}
-		if point < 0 {
-			for _, f := range meaningful {
-				if r := f.State.Payload.Role; !seen[r] {
-					seen[r] = true
-					roles = append(roles, r)
-				}
-			}
-			return Thread{}, fmt.Errorf("role not found in thread: %s (available: %s)", fromRole, strings.Join(roles, ", "))
-		}
+	point, err := pick(meaningful)
+	if err != nil {
+		return Thread{}, err
 	}
 	t := Thread{
 		ID: newID, BundleHash: rec.BundleHash, WorkflowName: start.payload.Name,

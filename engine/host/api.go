@@ -30,8 +30,12 @@ type RunRequest struct {
 
 // ForkRequest forks a thread; FromRole "" retries the last role.
 type ForkRequest struct {
-	FromRole string  `json:"fromRole"`
-	Caller   *Caller `json:"caller,omitempty"`
+	FromRole string `json:"fromRole"`
+	// Step, when set, forks at that role step instead (1-based, as the
+	// thread's records list its steps; see executor.PrepareForkAt): a role
+	// that ran twice can be forked from its second run. Not with FromRole.
+	Step   int     `json:"step,omitempty"`
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 // ResumeRequest resumes a thread: an interrupted one starts again, and a

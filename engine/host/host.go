@@ -319,7 +319,15 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := h.exec.PrepareFork(rec, ids.NewThreadID(time.Now()), req.FromRole)
+	var t executor.Thread
+	switch {
+	case req.Step != 0 && req.FromRole != "":
+		return "", errors.New("fork at a step or from a role, not both")
+	case req.Step != 0:
+		t, err = h.exec.PrepareForkAt(rec, ids.NewThreadID(time.Now()), req.Step)
+	default:
+		t, err = h.exec.PrepareFork(rec, ids.NewThreadID(time.Now()), req.FromRole)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+)
+
+// POST …/fork {"step": n} forks at the n-th role step: the fork shares
+// the original's first n steps and runs on from there.
+func TestForkAtStep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.register("linear", "linear.esm.js")
+	f.startHost()
+	id := f.run("linear", "fork me at a step")
+	orig := f.waitStatus(id, "completed")
+
+	var ref struct{ ThreadID string }
+	// Step 1, not what a fork without a step does (all but the last step).
+	f.want(http.MethodPost, "/api/threads/"+id+"/fork", `{"step":1}`, http.StatusCreated, &ref)
+	d := f.waitStatus(ref.ThreadID, "completed")
+	if got := strings.Join(d.roles(), ","); got != "planner,coder,reviewer" {
+		t.Errorf("fork roles: %s", got)
+	}
+	// Record 1 is the replayed step (record 0 is the start); 2 ran again.
+	if d.Records[1]["stateHash"] != orig.Records[1]["stateHash"] {
+		t.Errorf("step 1 not replayed: %v, the original's %v", d.Records[1]["stateHash"], orig.Records[1]["stateHash"])
+	}
+	if d.Records[2]["stateHash"] == orig.Records[2]["stateHash"] {
+		t.Errorf("step 2 was replayed, not run again")
+	}
+	f.want(http.MethodPost, "/api/threads/"+id+"/fork", `{"step":null}`, http.StatusCreated, &ref)
+	f.waitStatus(ref.ThreadID, "completed")
+
+	var before ThreadList
+	f.want(http.MethodGet, "/api/threads", "", http.StatusOK, &before)
+	for body, msg := range map[string]string{
+		`{"step":0}`:                      "step must be a whole number from 1: 0",
+		`{"step":-2}`:                     "step must be a whole number from 1: -2",
+		`{"step":1.5}`:                    "step must be a whole number from 1: 1.5",
+		`{"step":"2"}`:                    "step must be a number",
+		`{"step":99}`:                     "step 99 not in thread: it has steps 1 to 3",
+		`{"step":1e400}`:                  "step must be a whole number from 1",
+		`{"step":2,"fromRole":"planner"}`: "fork at a step or from a role, not both",
+	} {
+		f.wantError(http.MethodPost, "/api/threads/"+id+"/fork", body, http.StatusBadRequest, msg)
+	}
+	var after ThreadList
+	f.want(http.MethodGet, "/api/threads", "", http.StatusOK, &after)
+	if after.Total != before.Total {
+		t.Errorf("refused forks started threads: %d, was %d", after.Total, before.Total)
+	}
+}
+
+// GET /api/bundles/:hash shows what a thread's bundle link names: its
+// source, descriptor and workflows.
+func TestBundle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash := f.register("linear", "linear.esm.js")
+	f.register("also-linear", "linear.esm.js")
+	var b BundleDetail
+	f.want(http.MethodGet, "/api/bundles/"+hash, "", http.StatusOK, &b)
+	src, err := os.ReadFile(f.l.BundleFile(hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Hash != hash || b.Kind != "js" || b.Source != string(src) || b.Truncated || b.Size != int64(len(src)) {
+		t.Errorf("bundle: %+v", b)
+	}
+	if b.Descriptor == nil || len(b.Descriptor.Roles) == 0 {
+		t.Errorf("bundle descriptor: %+v", b.Descriptor)
+	}
+	if got, _ := json.Marshal(b.Workflows); string(got) != `[{"name":"also-linear","current":true},{"name":"linear","current":true}]` {
+		t.Errorf("bundle workflows: %s", got)
+	}
+
+	f.wantError(http.MethodGet, "/api/bundles/0000000000000", "", http.StatusNotFound, "bundle not found: 0000000000000")
+	f.wantError(http.MethodGet, "/api/bundles/not-a-hash", "", http.StatusBadRequest, "")
+	f.wantError(http.MethodGet, "/api/bundles/..%2Fworkflow.yaml", "", http.StatusBadRequest, "")
+}
+
+// A big bundle's source is cut at maxBundleSource, and says so.
+func TestBundleTruncated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash := "B1GBVNDE00000"
+	big := strings.Repeat("x", maxBundleSource+10)
+	if err := os.MkdirAll(f.l.BundlesDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.l.YAMLWorkflowFile(hash), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b BundleDetail
+	f.want(http.MethodGet, "/api/bundles/"+hash, "", http.StatusOK, &b)
+	if b.Kind != "yaml" || !b.Truncated || len(b.Source) != maxBundleSource || b.Size != int64(len(big)) || b.Descriptor != nil || len(b.Workflows) != 0 {
+		t.Errorf("big bundle: kind %s truncated %v len %d size %d", b.Kind, b.Truncated, len(b.Source), b.Size)
+	}
+}
+
+// While a thread runs, the live stream sends its thread-start record again
+// (event start) as its head moves, so the head a client shows follows the
+// steps instead of staying at the start.
+func TestLiveStartFollowsTheHead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.register("slow", "slow.esm.js")
+	f.startHost()
+	id := f.run("slow", "go slowly")
+	resp := f.openLive(context.Background(), id)
+	defer resp.Body.Close()
+	evs := collect(t, newSSEReader(resp.Body))
+	checkIDs(t, evs)
+	var first ThreadStartRecord
+	var last ThreadStartRecord
+	starts := 0
+	for _, ev := range evs {
+		switch {
+		case ev.Name == EventRecord && strings.Contains(ev.Data, `"type":"thread-start"`):
+			if err := json.Unmarshal([]byte(ev.Data), &first); err != nil {
+				t.Fatal(err)
+			}
+		case ev.Name == EventStart:
+			starts++
+			if err := json.Unmarshal([]byte(ev.Data), &last); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if starts == 0 {
+		t.Fatalf("no start event while the thread ran: %+v", evs)
+	}
+	final := f.detail(id).Records[0]
+	if last.Head != final["head"] || last.ThreadID != id || last.Type != RecordThreadStart {
+		t.Errorf("last start event: head %s, the thread's head %v", last.Head, final["head"])
+	}
+	if last.Head == first.Head {
+		t.Errorf("the head never moved in the stream: %s", last.Head)
+	}
+}
