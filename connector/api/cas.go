@@ -1,10 +1,15 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"sort"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -63,14 +68,117 @@ func (s *server) getCAS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.store.Get(h)
+	f, err := s.store.OpenBlob(h)
 	switch {
 	case errors.Is(err, cas.ErrNotFound):
 		return fail(http.StatusNotFound, "not found")
 	case err != nil:
 		return s.internal(c, err)
 	}
+	defer func() { _ = f.Close() }() // opened read-only
+	info, err := f.Stat()
+	if err != nil {
+		return s.internal(c, err)
+	}
+	if info.Size() > streamCASAbove {
+		return streamCASEntry(c, h, f)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return s.internal(c, err)
+	}
 	return c.JSON(http.StatusOK, CASEntry{Hash: h, Content: string(b)})
+}
+
+// streamCASAbove is the blob size past which GET /api/cas/:hash streams the
+// blob from its file. Read whole, a blob was held about four times over (the
+// bytes, the string, the growing JSON buffer) and the connector's heap
+// target doubled on top: a 100 MB blob left it holding most of a gigabyte.
+const streamCASAbove = 1 << 20
+
+// streamChunk is how much of a streamed blob is escaped at a time.
+const streamChunk = 64 << 10
+
+// streamCASEntry writes the same JSON c.JSON writes for CASEntry{hash, the
+// file's contents}, pretty-printed alike, without holding the contents:
+// the file is escaped chunk by chunk as it is sent. A read error after the
+// status went out can only cut the response short, which the client sees
+// as a truncated body.
+func streamCASEntry(c echo.Context, hash string, f io.Reader) error {
+	hashJSON, err := json.Marshal(hash)
+	if err != nil {
+		return err
+	}
+	open, sep, end := `{"hash":`, `,"content":"`, "\"}\n"
+	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
+		open, sep, end = "{\n  \"hash\": ", ",\n  \"content\": \"", "\"\n}\n"
+	}
+	res := c.Response()
+	res.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	res.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(res, open+string(hashJSON)+sep); err != nil {
+		return nil // the client is gone; nothing more can be said to it
+	}
+	if err := writeJSONStringBody(res, f, streamChunk); err != nil {
+		// The status is out: cutting the body short is all that is left.
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = io.WriteString(res, end) // a failure here is the client going away
+	return nil
+}
+
+// writeJSONStringBody writes what encoding/json writes between the quotes
+// of a JSON string holding r's bytes (HTML-safe escaping, invalid UTF-8 as
+// U+FFFD), chunk bytes at a time. A chunk that ends inside a UTF-8 sequence
+// keeps its tail for the next, so that a character split across two reads
+// is escaped as one.
+func writeJSONStringBody(w io.Writer, r io.Reader, chunk int) error {
+	buf := make([]byte, chunk+utf8.UTFMax)
+	var enc bytes.Buffer
+	encoder := json.NewEncoder(&enc)
+	held := 0
+	for {
+		n, rerr := io.ReadFull(r, buf[held:held+chunk])
+		n += held
+		held = 0
+		if rerr == nil {
+			held = incompleteTail(buf[:n])
+		}
+		if n-held > 0 {
+			enc.Reset()
+			// The encoder only reads the string while buf stays as it
+			// is; a copy per chunk would allocate the whole blob over.
+			if err := encoder.Encode(unsafe.String(&buf[0], n-held)); err != nil {
+				return err
+			}
+			// Encode wrote a quoted string and a newline.
+			out := enc.Bytes()
+			if _, err := w.Write(out[1 : len(out)-2]); err != nil {
+				return err
+			}
+		}
+		copy(buf, buf[n-held:n])
+		switch {
+		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// incompleteTail is how many bytes at the end of b begin a UTF-8 sequence
+// that b does not finish (0 to 3).
+func incompleteTail(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return 0
+			}
+			return len(b) - i
+		}
+	}
+	return 0
 }
 
 func (s *server) putCAS(c echo.Context) error {

@@ -176,6 +176,21 @@ func (s *Store) Get(hash string) ([]byte, error) {
 	return b, err
 }
 
+// OpenBlob opens the stored bytes of hash for reading, or returns
+// ErrNotFound, so that a large blob can be streamed rather than held whole
+// in memory. The caller closes the file.
+func (s *Store) OpenBlob(hash string) (*os.File, error) {
+	h, err := ids.ParseHash(hash)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.path(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
+	}
+	return f, err
+}
+
 // ReadInto reads the blob of a canonical hash into buf, growing it as
 // needed, and returns the filled slice. It skips the stat that os.ReadFile
 // makes, for scans that read many blobs with one reused buffer.
