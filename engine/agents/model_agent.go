@@ -11,6 +11,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/agents/tools"
 	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threadenv"
 )
 
@@ -26,6 +27,13 @@ const (
 	OutputToolName        = "resolve"
 	OutputToolDescription = "Submit the final structured result."
 )
+
+// UsageRecorder is a Host that keeps account of model calls (the
+// executor, in the thread's usage file): the llm and react agents report
+// to it the tokens of every call they make for a role.
+type UsageRecorder interface {
+	RecordModelCall(role string, model registry.Model, u llm.Usage)
+}
 
 // modelAgent is the llm agent (one ReAct run with only the output tool) and
 // the react agent (the same with the workspace tools).
@@ -108,7 +116,11 @@ func (a modelAgent) run(ctx context.Context, call Call) (Result, error) {
 	req.System = systemPrompt(call.SystemPrompt, intro, out.Name)
 	call.Host.Log(llm.LogTagModel, fmt.Sprintf("%s agent for role %s: model %s, up to %d rounds", a.spec.Kind, call.Role, model.Model, req.MaxRounds))
 
-	raw, err := llm.React(ctx, llm.New(model, llm.Options{Log: call.Host.Log}), req)
+	opts := llm.Options{Log: call.Host.Log}
+	if rec, ok := call.Host.(UsageRecorder); ok {
+		opts.OnUsage = func(u llm.Usage) { rec.RecordModelCall(call.Role, model, u) }
+	}
+	raw, err := llm.React(ctx, llm.New(model, opts), req)
 	if err != nil {
 		if a.spec.TimeoutMs > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return Result{}, fmt.Errorf("timed out after %d ms: %w", a.spec.TimeoutMs, err)

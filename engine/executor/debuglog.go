@@ -84,9 +84,16 @@ type logLine struct {
 // Write appends one line. Errors are dropped: a debug log must never stop
 // a thread, and a record that cannot be written whole is lost.
 func (l *DebugLog) Write(tag, content string) {
-	b, err := json.Marshal(logLine{Tag: tag, Content: content, Timestamp: l.now().UnixMilli()})
+	// Dropped, as said above.
+	_ = l.Append(logLine{Tag: tag, Content: content, Timestamp: l.now().UnixMilli()})
+}
+
+// Append writes v as one JSON line, whole or not at all, as Write does:
+// the thread's other line files (the usage sidecar) share the guarantee.
+func (l *DebugLog) Append(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return
+		return err
 	}
 	b = append(b, '\n')
 	l.mu.Lock()
@@ -97,14 +104,14 @@ func (l *DebugLog) Write(tag, content string) {
 	}
 	f, err := open(l.path)
 	if err != nil {
-		return
+		return err
 	}
 	// Dropped like every error here (see above): the record is lost at
 	// worst, and the next Write cuts off whatever part of it is left.
 	defer func() { _ = f.Close() }()
 	end, err := wholeLinesEnd(f)
 	if err != nil {
-		return
+		return err
 	}
 	if n, err := f.Write(b); err != nil || n != len(b) {
 		// The file is appended to only here, under the lock: everything
@@ -112,7 +119,12 @@ func (l *DebugLog) Write(tag, content string) {
 		// Should this fail too, the next Write's wholeLinesEnd cuts the
 		// partial line off before appending.
 		_ = f.Truncate(end)
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return err
 	}
+	return nil
 }
 
 // wholeLinesEnd returns the size of the log, first cutting off a partial

@@ -286,7 +286,7 @@ func (r *run) Extract(ctx context.Context, schema []byte, contentHash string) (w
 	if err != nil {
 		return workflow.ExtractResult{}, err
 	}
-	res, err := llm.Extract(ctx, llm.New(model, llm.Options{Log: r.log.Write}), r.e.CAS, schema, contentHash, r.log.Write)
+	res, err := llm.Extract(ctx, r.extractClient(model), r.e.CAS, schema, contentHash, r.log.Write)
 	if err != nil {
 		return workflow.ExtractResult{}, err
 	}

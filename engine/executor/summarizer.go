@@ -9,6 +9,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/usage"
 )
 
 // TagSummarizer tags the summarizer's debug-log lines.
@@ -47,7 +48,8 @@ func (r *run) askSummarizer(ctx context.Context, model registry.Model, workflowS
 	const tool = "workflow_summary"
 	ctx, cancel := context.WithTimeout(ctx, oversightTimeout)
 	defer cancel()
-	raw, err := llm.React(ctx, llm.New(model, llm.Options{Log: r.log.Write}), llm.Request{
+	// Its calls count towards the __end__ step, the one after the last role.
+	raw, err := llm.React(ctx, r.client(model, usage.SourceSummarizer, r.nextStep), llm.Request{
 		System: "You summarize a finished multi-step workflow run for the person who started it. " +
 			"Each step's output is a content node in content-addressed storage; use cas_get with a step's contentHash when you need its details. " +
 			"Say what was done and how it ended, in a few sentences. Call the " + tool + ` tool with JSON arguments matching the schema, or reply with only a JSON object such as {"summary":"..."}.`,

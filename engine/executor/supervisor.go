@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
@@ -56,12 +58,16 @@ type oversight struct {
 	// written counts the steps this run wrote; the supervisor runs every
 	// supervisorInterval of them.
 	written int
+	// stepCount is len(steps), for the usage records agents write from
+	// their own goroutines.
+	stepCount atomic.Int64
 }
 
 // loadOversight reads workflow.yaml once per run. A registry that cannot
 // be read only switches the optional models off; the thread still runs.
 func (r *run) loadOversight() {
 	r.over.steps = append([]workflow.RoleStep(nil), r.steps()...)
+	r.over.stepCount.Store(int64(len(r.over.steps)))
 	reg, err := registry.Load(r.e.Layout.RegistryFile())
 	if err != nil {
 		r.log.Write(TagSupervisorSkipped, fmt.Sprintf("supervisor and summarizer off: %v", err))
@@ -87,6 +93,7 @@ func (r *run) configured(scene string) (registry.Model, bool, error) {
 func (r *run) stepDone(out *workflow.Output) {
 	r.over.written++
 	r.over.steps = append(r.over.steps, workflow.RoleStep{Role: out.Role, Meta: out.Meta, ContentHash: out.ContentHash})
+	r.over.stepCount.Store(int64(len(r.over.steps)))
 }
 
 // supervise runs the supervisor when it is configured and due, and
@@ -128,7 +135,8 @@ func (r *run) askSupervisor(ctx context.Context, model registry.Model) (decision
 	const tool = "supervisor_decision"
 	ctx, cancel := context.WithTimeout(ctx, oversightTimeout)
 	defer cancel()
-	raw, err := llm.React(ctx, llm.New(model, llm.Options{Log: r.log.Write}), llm.Request{
+	// The supervisor judges the step just written: its calls count there.
+	raw, err := llm.React(ctx, r.client(model, usage.SourceSupervisor, r.lastStep), llm.Request{
 		System: `You supervise a multi-step workflow. Decide whether the thread should keep running. Answer "continue" when it is making progress toward the task, ` +
 			`or "kill" when it is looping, repeating itself, stuck, or doing something harmful or unrelated to the task. ` +
 			`Call the ` + tool + ` tool with JSON arguments matching the schema, or reply with only a JSON object such as {"decision":"continue"}.`,
