@@ -7,6 +7,7 @@ import { useEffect, useState } from "react";
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
 //   #/m/<machine>/workflows[/<name>] workflows, one workflow's graph
+//   #/m/<machine>/workflows/<name>?version=<hash>  one version of it
 //   #/m/<machine>/cas/<hash>         a CAS node
 export type Route =
   | { view: "home" }
@@ -52,6 +53,7 @@ export const href = {
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,
   workflows: (m: string) => `#/m/${e(m)}/workflows`,
   workflow: (m: string, name: string) => `#/m/${e(m)}/workflows/${e(name)}`,
+  workflowVersion: (m: string, name: string, hash: string) => `#/m/${e(m)}/workflows/${e(name)}?version=${e(hash)}`,
   cas: (m: string, hash: string) => `#/m/${e(m)}/cas/${e(hash)}`,
 };
 

@@ -7,7 +7,6 @@ import { Loading } from "../common/Loading";
 import { OFFLINE_REASON, OfflineNote } from "../common/Offline";
 import { lastKnownThread } from "./threads";
 import { href, navigate } from "../route";
-import { visitedEdges } from "../workflows/path";
 import { RecordCard } from "./RecordCard";
 import { Status } from "./Status";
 import { ThreadGraph } from "./ThreadGraph";
@@ -76,8 +75,8 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
           m={m}
           workflow={start.workflow}
           bundleHash={start.bundleHash}
-          active={status && !TERMINAL.includes(status) ? steps[steps.length - 1]?.role : null}
-          visited={visitedEdges(steps.map((r) => r.role), records.some((r) => r.type === "workflow-result"))}
+          records={records}
+          status={status}
         />
       )}
       <ol className="records">

@@ -1,42 +1,63 @@
-import { Suspense, useState } from "react";
-import { threadGraphSource, useApi } from "../api";
+import { Suspense, useMemo, useState } from "react";
+import { threadGraphSource, useApi, type ThreadRecord, type ThreadStatus } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { href } from "../route";
 import { Graph } from "../workflows/LazyGraph";
+import { pathSteps, threadPath } from "../workflows/path";
+
+type Props = { m: string; workflow: string; bundleHash: string; records: ThreadRecord[]; status?: ThreadStatus };
 
 /**
- * ThreadGraph shows the workflow's role graph on demand: the latest step's
- * role highlighted, the edges the thread went along drawn bold and green.
+ * ThreadGraph shows the workflow's role graph on demand, with the path the
+ * thread took (from the statuses its steps recorded, up to where it
+ * stopped) bold and green, and the role in flight ringed.
  */
-export function ThreadGraph({ m, workflow, bundleHash, active, visited }: { m: string; workflow: string; bundleHash: string; active?: string | null; visited: string[] }) {
+export function ThreadGraph(p: Props) {
   const [open, setOpen] = useState(false);
   return (
-    <details className="card" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
-      <summary>Role graph of {workflow}{active ? ` (at ${active})` : ""}</summary>
-      {open && <ThreadGraphBody m={m} workflow={workflow} bundleHash={bundleHash} active={active} visited={visited} />}
+    <details className="card" data-testid="thread-graph" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary>Role graph of {p.workflow}</summary>
+      {open && <ThreadGraphBody {...p} />}
     </details>
   );
 }
-function ThreadGraphBody({ m, workflow, bundleHash, active, visited }: { m: string; workflow: string; bundleHash: string; active?: string | null; visited: string[] }) {
+
+function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
   const q = useApi(() => threadGraphSource(m, workflow, bundleHash), [m, workflow, bundleHash]);
   const d = q.data?.descriptor;
+  const edges = d?.graph?.edges;
+  const steps = pathSteps(records);
+  const skey = steps.map((s) => `${s.role}:${s.status ?? ""}`).join("\n");
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  const path = useMemo(() => threadPath(edges ?? [], steps, status), [edges, skey, status]);
   if (q.error) return <ErrorBox error={q.error} retry={q.reload} />;
   if (!q.data) return <Loading what="the graph" />;
   if (!d) return <p className="muted">The version this thread ran has no descriptor.</p>;
+  const waiting = status !== "running";
   return (
     <>
-      {q.data.current && (
+      {q.data.current ? (
         <p className="muted" data-testid="graph-stand-in">
           The version this thread ran ({bundleHash}) is no longer registered; this is the graph of the current version.
         </p>
+      ) : (
+        <p className="muted">
+          <a href={href.workflowVersion(m, workflow, bundleHash)}>The version this thread ran</a>
+        </p>
       )}
-      <p className="muted legend">
-        <span className="legend-visited" aria-hidden="true" /> the path this thread took
-        {active ? <> · <span className="legend-active" aria-hidden="true" /> its current role</> : null}
+      <p className="muted legend" data-testid="graph-legend">
+        <span className="legend-visited" aria-hidden="true" /> the path this thread took{steps.length > 0 && status && status !== "running" && status !== "completed" ? ` (up to where it stopped: ${steps[steps.length - 1].role})` : ""}
+        {path.current ? (
+          <>
+            {" "}· <span className="legend-active" aria-hidden="true" /> <span data-testid="graph-current">{path.current}</span>
+            {waiting ? " runs when the thread is resumed" : " is running now"}
+          </>
+        ) : null}
       </p>
       <div className="graph">
         <Suspense fallback={<Loading what="the graph" />}>
-          <Graph edges={d.graph?.edges ?? []} roles={d.roles ?? {}} active={active} visited={visited} />
+          <Graph edges={edges ?? []} roles={d.roles ?? {}} active={path.current} waiting={waiting} taken={path.taken} />
         </Suspense>
       </div>
     </>

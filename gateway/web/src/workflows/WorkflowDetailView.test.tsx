@@ -56,3 +56,50 @@ describe("WorkflowDetailView history", () => {
     expect(screen.queryByRole("button", { name: "Make current" })).toBeNull();
   });
 });
+
+describe("WorkflowDetailView version link", () => {
+  const OLD = "ABCDEFGHJKMNP", CUR = "QRSTVWXYZ0123";
+  const desc = (role: string) => ({ description: role + " flow", roles: { [role]: { description: "the " + role } }, graph: { edges: [] } });
+  beforeEach(() => localStorage.clear());
+  afterEach(() => {
+    window.location.hash = "";
+  });
+
+  it("shows the version the URL names, with its own roles, and follows the URL to the current one", async () => {
+    const urls: string[] = [];
+    vi.stubGlobal("fetch", vi.fn(async (url: string) => {
+      urls.push(url);
+      if (url === "/api/clients/laptop/workflows/wf") return json(200, { name: "wf", hash: CUR, timestamp: 2000, descriptor: desc("writer"), history: [{ hash: OLD, timestamp: 1000 }] });
+      if (url === `/api/clients/laptop/workflows/wf/versions/${OLD}`) return json(200, { name: "wf", hash: OLD, timestamp: 1000, current: false, descriptor: desc("drafter") });
+      return json(404, { error: "unexpected " + url });
+    }));
+    window.location.hash = `#/m/laptop/workflows/wf?version=${OLD}`;
+    render(<WorkflowDetailView machine="laptop" name="wf" />);
+    await screen.findByText("the drafter");
+    expect(document.querySelector(".kv dd.mono")!.textContent).toBe(OLD);
+    expect(screen.getByTestId("older-version").textContent).toContain(CUR);
+    expect(screen.queryByText("the writer")).toBeNull();
+    expect(document.querySelector(`li[data-hash="${OLD}"]`)!.getAttribute("aria-current")).toBe("page");
+    expect(urls).toContain(`/api/clients/laptop/workflows/wf/versions/${OLD}`);
+    // The history links to each version, the way back to the current one.
+    expect(document.querySelector(`li[data-hash="${OLD}"] a`)!.getAttribute("href")).toBe(`#/m/laptop/workflows/wf?version=${OLD}`);
+    expect(within(screen.getByTestId("older-version")).getByRole("link").getAttribute("href")).toBe("#/m/laptop/workflows/wf");
+    window.location.hash = "#/m/laptop/workflows/wf";
+    window.dispatchEvent(new HashChangeEvent("hashchange"));
+    await screen.findByText("the writer");
+    expect(document.querySelector(".kv dd.mono")!.textContent).toBe(CUR);
+    expect(screen.queryByTestId("older-version")).toBeNull();
+  });
+
+  it("says so when the URL names a version the workflow does not have", async () => {
+    vi.stubGlobal("fetch", vi.fn(async (url: string) => {
+      if (url === "/api/clients/laptop/workflows/wf") return json(200, { name: "wf", hash: CUR, timestamp: 2000, descriptor: desc("writer"), history: [] });
+      return json(404, { error: "version not found: wf has no version ZZZZZZZZZZZZZ" });
+    }));
+    window.location.hash = "#/m/laptop/workflows/wf?version=ZZZZZZZZZZZZZ";
+    render(<WorkflowDetailView machine="laptop" name="wf" />);
+    expect((await screen.findByText(/version not found/)).textContent).toContain("ZZZZZZZZZZZZZ");
+    expect(screen.queryByText("the writer")).toBeNull();
+    expect(document.querySelector(".kv")).toBeNull();
+  });
+});

@@ -1,28 +1,56 @@
-import { Suspense, useMemo } from "react";
+import { Suspense, useEffect, useMemo, useState } from "react";
 import { fmtTime, machine, useApi } from "../api";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
-import { href } from "../route";
+import { hashQuery, href } from "../route";
 import { Graph } from "./LazyGraph";
 
+/** useVersionParam is the ?version= of the page's URL, followed as it changes. */
+function useVersionParam(): string | null {
+  const [v, setV] = useState(() => hashQuery().get("version"));
+  useEffect(() => {
+    const on = () => setV(hashQuery().get("version"));
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
+  return v;
+}
+
+/**
+ * WorkflowDetailView is a workflow's page: its current version, or the
+ * version the URL names (?version=<hash>, a link that survives a reload and
+ * can be shared), with that version's graph and roles, and its history.
+ */
 export function WorkflowDetailView({ machine: m, name }: { machine: string; name: string }) {
   const api = useMemo(() => machine(m), [m]);
   const q = useApi(() => api.workflow(name), [m, name]);
-  const d = q.data?.descriptor;
   const current = q.data?.hash;
+  const wanted = useVersionParam();
+  // An older version is fetched on its own; the current one is in q already.
+  const older = wanted && current && wanted !== current ? wanted : null;
+  const v = useApi(() => (older ? api.version(name, older) : Promise.resolve(null)), [m, name, older]);
+  const shown = older ? (v.data && v.data.hash === older ? v.data : undefined) : q.data;
+  const d = shown?.descriptor;
   return (
-    <section aria-labelledby="wfd-title">
+    <section aria-labelledby="wfd-title" data-version={shown?.hash ?? ""}>
       <p><a href={href.workflows(m)}>← Workflows</a></p>
       <h1 id="wfd-title">{name}</h1>
       {q.error && <ErrorBox error={q.error} retry={q.reload} />}
-      {!q.data && q.loading && <Loading what="the workflow" />}
-      {q.data && (
+      {older && v.error && <ErrorBox error={v.error} retry={v.reload} />}
+      {((!q.data && q.loading) || (older && !shown && v.loading)) && <Loading what="the workflow" />}
+      {q.data && older && (
+        <p className="note" role="note" data-testid="older-version">
+          This is an earlier version of {name}, not the one new runs use (<span className="mono">{current}</span>).{" "}
+          <a href={href.workflow(m, name)}>Show the current version</a>
+        </p>
+      )}
+      {q.data && shown && (
         <>
           {d?.description && <p className="lead">{d.description}</p>}
           <dl className="kv">
-            <dt>Hash</dt><dd className="mono">{q.data.hash}</dd>
-            <dt>Registered</dt><dd>{fmtTime(q.data.timestamp)}</dd>
+            <dt>Hash</dt><dd className="mono">{shown.hash}</dd>
+            <dt>Registered</dt><dd>{fmtTime(shown.timestamp)}</dd>
           </dl>
           {!d && <p className="muted">This version has no descriptor, so there is no graph to show.</p>}
           {d && (
@@ -36,7 +64,7 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
               <h2>Roles</h2>
               {Object.keys(d.roles ?? {}).length === 0 && <p className="muted">No roles.</p>}
               {Object.entries(d.roles ?? {}).map(([rn, r]) => (
-                <article key={rn} className="card">
+                <article key={rn} className="card" data-role={rn}>
                   <h3>{rn}</h3>
                   {r.description && <p>{r.description}</p>}
                   <details>
@@ -51,14 +79,19 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
               ))}
             </>
           )}
+        </>
+      )}
+      {q.data && (
+        <>
           <h2>History</h2>
           {q.data.history.length === 0 ? (
             <p className="muted">No earlier versions.</p>
           ) : (
             <ul className="list">
               {q.data.history.map((h) => (
-                <li key={h.hash + h.timestamp} data-hash={h.hash}>
-                  <span className="mono">{h.hash}</span> <span className="muted">{fmtTime(h.timestamp)}</span>{" "}
+                <li key={h.hash + h.timestamp} data-hash={h.hash} aria-current={h.hash === shown?.hash && older ? "page" : undefined}>
+                  <a className="mono" href={h.hash === current ? href.workflow(m, name) : href.workflowVersion(m, name, h.hash)}>{h.hash}</a>{" "}
+                  <span className="muted">{fmtTime(h.timestamp)}</span>{" "}
                   {h.hash === current ? (
                     <span className="muted">(same bundle as the current version)</span>
                   ) : (
