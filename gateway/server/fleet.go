@@ -315,5 +315,8 @@ func (fl *fleetMemory) decode(name string, data []byte) (store.Thread, bool) {
 	if len(t.Usage) > 0 && string(t.Usage) != "null" && json.Valid(t.Usage) {
 		out.Usage = t.Usage
 	}
+	// The store refuses a batch holding a negative count: one connector's
+	// nonsense must not cost the other threads of the batch.
+	out.Tokens, out.Cost = max(t.Tokens, 0), max(t.Cost, 0)
 	return out, true
 }

@@ -20,10 +20,17 @@ import (
 
 // The fleet's memory over HTTP:
 //
-//	GET /api/gateway/threads?machine=&workflow=&status=&q=&since=&until=&limit=&offset=
-//	    {"threads":[FleetThread],"total":N[,"totalCapped":true]}, newest first
+//	GET /api/gateway/threads?machine=&workflow=&status=&q=&since=&until=&limit=&offset=&after=
+//	    {"threads":[FleetThread],"total":N[,"totalCapped":true][,"nextCursor":"…"]}, newest first;
+//	    the next page is the same query with after=<nextCursor> (keyset
+//	    paging: as fast at the 100,000th thread as at the first, where
+//	    offset= reads every thread it skips)
 //	GET /api/gateway/machines
 //	    {"machines":[{"name","online","firstSeen","lastSeen"}]}
+//	GET /api/gateway/stats?by=machine|workflow&since=&until=
+//	    {"by","since","until","groups":[FleetGroupStats]}: per machine or
+//	    workflow, threads per day by status, success rate, median
+//	    duration, tokens and cost (stats.go)
 //
 // and, for a machine that is offline but remembered, the answers of its
 // proxied routes (offlineMachine): its thread list from the store, marked
@@ -47,6 +54,10 @@ type FleetThread struct {
 	ReturnCode *int            `json:"returnCode"`
 	Summary    string          `json:"summary"`
 	Usage      json.RawMessage `json:"usage,omitempty"`
+	// Tokens and Cost (US dollars) are the thread's LLM usage; 0 when
+	// its connector does not report them.
+	Tokens int64   `json:"tokens"`
+	Cost   float64 `json:"cost"`
 	// Online says whether the machine is connected (to any replica) now.
 	Online bool `json:"online"`
 	// LastSeen is when the gateway last heard from the machine.
@@ -151,6 +162,13 @@ func parseThreadQuery(c echo.Context) (store.ThreadQuery, error) {
 	if q.Offset, err = parseIntParam(c, "offset", 1<<30); err != nil {
 		return q, err
 	}
+	if v := c.QueryParam("after"); v != "" {
+		cursor, err := store.ParseThreadCursor(v)
+		if err != nil {
+			return q, echo.NewHTTPError(http.StatusBadRequest, "after must be a nextCursor of an earlier page: "+err.Error())
+		}
+		q.After = &cursor
+	}
 	return q, nil
 }
 
@@ -211,7 +229,11 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 		Threads     []FleetThread `json:"threads"`
 		Total       int           `json:"total"`
 		TotalCapped bool          `json:"totalCapped,omitempty"`
+		NextCursor  string        `json:"nextCursor,omitempty"`
 	}{Threads: make([]FleetThread, 0, len(page.Threads)), Total: page.Total, TotalCapped: page.TotalCapped}
+	if page.Next != nil {
+		out.NextCursor = page.Next.String()
+	}
 	online := map[string]bool{}
 	for _, t := range page.Threads {
 		on, ok := online[t.Machine]
@@ -229,7 +251,7 @@ func fleetThread(t store.Thread, online bool, lastSeen time.Time) FleetThread {
 		Machine: t.Machine, ThreadID: t.ID, Status: t.Status, Prompt: t.Prompt,
 		UpdatedAt: isoTime(t.UpdatedAt), DurationMs: t.Duration.Milliseconds(), Steps: t.Steps,
 		ReturnCode: t.ReturnCode, Summary: t.Summary, Usage: json.RawMessage(t.Usage),
-		Online: online, LastSeen: isoTimePtr(lastSeen),
+		Tokens: t.Tokens, Cost: t.Cost, Online: online, LastSeen: isoTimePtr(lastSeen),
 	}
 	if t.Workflow != "" {
 		out.Workflow = &t.Workflow

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -137,8 +138,9 @@ func newFleetFixture(t *testing.T) (*fixture, store.Store) {
 
 // searchResult is GET /api/gateway/threads.
 type searchResult struct {
-	Threads []FleetThread `json:"threads"`
-	Total   int           `json:"total"`
+	Threads    []FleetThread `json:"threads"`
+	Total      int           `json:"total"`
+	NextCursor string        `json:"nextCursor"`
 }
 
 func (f *fixture) search(query string) searchResult {
@@ -229,6 +231,8 @@ func TestFleetSearchRefusesBadParameters(t *testing.T) {
 		"offset=-3":                         "offset",
 		"status=sleeping":                   "status",
 		"since=2026-11-02&until=2026-11-01": "until",
+		"after=not-a-cursor":                "after",
+		"after=eyJ0IjoxfQ":                  "after", // {"t":1}: no thread
 	} {
 		resp, body := f.do("GET", "/api/gateway/threads?"+query, f.dash, nil)
 		var e struct{ Error string }
@@ -236,7 +240,7 @@ func TestFleetSearchRefusesBadParameters(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 naming %s", query, resp.StatusCode, body, param)
 		}
 	}
-	for _, path := range []string{"/api/gateway/threads", "/api/gateway/machines"} {
+	for _, path := range []string{"/api/gateway/threads", "/api/gateway/machines", "/api/gateway/stats"} {
 		if resp, body := f.do("GET", path, "", nil); resp.StatusCode != 401 {
 			t.Errorf("%s without credentials: %d %s", path, resp.StatusCode, body)
 		}
@@ -354,7 +358,7 @@ func TestFleetResumesAfterBreak(t *testing.T) {
 func TestFleetWithoutStore(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, time.Hour)
-	for _, path := range []string{"/api/gateway/threads", "/api/gateway/machines"} {
+	for _, path := range []string{"/api/gateway/threads", "/api/gateway/machines", "/api/gateway/stats"} {
 		if resp, body := f.do("GET", path, f.dash, nil); resp.StatusCode != 404 || !strings.Contains(body, "keeps no history") {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
 		}
@@ -362,5 +366,40 @@ func TestFleetWithoutStore(t *testing.T) {
 	f.connector("laptop", newFakeConnector())
 	if resp, body := f.do("POST", "/api/clients/laptop/threads/x/kill", f.dash, nil); resp.StatusCode != 200 {
 		t.Errorf("proxied: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Keyset paging: each page's nextCursor, passed as after, gives the next
+// page of the same search; the last page has none. Threads of the same
+// instant are ordered by machine and id across page boundaries.
+func TestFleetKeysetPaging(t *testing.T) {
+	t.Parallel()
+	f, _ := newFleetFixture(t)
+	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	var threads []fleet.Thread
+	for i := range 7 {
+		threads = append(threads, fakeThread(fmt.Sprintf("t%d", i), "hello", "completed", "greet them", "ok", base.Add(time.Duration(i/2)*time.Hour)))
+	}
+	f.connector("laptop", newFakeConnector(threads...))
+	all := f.waitSearch("", 7)
+	for _, query := range []string{"limit=2", "limit=3&q=greet", "limit=1&workflow=hello"} {
+		var got []FleetThread
+		page := f.search(query)
+		for pages := 1; ; pages++ {
+			got = append(got, page.Threads...)
+			if page.NextCursor == "" {
+				break
+			}
+			if pages > 7 {
+				t.Fatalf("%s: paging does not end", query)
+			}
+			page = f.search(query + "&after=" + url.QueryEscape(page.NextCursor))
+			if page.Total != 7 {
+				t.Fatalf("%s: a later page counts %d", query, page.Total)
+			}
+		}
+		if ids(got) != ids(all.Threads) {
+			t.Errorf("%s, page by page: %s, want %s", query, ids(got), ids(all.Threads))
+		}
 	}
 }

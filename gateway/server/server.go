@@ -274,6 +274,7 @@ func (g *Gateway) routes() *echo.Echo {
 	fl := g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
 	dash.GET("/gateway/threads", fl.searchThreads)
 	dash.GET("/gateway/machines", fl.machines)
+	dash.GET("/gateway/stats", fl.stats)
 	dash.GET("/gateway/audit", g.listAudit)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)

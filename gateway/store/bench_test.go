@@ -121,3 +121,76 @@ func BenchmarkSearch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeepPage compares a page deep in a history of -store.machines
+// × -store.threads threads (the scale run: -store.machines=100
+// -store.threads=1000, 100,000 threads) with the first page, reached by
+// offset and by keyset paging (After), for the newest threads and for a
+// word. It reports each one's median and the ratio of the deep page's
+// median to the first page's: keyset paging should stay near 1 however
+// deep, where an offset's cost grows with the depth. No assertion: the
+// numbers are for reading.
+func BenchmarkDeepPage(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := open(b, be.cfg(b))
+			base := time.Now().Add(-24 * time.Hour)
+			for m := range *benchMachines {
+				if err := s.SyncThreads(ctx, fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, kind := range []struct {
+				name string
+				q    store.ThreadQuery
+			}{{"newest", store.ThreadQuery{}}, {"word", store.ThreadQuery{Q: "deploy"}}} {
+				b.Run(kind.name, func(b *testing.B) {
+					all, err := s.SearchThreads(ctx, kind.q)
+					if err != nil {
+						b.Fatal(err)
+					}
+					// The deep page starts 90% of the way down, or at
+					// the count's cap.
+					depth := min(*benchMachines**benchThreads*9/10, all.Total)
+					if kind.q.Q != "" {
+						depth = min(*benchMachines**benchThreads/len(words)*9/10, all.Total)
+					}
+					at := kind.q
+					at.Offset, at.Limit = depth-1, 1
+					before, err := s.SearchThreads(ctx, at)
+					if err != nil || len(before.Threads) != 1 {
+						b.Fatalf("the thread at %d: %v, %v", depth, before.Threads, err)
+					}
+					cursor := store.CursorOf(before.Threads[0])
+					first, byOffset, byCursor := kind.q, kind.q, kind.q
+					byOffset.Offset = depth
+					byCursor.After = &cursor
+					lat := map[string][]time.Duration{}
+					for b.Loop() {
+						for name, q := range map[string]store.ThreadQuery{"first": first, "offset": byOffset, "cursor": byCursor} {
+							start := time.Now()
+							p, err := s.SearchThreads(ctx, q)
+							if err != nil || len(p.Threads) == 0 {
+								b.Fatalf("%s: %d threads, %v", name, len(p.Threads), err)
+							}
+							lat[name] = append(lat[name], time.Since(start))
+						}
+					}
+					median := func(name string) float64 {
+						l := lat[name]
+						slices.Sort(l)
+						return float64(l[len(l)/2].Microseconds())
+					}
+					b.ReportMetric(median("first"), "first-p50-µs")
+					b.ReportMetric(median("offset"), "offset-p50-µs")
+					b.ReportMetric(median("cursor"), "cursor-p50-µs")
+					b.ReportMetric(median("offset")/max(1, median("first")), "offset/first")
+					b.ReportMetric(median("cursor")/max(1, median("first")), "cursor/first")
+					b.Logf("%d threads, page at %d: offset/first %.1f, cursor/first %.1f", *benchMachines**benchThreads, depth,
+						median("offset")/max(1, median("first")), median("cursor")/max(1, median("first")))
+				})
+			}
+		})
+	}
+}

@@ -105,6 +105,9 @@ func facets(q ThreadQuery) int {
 // SearchThreads implements Store.
 func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error) {
 	limit, offset := pageBounds(q.Limit, q.Offset)
+	if q.After != nil {
+		offset = 0
+	}
 	var page ThreadPage
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		if s.backend == BackendPostgres {
@@ -133,6 +136,17 @@ func (s *sqlStore) SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage
 		return ThreadPage{}, fmt.Errorf("store: search threads: %w", err)
 	}
 	return page, nil
+}
+
+// endPage cuts a page read one thread long (limit+1) to limit, and says
+// where the next one starts if that thread was there.
+func endPage(page *ThreadPage, threads []Thread, limit int) {
+	if len(threads) > limit {
+		threads = threads[:limit]
+		next := CursorOf(threads[limit-1])
+		page.Next = &next
+	}
+	page.Threads = threads
 }
 
 // searchTable answers a search from the threads table and its indexes:
@@ -164,11 +178,11 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 	// Counting stops one past maxTotal: enough to know the bound was
 	// passed, without visiting every match.
 	if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
-		append(w.args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
+		append(slices.Clone(w.args), s.maxTotal+1)...).Scan(&page.Total); err != nil {
 		return page, err
 	}
 	page.Total, page.TotalCapped = s.capTotal(page.Total)
-	if !page.TotalCapped && offset >= page.Total {
+	if q.After == nil && !page.TotalCapped && offset >= page.Total {
 		return page, nil
 	}
 	if hasWord(q.Q) && !page.TotalCapped {
@@ -186,12 +200,24 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 			}
 		}
 	}
+	if c := q.After; c != nil {
+		// The order is updated_at descending, then machine and id
+		// ascending, which no row comparison expresses; the first
+		// condition alone bounds the index's range, the second drops
+		// the cursor's own time's threads up to it.
+		w.add("updated_at <= ?", s.tv(c.UpdatedAt))
+		at := len(w.args)
+		w.args = append(w.args, c.Machine, c.ID)
+		w.addFixed(fmt.Sprintf("(updated_at < $%d OR machine > $%d OR (machine = $%d AND id > $%d))", at, at+1, at+1, at+2))
+		cond, n = w.clause(), len(w.args)
+	}
 	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
-		threadCols, cond, n+1, n+2)), append(w.args, limit, offset)...)
+		threadCols, cond, n+1, n+2)), append(w.args, limit+1, offset)...)
 	if err != nil {
 		return page, err
 	}
-	page.Threads, err = scanThreads(rows)
+	threads, err := scanThreads(rows)
+	endPage(&page, threads, limit)
 	return page, err
 }
 
@@ -221,8 +247,9 @@ func scanThreads(rows *sql.Rows) ([]Thread, error) {
 // the words, the filters (as facet tokens) and the time bounds (as rowid
 // bounds) are one FTS5 query, whose matches come in the search's order.
 // Counting reads at most MaxTotal+1 of them; the page reads offset+limit
-// rowids and fetches only the page's rows. The cost follows the page and
-// the bound, not how many threads match.
+// rowids (limit after a cursor: its place is a rowid bound too) and
+// fetches only the page's rows. The cost follows the page and the bound,
+// not how many threads match.
 func (s *sqlStore) searchFTS(ctx context.Context, tx *sql.Tx, q ThreadQuery, limit, offset int) (ThreadPage, error) {
 	conds := []string{"threads_fts MATCH ?1"}
 	args := []any{ftsFilterQuery(q)}
@@ -238,11 +265,11 @@ func (s *sqlStore) searchFTS(ctx context.Context, tx *sql.Tx, q ThreadQuery, lim
 	n := len(args)
 	var page ThreadPage
 	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM (%s LIMIT ?%d)`, match, n+1),
-		append(args, s.maxTotal+1)...).Scan(&page.Total); err != nil {
+		append(slices.Clone(args), s.maxTotal+1)...).Scan(&page.Total); err != nil {
 		return page, err
 	}
 	page.Total, page.TotalCapped = s.capTotal(page.Total)
-	if !page.TotalCapped && offset >= page.Total {
+	if q.After == nil && !page.TotalCapped && offset >= page.Total {
 		return page, nil
 	}
 	seqs := func(query string, extra ...any) ([]int64, error) {
@@ -261,33 +288,57 @@ func (s *sqlStore) searchFTS(ctx context.Context, tx *sql.Tx, q ThreadQuery, lim
 		}
 		return out, rows.Err()
 	}
-	window, err := seqs(fmt.Sprintf(`%s ORDER BY rowid DESC LIMIT ?%d OFFSET ?%d`, match, n+1, n+2), limit, offset)
-	if err != nil || len(window) == 0 {
-		return page, err
-	}
 	// Threads updated in the same microsecond share a slot, in the order
-	// they were stored, not by machine and id. Those of the first and
-	// the last slot of the window that lie outside it are read too, so
-	// that sorting the whole slots puts the right ones in the window.
-	first, last := window[0], window[len(window)-1]
-	before, err := seqs(fmt.Sprintf(`%s AND rowid > ?%d AND rowid < ?%d ORDER BY rowid DESC`, match, n+1, n+2), first, slotOf(first)+seqTies)
-	if err != nil {
+	// they were stored, not by machine and id. Those of a slot the page
+	// cuts through are read whole, so that sorting them puts the right
+	// ones in the page.
+	var head, window []int64
+	var err error
+	if c := q.After; c != nil {
+		// The cursor's slot, whose threads after it start the page; the
+		// window is below that slot.
+		slot := slotOf(seqSlot(c.UpdatedAt))
+		if head, err = seqs(fmt.Sprintf(`%s AND rowid >= ?%d AND rowid <= ?%d ORDER BY rowid DESC`, match, n+1, n+2), slot, slot+seqTies-1); err != nil {
+			return page, err
+		}
+		window, err = seqs(fmt.Sprintf(`%s AND rowid < ?%d ORDER BY rowid DESC LIMIT ?%d`, match, n+1, n+2), slot, limit+1)
+	} else {
+		window, err = seqs(fmt.Sprintf(`%s ORDER BY rowid DESC LIMIT ?%d OFFSET ?%d`, match, n+1, n+2), limit+1, offset)
+		if err == nil && len(window) > 0 {
+			first := window[0]
+			head, err = seqs(fmt.Sprintf(`%s AND rowid > ?%d AND rowid <= ?%d ORDER BY rowid DESC`, match, n+1, n+2), first, slotOf(first)+seqTies-1)
+		}
+	}
+	if err != nil || len(head)+len(window) == 0 {
 		return page, err
 	}
-	after, err := seqs(fmt.Sprintf(`%s AND rowid < ?%d AND rowid >= ?%d ORDER BY rowid DESC`, match, n+1, n+2), last, slotOf(last))
-	if err != nil {
-		return page, err
+	var tail []int64
+	if len(window) > 0 {
+		last := window[len(window)-1]
+		if tail, err = seqs(fmt.Sprintf(`%s AND rowid < ?%d AND rowid >= ?%d ORDER BY rowid DESC`, match, n+1, n+2), last, slotOf(last)); err != nil {
+			return page, err
+		}
 	}
-	all := slices.Concat(before, window, after)
+	all := slices.Concat(head, window, tail)
 	threads, err := s.threadsBySeq(ctx, tx, all)
 	if err != nil {
 		return page, err
 	}
-	slices.SortFunc(threads, compareSearchOrder)
 	if len(threads) != len(all) {
 		return page, fmt.Errorf("the full-text index and the threads disagree (%d entries, %d threads): the index needs a rebuild", len(all), len(threads))
 	}
-	page.Threads = threads[len(before) : len(before)+len(window)]
+	slices.SortFunc(threads, compareSearchOrder)
+	if c := q.After; c != nil {
+		// The head's threads up to the cursor were on earlier pages.
+		i, _ := slices.BinarySearchFunc(threads, *c, func(t Thread, c ThreadCursor) int { return compareCursor(t, c) })
+		for i < len(threads) && compareCursor(threads[i], *c) <= 0 {
+			i++
+		}
+		threads = threads[i:]
+	} else {
+		threads = threads[len(head):]
+	}
+	endPage(&page, threads[:min(len(threads), limit+1)], limit)
 	return page, nil
 }
 

@@ -63,6 +63,44 @@ func bruteForce(all []store.Thread, q store.ThreadQuery, maxTotal int) ([]string
 	return keys, len(hits), false
 }
 
+// walkPages reads every page of q by keyset paging (each page after the
+// previous one's Next) and compares them, end to end, with bruteForce's
+// whole list; only the last page may lack a Next.
+func walkPages(t *testing.T, s store.Store, all []store.Thread, q store.ThreadQuery, what string) {
+	t.Helper()
+	everything := q
+	everything.Offset, everything.Limit = 0, 1<<30
+	want, _, _ := bruteForce(all, everything, 1<<30)
+	q.Offset, q.After = 0, nil
+	var got []string
+	for pages := 0; ; pages++ {
+		if pages > len(want)+1 {
+			t.Fatalf("%s: keyset paging does not end (%d pages)", what, pages)
+		}
+		p, err := s.SearchThreads(context.Background(), q)
+		if err != nil {
+			t.Fatalf("%s, page %d after %v: %v", what, pages, q.After, err)
+		}
+		for _, th := range p.Threads {
+			got = append(got, th.Machine+"/"+th.ID)
+		}
+		if p.Next == nil {
+			break
+		}
+		if len(p.Threads) == 0 {
+			t.Fatalf("%s: page %d is empty but has a next", what, pages)
+		}
+		c, err := store.ParseThreadCursor(p.Next.String())
+		if err != nil || !c.UpdatedAt.Equal(p.Next.UpdatedAt) || c.Machine != p.Next.Machine || c.ID != p.Next.ID {
+			t.Fatalf("%s: cursor %+v read back as %+v, %v", what, *p.Next, c, err)
+		}
+		q.After = &c
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s %+v, page by page:\n got %v\nwant %v", what, q, got, want)
+	}
+}
+
 // TestSearchAgainstBruteForce compares searches of random threads with
 // bruteForce: words common and rare, with and without filters and time
 // bounds, pages at every offset, many threads updated at the same instant
@@ -165,6 +203,9 @@ func TestSearchAgainstBruteForce(t *testing.T) {
 				if !slices.Equal(got, wantKeys) || p.Total != wantTotal || p.TotalCapped != wantCapped {
 					t.Fatalf("%s, query %d %+v:\n got %v (total %d, capped %v)\nwant %v (total %d, capped %v)",
 						stage, i, q, got, p.Total, p.TotalCapped, wantKeys, wantTotal, wantCapped)
+				}
+				if i%4 == 0 {
+					walkPages(t, s, all, q, fmt.Sprintf("%s, query %d", stage, i))
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -520,7 +521,7 @@ func (s *sqlStore) ListMachines(ctx context.Context) ([]Machine, error) {
 	return out, nil
 }
 
-const threadCols = "machine, id, workflow, status, prompt, started_at, updated_at, duration_ns, steps, return_code, summary, usage"
+const threadCols = "machine, id, workflow, status, prompt, started_at, updated_at, duration_ns, steps, return_code, summary, usage, tokens, cost"
 
 func scanThread(row scanner) (Thread, error) {
 	var t Thread
@@ -528,7 +529,7 @@ func scanThread(row scanner) (Thread, error) {
 	var rc sql.NullInt64
 	var usage []byte
 	err := row.Scan(&t.Machine, &t.ID, &t.Workflow, &t.Status, &t.Prompt, nullTimeDest{&t.StartedAt}, timeDest{&t.UpdatedAt},
-		&dur, &t.Steps, &rc, &t.Summary, &usage)
+		&dur, &t.Steps, &rc, &t.Summary, &usage, &t.Tokens, &t.Cost)
 	t.Duration = time.Duration(dur)
 	if rc.Valid {
 		v := int(rc.Int64)
@@ -552,6 +553,10 @@ func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Th
 		if u := threads[i].Usage; len(u) > 0 && !json.Valid(u) {
 			return fmt.Errorf("store: sync threads of %s: thread %s: usage is not valid JSON", machine, threads[i].ID)
 		}
+		if c := threads[i].Cost; threads[i].Tokens < 0 || c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+			return fmt.Errorf("store: sync threads of %s: thread %s: tokens and cost must be finite and not negative (%d, %v)",
+				machine, threads[i].ID, threads[i].Tokens, c)
+		}
 	}
 	// Rows whose every column is unchanged are left alone: a resync mostly
 	// repeats what is stored, and rewriting it would churn the indexes.
@@ -560,14 +565,15 @@ func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Th
 		distinct = "IS DISTINCT FROM"
 	}
 	var changed []string
-	for _, c := range []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code", "summary", "usage"} {
+	for _, c := range []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code", "summary", "usage", "tokens", "cost"} {
 		changed = append(changed, "threads."+c+" "+distinct+" excluded."+c)
 	}
 	set := `workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
 started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns = excluded.duration_ns, steps = excluded.steps,
-return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage
+return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage,
+tokens = excluded.tokens, cost = excluded.cost
 WHERE ` + strings.Join(changed, " OR ")
-	upsert := `INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	upsert := `INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (machine, id) DO UPDATE SET ` + set
 	if s.backend == BackendSQLite {
 		// seq is the thread's place in the search order (see seqSlot): the
@@ -576,9 +582,9 @@ ON CONFLICT (machine, id) DO UPDATE SET ` + set
 		// mismatch) rather than spill into the next slot and break the
 		// order.
 		upsert = s.q(`INSERT INTO threads (seq, ` + threadCols + `) VALUES (
-(SELECT CASE WHEN max(seq) IS NULL THEN $13 WHEN max(seq) < $13 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
- FROM threads WHERE seq BETWEEN $13 AND $13 + ` + strconv.Itoa(seqTies-1) + `),
-$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+(SELECT CASE WHEN max(seq) IS NULL THEN $15 WHEN max(seq) < $15 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
+ FROM threads WHERE seq BETWEEN $15 AND $15 + ` + strconv.Itoa(seqTies-1) + `),
+$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = excluded.updated_at THEN threads.seq ELSE excluded.seq END, ` + set)
 	}
 	now := s.now()
@@ -598,7 +604,7 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		}
 		args[i] = []any{machine, t.ID, t.Workflow, t.Status,
 			truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
-			int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage}
+			int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage, t.Tokens, t.Cost}
 		if s.backend == BackendSQLite {
 			args[i] = append(args[i], seqSlot(updated))
 		}

@@ -56,9 +56,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -192,6 +195,71 @@ type Thread struct {
 	// Usage is the LLM usage as JSON, if any. PostgreSQL normalises JSON
 	// (key order, spacing), so compare it as JSON, not as bytes.
 	Usage json.RawMessage
+	// Tokens is how many LLM tokens (prompt and completion) the thread
+	// used, so far; 0 when unknown.
+	Tokens int64
+	// Cost is what those tokens cost, in US dollars; 0 when unknown.
+	Cost float64
+}
+
+// ThreadCursor is a thread's place in the search order (UpdatedAt newest
+// first, then Machine and ID): a search continues after it (keyset
+// paging), at a cost that does not grow with how deep the page is, and
+// which threads that change meanwhile do not shift.
+type ThreadCursor struct {
+	// UpdatedAt is the thread's UpdatedAt.
+	UpdatedAt time.Time
+	// Machine is the thread's machine.
+	Machine string
+	// ID is the thread's id.
+	ID string
+}
+
+// CursorOf is t's place in the search order.
+func CursorOf(t Thread) ThreadCursor {
+	return ThreadCursor{UpdatedAt: t.UpdatedAt, Machine: t.Machine, ID: t.ID}
+}
+
+// cursorWire is ThreadCursor as String writes it: short keys, the time in
+// microseconds, the store's precision.
+type cursorWire struct {
+	T int64  `json:"t"`
+	M string `json:"m"`
+	I string `json:"i"`
+}
+
+// String is the cursor as an opaque, URL-safe token (ParseThreadCursor
+// reads it back).
+func (c ThreadCursor) String() string {
+	b, _ := json.Marshal(cursorWire{T: utc(c.UpdatedAt).UnixMicro(), M: c.Machine, I: c.ID}) // strings and an integer always marshal
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ErrBadCursor is returned (wrapped) by ParseThreadCursor.
+var ErrBadCursor = errors.New("not a thread cursor")
+
+// ParseThreadCursor reads a cursor made by ThreadCursor.String.
+func ParseThreadCursor(s string) (ThreadCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return ThreadCursor{}, fmt.Errorf("%w: %q is not base64url", ErrBadCursor, s)
+	}
+	var w cursorWire
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return ThreadCursor{}, fmt.Errorf("%w: %q: %v", ErrBadCursor, s, err)
+	}
+	if w.M == "" || w.I == "" {
+		return ThreadCursor{}, fmt.Errorf("%w: %q names no thread", ErrBadCursor, s)
+	}
+	return ThreadCursor{UpdatedAt: time.UnixMicro(w.T).UTC(), Machine: w.M, ID: w.I}, nil
+}
+
+// compareCursor orders a thread against a cursor as searches do: negative
+// when t comes before c.
+func compareCursor(t Thread, c ThreadCursor) int {
+	return compareSearchOrder(t, Thread{UpdatedAt: utc(c.UpdatedAt), Machine: c.Machine, ID: c.ID})
 }
 
 // ThreadQuery filters and pages SearchThreads; zero fields do not filter.
@@ -211,8 +279,13 @@ type ThreadQuery struct {
 	Q string
 	// Limit is the page size: DefaultLimit if zero, at most MaxLimit.
 	Limit int
-	// Offset skips that many results.
+	// Offset skips that many results. Its cost grows with the depth:
+	// pages past the first should continue from After instead.
 	Offset int
+	// After, when set, starts the page with the first match after this
+	// place in the order (ThreadPage.Next of the previous page); Offset
+	// is then ignored.
+	After *ThreadCursor
 }
 
 // DefaultLimit is the page size when a query names none.
@@ -234,6 +307,66 @@ type ThreadPage struct {
 	// TotalCapped means more than Config.MaxTotal threads match: Total is
 	// then that bound, a lower bound of the true count.
 	TotalCapped bool
+	// Next is where the next page starts (ThreadQuery.After); nil when
+	// this page is the last.
+	Next *ThreadCursor
+}
+
+// StatsBy names what ThreadStats groups threads by.
+type StatsBy string
+
+const (
+	// StatsByMachine groups by machine.
+	StatsByMachine StatsBy = "machine"
+	// StatsByWorkflow groups by workflow.
+	StatsByWorkflow StatsBy = "workflow"
+)
+
+// StatsQuery selects what ThreadStats summarises: the threads updated in
+// [Since, Until), grouped by By.
+type StatsQuery struct {
+	// By is the grouping.
+	By StatsBy
+	// Since and Until bound UpdatedAt; both are required.
+	Since, Until time.Time
+}
+
+// MaxStatsRange bounds a StatsQuery's range: a day's bucket each, a
+// glance over a longer time is a report, not a glance.
+const MaxStatsRange = 366 * 24 * time.Hour
+
+// EndedStatuses are the statuses of threads that are over: they count in
+// success rates and median durations. A thread interrupted by its
+// connector's end may still resume, so it is not among them.
+var EndedStatuses = []string{"completed", "failed", "killed"}
+
+// DayCount is one group's threads of one UTC day, by status.
+type DayCount struct {
+	// Day is the day's start (UTC midnight).
+	Day time.Time
+	// ByStatus counts the day's threads per status.
+	ByStatus map[string]int
+}
+
+// GroupStats summarises one group's threads.
+type GroupStats struct {
+	// Key is the machine's or the workflow's name.
+	Key string
+	// Days are the days that have threads, oldest first.
+	Days []DayCount
+	// Threads counts them all.
+	Threads int
+	// Ended counts those over (EndedStatuses).
+	Ended int
+	// Completed counts those that completed.
+	Completed int
+	// MedianDuration is the median (the lower one of an even count) of
+	// the ended threads' durations; 0 when none ended.
+	MedianDuration time.Duration
+	// Tokens sums the threads' tokens.
+	Tokens int64
+	// Cost sums their cost in US dollars.
+	Cost float64
 }
 
 // SharedSecretActor is the Actor of audit entries made with the gateway's
@@ -385,6 +518,9 @@ type Store interface {
 	// SearchThreads searches every machine's threads, newest (by
 	// UpdatedAt) first.
 	SearchThreads(ctx context.Context, q ThreadQuery) (ThreadPage, error)
+	// ThreadStats summarises the threads updated in a range, per machine
+	// or per workflow, by key.
+	ThreadStats(ctx context.Context, q StatsQuery) ([]GroupStats, error)
 
 	// AppendAudit adds an entry and returns its id.
 	AppendAudit(ctx context.Context, e AuditEntry) (int64, error)

@@ -86,6 +86,12 @@ type Thread struct {
 	// Usage is the LLM usage as a JSON object when the connector records
 	// it; absent otherwise.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// Tokens is how many LLM tokens (prompt and completion) the thread
+	// used so far; absent (0) when the connector does not know.
+	Tokens int64 `json:"tokens,omitempty"`
+	// Cost is what those tokens cost, in US dollars; absent (0) when
+	// unknown.
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // Reset is the data of a reset event.
