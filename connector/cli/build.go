@@ -29,8 +29,9 @@ func (a *app) buildCmd() *cobra.Command {
 		Long: `With no argument or a directory, bundles every workflows/*-entry.ts of that
 workspace (default: the current directory) into dist/<stem>.esm.js, with a
 dist/<stem>.d.ts beside it. With files, bundles those entries into the dist/
-of their workspace. @uncaged/workflow-runtime and Node built-ins stay imports
-(the engine provides them); everything else is bundled. Each bundle is then
+of their workspace. The @uncaged/* packages the engine provides
+(@uncaged/workflow-runtime and the original's agent and utility packages) and
+Node built-ins stay imports; everything else is bundled. Each bundle is then
 checked the way "workflow add" checks it.
 
 Each bundle carries an inline source map, so a role's error names the line
@@ -193,7 +194,7 @@ func bundleEntry(entry, workDir string) (bundle []byte, warnings []string, err e
 		Platform:      api.PlatformNode, // keeps node:* and bare built-ins external
 		Target:        api.ES2020,
 		Splitting:     false,
-		External:      []string{jsrt.RuntimeModule},
+		External:      jsrt.ProvidedPackages(),
 		Charset:       api.CharsetUTF8,
 		LogLevel:      api.LogLevelSilent,
 		// An inline map keeps the bundle one file (it is registered and
@@ -242,7 +243,7 @@ func formatMessages(msgs []api.Message, dir, kind string) string {
 			}
 		}
 		if strings.HasPrefix(m.Text, "Could not resolve") {
-			b.WriteString("\n  note: install the package (e.g. npm install <package>) so build can bundle it; only @uncaged/workflow-runtime and Node built-ins stay imports")
+			b.WriteString("\n  note: install the package (e.g. npm install <package>) so build can bundle it; only the @uncaged/* packages the engine provides and Node built-ins stay imports")
 		}
 	}
 	return b.String()

@@ -99,6 +99,13 @@ func (a *app) addWorkflow(name, file, typesPath string) error {
 	if err != nil {
 		return err
 	}
+	bundle, bundled, err := resolveBundleImports(bundle, abs)
+	if err != nil {
+		return err
+	}
+	if len(bundled) > 0 {
+		fmt.Fprintf(a.env.Stderr, "bundled %s from node_modules into the registered bundle\n", strings.Join(bundled, ", "))
+	}
 	loaded, err := jsrt.Load(bundle, base, jsrt.Options{})
 	if err != nil {
 		return err

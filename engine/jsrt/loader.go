@@ -98,6 +98,47 @@ func checkImports(imports []importRecord) error {
 	return nil
 }
 
+// ExternalImports lists, in source order and each once, the bare
+// specifiers a bundle imports statically that the engine does not
+// provide: the packages `workflow add` looks for in node_modules beside
+// the bundle, as the original resolved them when a bundle was added. A
+// relative, absolute or file: specifier, a dynamic import() or a
+// require() is an error, as Load reports it, and so is source that does
+// not parse.
+func ExternalImports(source []byte, name string) ([]string, error) {
+	c, _ := compileBundle(source, name)
+	if c.err != nil {
+		return nil, c.err
+	}
+	var out []string
+	for _, imp := range c.imports {
+		switch imp.Kind {
+		case "dynamic-import":
+			return nil, errDynamicImport
+		case "require-call", "require-resolve":
+			return nil, errRequire
+		}
+		if _, ok := canonicalModule(imp.Path); ok || slices.Contains(out, imp.Path) {
+			continue
+		}
+		if !isBareSpecifier(imp.Path) {
+			return nil, disallowedImport(imp.Path)
+		}
+		out = append(out, imp.Path)
+	}
+	return out, nil
+}
+
+// isBareSpecifier says whether spec names a package (as "left-pad",
+// "@scope/pkg/sub" do) rather than a file or a URL, or a Node built-in
+// the engine does not have ("node:…").
+func isBareSpecifier(spec string) bool {
+	if spec == "" || strings.HasPrefix(spec, ".") || strings.HasPrefix(spec, "/") || strings.Contains(spec, ":") {
+		return false
+	}
+	return true
+}
+
 // validateTopLevel evaluates the module once in a throwaway runtime with
 // no host ("validation mode") and extracts the descriptor.
 func validateTopLevel(prog *goja.Program, name string, opts Options) (workflow.Descriptor, error) {
