@@ -32,6 +32,7 @@
 //	DELETE /api/cas/:hash                   {"ok":true}
 //	POST   /api/cas/gc                      gc.Result
 //	GET    /api/events                      text/event-stream of thread summaries for the gateway (events.go, shared/fleet)
+//	GET    /api/usage                       UsageReport: model tokens and cost per workflow (?since&until&workflow; usage.go)
 //
 // Errors: 400 for input that is wrong (bad JSON, missing or mistyped
 // fields, ids that are not letters, digits, '-' or '_', malformed hashes,
@@ -220,6 +221,7 @@ func New(opts Options) *echo.Echo {
 	e.GET("/api/threads/:id", s.getThread)
 	e.GET("/api/threads/:id/live", s.live)
 	e.GET("/api/events", newFeed(s).serve) // the fleet's change stream (events.go)
+	e.GET("/api/usage", s.machineUsage)
 	e.POST("/api/threads/:id/kill", s.act("kill", Engine.Kill))
 	e.POST("/api/threads/:id/pause", s.act("pause", Engine.Pause))
 	e.POST("/api/threads/:id/resume", s.act("resume", Engine.Resume))

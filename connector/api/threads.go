@@ -19,6 +19,7 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/usage"
 )
 
 // ThreadSummary is one thread in GET /api/threads.
@@ -75,6 +76,8 @@ type RunningSummary struct {
 type ThreadDetail struct {
 	ThreadID string `json:"threadId"`
 	Records  []any  `json:"records"`
+	// Usage is what all the thread's model calls used (package usage).
+	Usage usage.Totals `json:"usage"`
 }
 
 // Record types, the "type" of every record.
@@ -116,6 +119,9 @@ type RoleRecord struct {
 	StateHash string          `json:"stateHash"`
 	// ChildThread is the final state of a child thread the step ran, or null.
 	ChildThread *string `json:"childThread"`
+	// Usage is what the step's model calls used; absent when it made none
+	// (in GET /api/threads/:id only).
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 // ResultRecord is how a thread ended: its __end__ state. Unlike the
@@ -126,6 +132,8 @@ type ResultRecord struct {
 	Content    string `json:"content"` // the summary
 	Timestamp  int64  `json:"timestamp"`
 	StateHash  string `json:"stateHash"`
+	// Usage is what the calls made while ending (the summarizer's) used.
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 // validStatuses are the values ?status accepts.
@@ -372,7 +380,11 @@ func (s *server) getThread(c echo.Context) error {
 		return s.internal(c, err)
 	}
 	records = append(records, steps...)
-	return c.JSON(http.StatusOK, ThreadDetail{ThreadID: rec.ThreadID, Records: records})
+	total, err := s.addUsage(rec, records)
+	if err != nil {
+		return s.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, ThreadDetail{ThreadID: rec.ThreadID, Records: records, Usage: total})
 }
 
 // threadStart builds the thread-start record.

@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/usage"
 )
 
 func (a *app) threadCmd() *cobra.Command {
@@ -25,6 +26,7 @@ func (a *app) threadCmd() *cobra.Command {
 		a.threadRmCmd(),
 		a.threadForkCmd(),
 		a.threadPsCmd(),
+		a.threadUsageCmd(),
 		a.controlCmd("kill", "Kill a running thread", true, (*host.Client).Kill),
 		a.liveCmd("live"),
 		a.controlCmd("pause", "Pause a running thread", false, (*host.Client).Pause),
@@ -86,6 +88,8 @@ type stepView struct {
 	Timestamp   int64   `json:"timestamp"`
 	Content     string  `json:"content"`
 	ChildThread *string `json:"childThread"`
+	// Usage is what the step's model calls used (absent: it made none).
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 // threadView is `thread show` output: the original's fields, plus status
@@ -102,12 +106,17 @@ type threadView struct {
 	Steps       []stepView     `json:"steps"`
 	// Result is how a finished thread ended (absent while it runs).
 	Result *threadResult `json:"result,omitempty"`
+	// Usage is what all the thread's model calls used, with their cost at
+	// config.prices (package usage).
+	Usage usage.Totals `json:"usage"`
 }
 
 // threadResult is a finished thread's __end__ node.
 type threadResult struct {
 	ReturnCode int    `json:"returnCode"`
 	Summary    string `json:"summary"`
+	// Usage is what the calls made while ending (the summarizer's) used.
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 func (a *app) threadShowCmd() *cobra.Command {
@@ -138,10 +147,15 @@ func (a *app) threadShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			spent, err := a.threadUsage(l, rec)
+			if err != nil {
+				return err
+			}
+			view.Usage = spent.Total
 			for _, f := range frames {
 				p := f.State.Payload
 				if p.Role == node.RoleEnd {
-					view.Result = &threadResult{ReturnCode: f.State.ReturnCode(), Summary: f.State.Summary()}
+					view.Result = &threadResult{ReturnCode: f.State.ReturnCode(), Summary: f.State.Summary(), Usage: spent.Step(len(view.Steps) + 1)}
 				}
 				if p.Role == node.RoleEnd || p.Role == node.RoleFork {
 					continue
@@ -149,6 +163,7 @@ func (a *app) threadShowCmd() *cobra.Command {
 				view.Steps = append(view.Steps, stepView{
 					Role: p.Role, Hash: f.Hash, Timestamp: p.Timestamp,
 					Content: contentText(store, p.Content), ChildThread: optional(p.ChildThread),
+					Usage: spent.Step(len(view.Steps) + 1),
 				})
 			}
 			// The output is JSON either way; --json is accepted for symmetry.
@@ -195,7 +210,7 @@ func (a *app) threadRmCmd() *cobra.Command {
 			if _, err := threads.RemoveHistory(dir, rec.ThreadID); err != nil {
 				return err
 			}
-			for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID)} {
+			for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), usage.Path(l, rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID)} {
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					fmt.Fprintf(a.env.Stderr, "warning: %v\n", err)
 				}
