@@ -54,7 +54,7 @@ func (a *app) connectCmd() *cobra.Command {
 			if err := link.CheckGateway(gateway); err != nil {
 				return a.connectFailed(nil, name, gateway, err)
 			}
-			if !connectorNamePattern.MatchString(name) {
+			if !connectorNamePattern().MatchString(name) {
 				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindConfig,
 					Message: fmt.Sprintf("invalid connector name %q: use lowercase letters, digits and hyphens (at most 63)", name)})
 			}

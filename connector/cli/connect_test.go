@@ -104,7 +104,7 @@ func TestInstanceIDIsStablePerRoot(t *testing.T) {
 			t.Fatalf("two ids for one root: %q, %q", first, id)
 		}
 	}
-	if !instancePattern.MatchString(first) {
+	if !instancePattern().MatchString(first) {
 		t.Fatalf("id %q", first)
 	}
 	if again, err := instanceID(l); err != nil || again != first {

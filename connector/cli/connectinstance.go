@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
@@ -25,7 +24,7 @@ func instanceFile(l storage.Layout) string { return filepath.Join(l.Root, "insta
 
 // instancePattern is what an instance id looks like; the gateway takes
 // letters, digits, '-' and '_', up to 64.
-var instancePattern = regexp.MustCompile(`^[a-z0-9]{16,64}$`)
+var instancePattern = lazyRegexp(`^[a-z0-9]{16,64}$`)
 
 // instanceEncoding writes ids in lower-case base32, without padding.
 var instanceEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -50,7 +49,7 @@ func instanceID(l storage.Layout) (string, error) {
 		switch {
 		case err == nil:
 			id = strings.TrimSpace(string(b))
-			if !instancePattern.MatchString(id) {
+			if !instancePattern().MatchString(id) {
 				return fmt.Errorf("%s holds %q, not an instance id: remove the file to make a new one (the gateway will take this root for a new machine)", path, shortened(id))
 			}
 			return nil

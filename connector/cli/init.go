@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -27,7 +26,7 @@ const templatesGlob = "templates/*"
 
 // templateNamePattern keeps template names usable as npm package suffixes
 // and as TypeScript identifiers (after camel-casing).
-var templateNamePattern = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+var templateNamePattern = lazyRegexp(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
 func (a *app) initCmd() *cobra.Command {
 	return group("init", "Development:", "Scaffold workspaces and templates",
@@ -126,7 +125,7 @@ type templateCreated struct {
 // initTemplate scaffolds templates/<name>/ in the workspace enclosing cwd,
 // plus workflows/<name>-entry.ts when that file does not exist yet.
 func initTemplate(cwd, name string) (templateCreated, error) {
-	if !templateNamePattern.MatchString(name) {
+	if !templateNamePattern().MatchString(name) {
 		return templateCreated{}, fmt.Errorf("invalid template name: %q (use lowercase kebab-case: letters, digits and single hyphens, e.g. \"review-loop\")", name)
 	}
 	root, err := findWorkspaceRoot(cwd)

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -340,6 +342,13 @@ func exactArgs(min, max int, missing, extra string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// lazyRegexp compiles expr the first time a command needs it: a pattern
+// compiled at package level costs every start of the CLI, `version`
+// included.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
 
 // Commands are listed in the order they are added — the original's order

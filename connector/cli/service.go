@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,7 +23,7 @@ const ServiceUnitName = "uncaged-workflow-connect.service"
 // connectorNamePattern is the gateway's rule for connector names; checking
 // it here turns a unit that would be refused at every restart into an
 // error at install time.
-var connectorNamePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var connectorNamePattern = lazyRegexp(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // serviceUnit is what the unit runs.
 type serviceUnit struct {
@@ -201,7 +200,7 @@ func (a *app) serviceUnit(name, gateway, tokenFile, binary string) (serviceUnit,
 	if err := link.CheckGateway(gateway); err != nil {
 		return serviceUnit{}, err
 	}
-	if !connectorNamePattern.MatchString(name) {
+	if !connectorNamePattern().MatchString(name) {
 		return serviceUnit{}, fmt.Errorf("invalid connector name %q: use lowercase letters, digits and hyphens (at most 63)", name)
 	}
 	if tokenFile == "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
@@ -44,16 +45,18 @@ type salvaged struct {
 // Fields of a damaged entry, found without trusting quotes or braces: the
 // key (perhaps without one of its quotes), a colon, the value. A hash must
 // be complete (13 characters); a number must be followed by something, or
-// it may have been cut short.
+// it may have been cut short. They compile on first use: salvage is rare,
+// and compiling them costs every process that links this package ~1 ms of
+// start-up.
 var (
-	headField  = regexp.MustCompile(`(?:^|[^A-Za-z])head"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
-	startField = regexp.MustCompile(`(?:^|[^A-Za-z])start"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
-	idField    = regexp.MustCompile(`(?:^|[^A-Za-z])threadId"?\s*:\s*"?([0-9A-Za-z_-]{1,64})(?:[^0-9A-Za-z_-]|$)`)
-	indexKey   = regexp.MustCompile(`"?([0-9A-Za-z_-]{1,64})"?\s*:\s*\{`)
+	headField  = lazyRegexp(`(?:^|[^A-Za-z])head"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
+	startField = lazyRegexp(`(?:^|[^A-Za-z])start"?\s*:\s*"?([0-9A-Za-z]{13})(?:[^0-9A-Za-z]|$)`)
+	idField    = lazyRegexp(`(?:^|[^A-Za-z])threadId"?\s*:\s*"?([0-9A-Za-z_-]{1,64})(?:[^0-9A-Za-z_-]|$)`)
+	indexKey   = lazyRegexp(`"?([0-9A-Za-z_-]{1,64})"?\s*:\s*\{`)
 )
 
-func numberField(key string) *regexp.Regexp {
-	return regexp.MustCompile(`(?:^|[^A-Za-z])` + key + `"?\s*:\s*(-?[0-9]{1,16})[\s,}]`)
+func numberField(key string) func() *regexp.Regexp {
+	return lazyRegexp(`(?:^|[^A-Za-z])` + key + `"?\s*:\s*(-?[0-9]{1,16})[\s,}]`)
 }
 
 var (
@@ -61,16 +64,21 @@ var (
 	completedAtField = numberField("completedAt")
 )
 
+// lazyRegexp compiles expr the first time it is needed.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
 // salvageFields reads what it can of one entry's text.
-func salvageFields(text []byte, atField *regexp.Regexp) salvaged {
+func salvageFields(text []byte, atField func() *regexp.Regexp) salvaged {
 	var s salvaged
-	if m := headField.FindSubmatch(text); m != nil {
+	if m := headField().FindSubmatch(text); m != nil {
 		s.head = string(m[1])
 	}
-	if m := startField.FindSubmatch(text); m != nil {
+	if m := startField().FindSubmatch(text); m != nil {
 		s.start = string(m[1])
 	}
-	if m := atField.FindSubmatch(text); m != nil {
+	if m := atField().FindSubmatch(text); m != nil {
 		if v, err := strconv.ParseInt(string(m[1]), 10, 64); err == nil {
 			s.at, s.hasAt = v, true
 		}
@@ -82,7 +90,7 @@ func salvageFields(text []byte, atField *regexp.Regexp) salvaged {
 // key followed by an object, read up to the next object or the end.
 func salvageIndex(b []byte) []salvaged {
 	var out []salvaged
-	locs := indexKey.FindAllSubmatchIndex(b, -1)
+	locs := indexKey().FindAllSubmatchIndex(b, -1)
 	for i, loc := range locs {
 		end := len(b)
 		if i+1 < len(locs) {
@@ -113,7 +121,7 @@ func salvageHistoryLine(line []byte, lineNo int) []salvaged {
 			continue
 		}
 		s := salvageFields(part, completedAtField)
-		if m := idField.FindSubmatch(part); m != nil {
+		if m := idField().FindSubmatch(part); m != nil {
 			s.id = string(m[1])
 		}
 		s.line = lineNo

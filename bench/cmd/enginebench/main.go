@@ -6,9 +6,11 @@
 //     is the JavaScript runtime's share; the rest is the store);
 //   - esbuild's transform (first load of a bundle) against a cached load;
 //   - `run` → first step written, with the engine host already up and with
-//     a cold start, against starting the binary for `version`.
+//     a cold start, against starting the binary for `version`;
+//   - the start of `version` and `workflow list` against a hello-world Go
+//     binary, with the package initialisers that cost the most.
 //
-// Usage: go run ./bench/cmd/enginebench [-steps 200] [-runs 5] [-dir /dev/shm]
+// Usage: go run ./bench/cmd/enginebench [-steps 200] [-runs 5] [-dir /dev/shm] [-only cli|steps|run]
 package main
 
 import (
@@ -37,36 +39,54 @@ func main() {
 	steps := flag.Int("steps", 200, "steps per thread")
 	runs := flag.Int("runs", 5, "repetitions per figure (the median is reported)")
 	dir := flag.String("dir", "", "parent of the work directory (default: the system temp dir; /dev/shm takes the disk out of the per-step figure)")
+	only := flag.String("only", "", "run one section: cli (CLI start), steps (bundle load and per-step overhead) or run (the real binary's `run`)")
+	cliRounds := flag.Int("cli-rounds", 21, "rounds of the CLI start figures")
 	flag.Parse()
+	switch *only {
+	case "", "cli", "steps", "run":
+	default:
+		check(fmt.Errorf("-only %q: want cli, steps or run", *only))
+	}
 	work, err := os.MkdirTemp(*dir, "enginebench-")
 	check(err)
 	defer func() { check(os.RemoveAll(work)) }()
 
 	src := bundleSource(*steps)
 	fmt.Printf("enginebench: %s\n\n", work)
+	if *only == "" || *only == "cli" {
+		cliStart(work, *cliRounds)
+	}
+	if *only == "" || *only == "steps" {
+		stepOverhead(work, src, *steps, *runs)
+	}
+	if *only == "" || *only == "run" {
+		firstStepLatency(work, src, *runs)
+	}
+}
+
+// stepOverhead prints the bundle load and per-step figures.
+func stepOverhead(work, src string, steps, runs int) {
 
 	fmt.Println("bundle load")
-	uncached := median(*runs, func(i int) {
+	uncached := median(runs, func(i int) {
 		// A distinct source each time defeats the transform cache.
 		_, err := jsrt.Load([]byte(src+fmt.Sprintf("\n// run %d\n", i)), "steps.esm.js", jsrt.Options{})
 		check(err)
 	})
 	check2(jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{}))
-	cached := median(*runs, func(int) { check2(jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})) })
+	cached := median(runs, func(int) { check2(jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})) })
 	fmt.Printf("  load with esbuild transform   %10s\n  load, transform cached        %10s   (esbuild's share: %s)\n\n",
 		uncached.Round(time.Microsecond), cached.Round(time.Microsecond), (uncached - cached).Round(time.Microsecond))
 
-	fmt.Printf("per-step overhead, %d deterministic steps\n", *steps)
+	fmt.Printf("per-step overhead, %d deterministic steps\n", steps)
 	bundle, err := jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})
 	check(err)
-	goTime := median(*runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("go-%d", i)), goSteps{n: *steps}, *steps) })
-	jsTime := median(*runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("js-%d", i)), bundle, *steps) })
-	fmt.Printf("  Go workflow (baseline)        %10s  %8.0f steps/s\n", goTime.Round(time.Microsecond), float64(*steps)/goTime.Seconds())
+	goTime := median(runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("go-%d", i)), goSteps{n: steps}, steps) })
+	jsTime := median(runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("js-%d", i)), bundle, steps) })
+	fmt.Printf("  Go workflow (baseline)        %10s  %8.0f steps/s\n", goTime.Round(time.Microsecond), float64(steps)/goTime.Seconds())
 	fmt.Printf("  JS bundle in goja             %10s  %8.0f steps/s   ratio %.2fx of baseline speed; goja's share per step %s\n\n",
-		jsTime.Round(time.Microsecond), float64(*steps)/jsTime.Seconds(), goTime.Seconds()/jsTime.Seconds(),
-		((jsTime - goTime) / time.Duration(*steps)).Round(time.Microsecond))
-
-	firstStepLatency(work, src, *runs)
+		jsTime.Round(time.Microsecond), float64(steps)/jsTime.Seconds(), goTime.Seconds()/jsTime.Seconds(),
+		((jsTime - goTime) / time.Duration(steps)).Round(time.Microsecond))
 }
 
 func check(err error) {
@@ -153,10 +173,7 @@ func runThread(root string, wf workflow.Workflow, steps int) {
 // is in threads.json, with a cold and a warm engine host.
 func firstStepLatency(work, src string, runs int) {
 	fmt.Println("run → first step written (real binary)")
-	bin := filepath.Join(work, "uncaged-workflow")
-	build := exec.Command("go", "build", "-o", bin, "./connector/cmd/uncaged-workflow")
-	build.Stderr = os.Stderr
-	check(build.Run())
+	bin := buildCLI(work)
 	root := filepath.Join(work, "latency-root")
 	bundle := filepath.Join(work, "steps.esm.js")
 	check(os.WriteFile(bundle, []byte(src), 0o644))
