@@ -2,6 +2,7 @@ import { FormEvent, useEffect, useState } from "react";
 import { ApiError, gateway, getToken, onUnauthorized, takeTokenFromLink } from "./api";
 import { AuditView } from "./audit/AuditView";
 import { CasView } from "./cas/CasView";
+import { FleetGlance } from "./fleet/FleetGlance";
 import { endsSession, refusalMessage } from "./common/refusal";
 import { Sidebar } from "./machines/Sidebar";
 import { href, Route, useRoute } from "./route";
@@ -108,6 +109,7 @@ function Shell({ onOut }: { onOut: () => void }) {
         </button>
         <a className="brand" href={href.home()}>uncaged workflow</a>
         <a className="all-link" href={href.all()} aria-current={route.view === "all" || route.view === "home" ? "page" : undefined}>All machines</a>
+        <a className="all-link fleet-link" href={href.fleet()} aria-current={route.view === "fleet" ? "page" : undefined}>Fleet</a>
         <a className="all-link audit-link" href={href.audit()} aria-current={route.view === "audit" ? "page" : undefined}>Audit</a>
         {machineName && (
           <nav className="tabs" aria-label="machine sections">
@@ -137,6 +139,8 @@ function Page({ route }: { route: Route }) {
       return <ThreadDetail key={`${route.machine}/${route.id}`} machine={route.machine} id={route.id} />;
     case "audit":
       return <AuditView />;
+    case "fleet":
+      return <FleetGlance />;
     case "workflows":
       return <WorkflowList key={route.machine} machine={route.machine} />;
     case "workflow":

@@ -4,6 +4,7 @@ import { useEffect, useState } from "react";
 //   #/                               all machines' threads (the landing page)
 //   #/threads[?q=&machine=&...]      the same, with a search (see FleetThreads)
 //   #/audit                          the gateway's audit log
+//   #/fleet[?by=workflow&days=30]    the fleet at a glance (see FleetGlance)
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
 //   #/m/<machine>/workflows[/<name>] workflows, one workflow's graph
@@ -13,6 +14,7 @@ export type Route =
   | { view: "home" }
   | { view: "all" }
   | { view: "audit" }
+  | { view: "fleet" }
   | { view: "threads"; machine: string }
   | { view: "thread"; machine: string; id: string }
   | { view: "workflows"; machine: string }
@@ -33,6 +35,7 @@ export function parseHash(hash: string): Route {
   if (parts.length === 0) return { view: "home" };
   if (parts.length === 1 && parts[0] === "threads") return { view: "all" };
   if (parts.length === 1 && parts[0] === "audit") return { view: "audit" };
+  if (parts.length === 1 && parts[0] === "fleet") return { view: "fleet" };
   if (parts[0] !== "m" || !parts[1]) return { view: "notfound", path };
   const machine = parts[1];
   const [section, arg] = [parts[2], parts[3]];
@@ -49,6 +52,7 @@ export const href = {
   home: () => "#/",
   all: () => "#/threads",
   audit: () => "#/audit",
+  fleet: () => "#/fleet",
   threads: (m: string) => `#/m/${e(m)}/threads`,
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,
   workflows: (m: string) => `#/m/${e(m)}/workflows`,
