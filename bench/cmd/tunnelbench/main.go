@@ -10,6 +10,13 @@
 //
 // Usage: go run ./bench/cmd/tunnelbench [-seconds 5] [-idle 10000]
 //
+// By default (-peers) it compares the tunnel with the tunnels people run
+// today instead (peers.go): chisel and frp, built from pinned versions, on
+// the same `uncaged-workflow serve` backend, in interleaved rounds, with
+// their memory after load over time and 100 MB responses on fresh
+// processes. -peers=false gives the single-tunnel figures and the design
+// floors below.
+//
 // On a busy machine throughput ratios say little; CPU per request does not
 // depend on what else runs. -cpuonly measures just that figure, -runs times
 // in turn (direct, then via the gateway), and prints the median. -src builds
@@ -58,6 +65,8 @@ func main() {
 	floorAddr := flag.String("serve-floor", "", "internal: serve the bare-server floor on this address")
 	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: CARRIER,HTTP,TUNNEL of a design skeleton's gateway")
 	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: CARRIER,TUNNEL of a design skeleton's connector")
+	peers := flag.Bool("peers", true, "compare with chisel and frp (built from pinned module versions) instead of the design floors")
+	rounds := flag.Int("rounds", 5, "interleaved rounds of the peer comparison")
 	flag.Parse()
 	if *floorAddr != "" || *skeletonGW != "" || *skeletonConn != "" {
 		// The same collector policy as the real servers, so the floors
@@ -89,13 +98,26 @@ func main() {
 	dash := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--dashboard"))
 	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
 
+	root := filepath.Join(work, "root")
+	bigHash := putBig(root, *bigMB)
+	if *peers && !*cpuOnly && *wrapGW == "" && *wrapConn == "" {
+		fmt.Printf("tunnelbench: %d CPUs; this project's tunnel against chisel and frp\n\n", numCPU())
+		peerRun(&peerSetup{bin: bin, peers: peerBinaries(), root: root, work: work, env: env, dash: dash, token: connTok}, bigHash, *bigMB, *rounds, *seconds, 5)
+		if *idle > 0 {
+			gwAddr := freePort()
+			gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1", "--max-conns-per-ip", "-1")
+			defer stop(gw)
+			waitHTTP("http://" + gwAddr + "/healthz")
+			idleMemory(gw.Process.Pid, gwAddr, *idle)
+		}
+		return
+	}
+
 	gwAddr, apiAddr := freePort(), freePort()
 	// All idle connectors dial from one address.
 	gw := startWrapped(*wrapGW, bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1", "--max-conns-per-ip", "-1")
 	defer stop(gw)
 	waitHTTP("http://" + gwAddr + "/healthz")
-	root := filepath.Join(work, "root")
-	bigHash := putBig(root, *bigMB)
 	conn := startWrapped(*wrapConn, bin("uncaged-workflow"), []string{storage.EnvRoot + "=" + root, "UNCAGED_WORKFLOW_TOKEN=" + connTok},
 		"connect", "--name", "bench", "--gateway", "http://"+gwAddr, "--listen", apiAddr)
 	defer stop(conn)
@@ -390,14 +412,14 @@ func bigGet(url, token string) float64 {
 	return best
 }
 
-func p50(url, token string) time.Duration {
+func p50(url, token string) time.Duration { return p50n(url, token, 500) }
+
+// p50n is the median latency of n requests made one at a time.
+func p50n(url, token string, n int) time.Duration {
 	c := client(1)
 	var ds []time.Duration
-	for i := 0; i < 500; i++ {
-		req, _ := http.NewRequest("GET", url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+	for i := 0; i < n; i++ {
+		req, _ := newGet(url, token)
 		t0 := time.Now()
 		resp, err := c.Do(req)
 		check(err)
@@ -408,6 +430,21 @@ func p50(url, token string) time.Duration {
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2].Round(time.Microsecond)
+}
+
+// newGet is a GET of url, with token as the bearer when set.
+func newGet(url, token string) (*http.Request, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err == nil && token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req, err
+}
+
+// ioCopyDiscard reads resp's body to its end and closes it.
+func ioCopyDiscard(resp *http.Response) (int64, error) {
+	defer func() { _ = resp.Body.Close() }()
+	return io.Copy(io.Discard, resp.Body)
 }
 
 func rss(pid int) int64 {
