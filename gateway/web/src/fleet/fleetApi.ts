@@ -30,7 +30,7 @@ function qs(q: Record<string, string | number | undefined>): string {
 
 /** searchFleet searches every machine's threads; after (a page's nextCursor) continues a search where offset would re-read every skipped thread. */
 export const searchFleet = (q: FleetQuery & { after?: string }) =>
-  api<FleetSearch>(`/api/gateway/threads?${qs({ ...q, offset: q.after ? undefined : q.offset || undefined })}`);
+  api<FleetSearch>(`/api/gateway/threads?${qs({ ...q, offset: q.after ? undefined : q.offset })}`);
 
 /** fleetStats summarises the fleet per machine or workflow over [since, until). */
 export const fleetStats = (q: { by: "machine" | "workflow"; since?: string; until?: string }) => api<FleetStats>(`/api/gateway/stats?${qs(q)}`);

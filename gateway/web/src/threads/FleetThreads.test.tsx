@@ -22,9 +22,11 @@ beforeEach(() => {
 });
 
 describe("fleetQuery", () => {
-  it("sends only the filters that are set, since from the start of the day", () => {
-    expect(fleetQuery({ q: " fix bug ", machine: "", workflow: "", status: "failed", since: "" }, 50)).toEqual({ q: "fix bug", status: "failed", limit: 50, offset: 50, machine: undefined, workflow: undefined, since: undefined });
-    expect(fleetQuery({ q: "", machine: "m", workflow: "wf", status: "", since: "2026-03-04" }, 0).since).toBe(new Date(2026, 2, 4).toISOString());
+  it("sends only the filters that are set, since from the start of its day, until to the end of its", () => {
+    expect(fleetQuery({ q: " fix bug ", machine: "", workflow: "", status: "failed", since: "", until: "" }, 50)).toEqual({ q: "fix bug", status: "failed", limit: 50, offset: 50, machine: undefined, workflow: undefined, since: undefined, until: undefined });
+    const q = fleetQuery({ q: "", machine: "m", workflow: "wf", status: "", since: "2026-03-04", until: "2026-03-31" }, 0);
+    expect([q.since, q.until]).toEqual([new Date(2026, 2, 4).toISOString(), new Date(2026, 3, 1).toISOString()]);
+    expect(fleetQuery({ q: "", machine: "", workflow: "", status: "", since: "not a day", until: "2026-13-45" }, 0)).toMatchObject({ since: undefined, until: undefined });
   });
 });
 
@@ -55,15 +57,32 @@ describe("AllThreads (the gateway's memory)", () => {
       ["/api/gateway/threads", (u) => {
         const p = new URL(u, "http://x").searchParams;
         const n = p.get("q") ? 1 : 50;
-        return json(200, { threads: Array.from({ length: n }, (_, i) => ft("laptop", `T${p.get("offset")}-${i}`)), total: p.get("q") ? 1 : 120 });
+        const at = p.get("after") ?? p.get("offset");
+        // Pages of 50 from 120 threads: the first two have a next.
+        const next = p.get("q") || at === "c2" ? undefined : at === "c1" ? "c2" : "c1";
+        return json(200, { threads: Array.from({ length: n }, (_, i) => ft("laptop", `T${at}-${i}`)), total: p.get("q") ? 1 : 120, nextCursor: next });
       }],
     ]);
     render(<AllThreads />);
     await screen.findByText("T0-0");
     expect(screen.getByText(/Threads 1–50 of 120/)).toBeTruthy();
+    expect((screen.getByTestId("newer") as HTMLButtonElement).disabled).toBe(true);
+    // Older pages by cursor (keyset), not offset, and the URL keeps the place.
     fireEvent.click(screen.getByTestId("older"));
-    await screen.findByText("T50-0");
-    expect(params(f, "/api/gateway/threads").offset).toBe("50");
+    await screen.findByText("Tc1-0");
+    expect(params(f, "/api/gateway/threads")).toEqual({ after: "c1", limit: "50" });
+    expect(window.location.hash).toBe("#/threads?after=c1&offset=50");
+    expect(screen.getByText(/Threads 51–100 of 120/)).toBeTruthy();
+    fireEvent.click(screen.getByTestId("older"));
+    await screen.findByText("Tc2-0");
+    expect((screen.getByTestId("older") as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.click(screen.getByTestId("newer"));
+    await screen.findByText("Tc1-0");
+    fireEvent.click(screen.getByTestId("newer"));
+    await screen.findByText("T0-0");
+    expect(params(f, "/api/gateway/threads")).toEqual({ limit: "50", offset: "0" });
+    fireEvent.click(screen.getByTestId("older"));
+    await screen.findByText("Tc1-0");
     fireEvent.change(screen.getByTestId("search-q"), { target: { value: "memory leak" } });
     fireEvent.change(screen.getByLabelText("workflow filter"), { target: { value: "review" } });
     // Typing does not search; Search (or Enter) does, from the first page.
@@ -85,12 +104,18 @@ describe("AllThreads (the gateway's memory)", () => {
   });
 
   it("starts from the search in the hash", async () => {
-    window.location.hash = "#/threads?q=leak&status=failed&offset=50";
+    window.location.hash = "#/threads?q=leak&status=failed&until=2026-03-31&after=cur&offset=50";
     const f = stubFetch([...machines(), ["/api/gateway/threads", () => json(200, { threads: [ft("laptop", "L1")], total: 51 })]]);
     render(<AllThreads />);
     await screen.findByText("L1");
-    expect(params(f, "/api/gateway/threads")).toEqual({ q: "leak", status: "failed", limit: "50", offset: "50" });
+    expect(params(f, "/api/gateway/threads")).toEqual({ q: "leak", status: "failed", until: new Date(2026, 3, 1).toISOString(), after: "cur", limit: "50" });
     expect((screen.getByTestId("search-q") as HTMLInputElement).value).toBe("leak");
+    expect((screen.getByLabelText("updated until") as HTMLInputElement).value).toBe("2026-03-31");
+    expect(screen.getByText(/Threads 51–51 of 51/)).toBeTruthy();
+    // A reload forgot the way back: Newer goes to the top of the same search.
+    fireEvent.click(screen.getByTestId("newer"));
+    await act(async () => {});
+    expect(params(f, "/api/gateway/threads")).toEqual({ q: "leak", status: "failed", until: new Date(2026, 3, 1).toISOString(), limit: "50", offset: "0" });
     // The "All machines" link: no search.
     await act(async () => {
       window.location.hash = "#/threads";

@@ -1,7 +1,8 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ago, FleetQuery, gateway, noMemory, ThreadStatus, useApi } from "../api";
+import { ago, FleetQuery, noMemory, ThreadStatus, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { searchFleet } from "../fleet/fleetApi";
 import { loadAllMachines } from "../machines/machines";
 import { hashQuery, href, replaceQuery } from "../route";
 import { MergedThreads } from "./AllThreads";
@@ -13,45 +14,61 @@ const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "k
 export const FLEET_PAGE = 50;
 
 /** Filters are the fleet view's search; empty fields do not filter. */
-export type Filters = { q: string; machine: string; workflow: string; status: string; since: string };
-const NONE: Filters = { q: "", machine: "", workflow: "", status: "", since: "" };
+export type Filters = { q: string; machine: string; workflow: string; status: string; since: string; until: string };
+const NONE: Filters = { q: "", machine: "", workflow: "", status: "", since: "", until: "" };
+
+/** dayStart is the start of a yyyy-mm-dd day in the browser's time zone, days later, as ISO; undefined if it is no date. */
+function dayStart(day: string, days = 0): string | undefined {
+  if (!day) return undefined;
+  const d = new Date(`${day}T00:00:00`);
+  if (Number.isNaN(d.getTime())) return undefined;
+  d.setDate(d.getDate() + days);
+  return d.toISOString();
+}
 
 /**
- * fleetQuery turns the filters into the gateway's query: since is a day
- * (the date input's yyyy-mm-dd), from its start in the browser's time zone.
+ * fleetQuery turns the filters into the gateway's query. since and until
+ * are days (the date inputs' yyyy-mm-dd) in the browser's time zone, both
+ * included: since from its start, until to its end.
  */
 export function fleetQuery(f: Filters, offset: number, limit = FLEET_PAGE): FleetQuery {
-  let since: string | undefined;
-  if (f.since) {
-    const d = new Date(`${f.since}T00:00:00`);
-    if (!Number.isNaN(d.getTime())) since = d.toISOString();
-  }
   return {
     q: f.q.trim() || undefined,
     machine: f.machine || undefined,
     workflow: f.workflow.trim() || undefined,
     status: f.status || undefined,
-    since,
+    since: dayStart(f.since),
+    until: dayStart(f.until, 1),
     limit,
     offset,
   };
 }
 
-const KEYS: (keyof Filters)[] = ["q", "machine", "workflow", "status", "since"];
+const KEYS: (keyof Filters)[] = ["q", "machine", "workflow", "status", "since", "until"];
 
-/** fromHash reads a search from the hash's query (#/threads?q=...&offset=50). */
-export function fromHash(): { filters: Filters; offset: number } {
+/**
+ * Place is where the list is in the results: offset is the first row's
+ * position (for the caption), after the cursor the page continues from
+ * (keyset paging; none on the first page, or in an older link that pages
+ * by offset), trail the cursors of the pages before it, for Newer.
+ */
+export type Place = { offset: number; after?: string; trail: string[] };
+const TOP: Place = { offset: 0, trail: [] };
+
+/** fromHash reads a search and its page from the hash's query (#/threads?q=...&after=…&offset=50). */
+export function fromHash(): { filters: Filters; place: Place } {
   const p = hashQuery();
   const filters = { ...NONE };
   for (const k of KEYS) filters[k] = p.get(k) ?? "";
   const offset = Number(p.get("offset"));
-  return { filters, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };
+  return { filters, place: { offset: Number.isInteger(offset) && offset > 0 ? offset : 0, after: p.get("after") || undefined, trail: [] } };
 }
 
-function toHash(f: Filters, offset: number) {
+function toHash(f: Filters, place: Place) {
   const p = new URLSearchParams();
   for (const k of KEYS) if (f[k]) p.set(k, f[k]);
-  if (offset) p.set("offset", String(offset));
+  if (place.after) p.set("after", place.after);
+  if (place.offset) p.set("offset", String(place.offset));
   replaceQuery(p);
 }
 
@@ -67,18 +84,19 @@ export function AllThreads() {
   const [initial] = useState(() => fromHash());
   const [applied, setApplied] = useState<Filters>(initial.filters);
   const [draft, setDraft] = useState<Filters>(initial.filters);
-  const [offset, setOffsetState] = useState(initial.offset);
-  const setOffset = (n: number) => {
-    setOffsetState(n);
-    toHash(applied, n);
+  const [place, setPlaceState] = useState<Place>(initial.place);
+  const setPlace = (p: Place) => {
+    setPlaceState(p);
+    toHash(applied, p);
   };
+  const offset = place.offset;
   // A link to another search (the "All machines" link: none) replaces this one.
   useEffect(() => {
     const on = () => {
       const next = fromHash();
       setApplied(next.filters);
       setDraft(next.filters);
-      setOffsetState(next.offset);
+      setPlaceState(next.place);
     };
     window.addEventListener("hashchange", on);
     return () => window.removeEventListener("hashchange", on);
@@ -89,19 +107,19 @@ export function AllThreads() {
   const machines = useApi(loadAllMachines, [], legacy ? undefined : 5000);
   const q = useApi(
     () =>
-      gateway.threads(fleetQuery(applied, offset)).catch((e: unknown) => {
+      searchFleet({ ...fleetQuery(applied, offset), after: place.after }).catch((e: unknown) => {
         if (noMemory(e)) setLegacy(true);
         throw e;
       }),
-    [applied, offset],
+    [applied, place],
     legacy ? undefined : 5000,
   );
   if (legacy) return <MergedThreads />;
   const apply = (f: Filters) => {
     setApplied(f);
     setDraft(f);
-    setOffsetState(0);
-    toHash(f, 0);
+    setPlaceState(TOP);
+    toHash(f, TOP);
   };
   const submit = (e: FormEvent) => {
     e.preventDefault();
@@ -111,6 +129,18 @@ export function AllThreads() {
   // A select or a date applies at once; the text fields on Search (Enter).
   const pick = (k: keyof Filters) => (v: string) => apply({ ...draft, [k]: v });
   const total = q.data?.total ?? 0;
+  // Older continues after this page's last thread (keyset paging: as fast
+  // deep in a long history as on top); Newer goes back the way it came,
+  // or to the top after a reload, which forgot the way.
+  const next = q.data?.nextCursor;
+  const older = () => next && setPlace({ offset: offset + FLEET_PAGE, after: next, trail: [...place.trail, place.after ?? ""] });
+  const newer = () => {
+    if (place.trail.length > 0) {
+      const trail = place.trail.slice(0, -1);
+      setPlace({ offset: Math.max(0, offset - FLEET_PAGE), after: place.trail[place.trail.length - 1] || undefined, trail });
+    } else if (place.after) setPlace(TOP);
+    else setPlace({ offset: Math.max(0, offset - FLEET_PAGE), trail: [] });
+  };
   const rows = (q.data?.threads ?? []).map(fleetRow);
   const list = machines.data ?? [];
   const online = list.filter((m) => m.status === "online");
@@ -141,8 +171,12 @@ export function AllThreads() {
           </select>
         </label>
         <label className="inline">
-          Updated since{" "}
-          <input type="date" value={draft.since} onChange={(e) => pick("since")(e.target.value)} aria-label="updated since" />
+          Updated from{" "}
+          <input type="date" value={draft.since} max={draft.until || undefined} onChange={(e) => pick("since")(e.target.value)} aria-label="updated since" />
+        </label>
+        <label className="inline">
+          to{" "}
+          <input type="date" value={draft.until} min={draft.since || undefined} onChange={(e) => pick("until")(e.target.value)} aria-label="updated until" />
         </label>
         <button type="submit" className="primary" data-testid="search-submit">Search</button>
         {filtered && <button type="button" className="link" onClick={() => apply(NONE)}>Clear</button>}
@@ -179,11 +213,11 @@ export function AllThreads() {
           caption={`Threads ${offset + 1}–${offset + rows.length} of ${q.data?.totalCapped ? `more than ${total}` : total}, newest change first${total > FLEET_PAGE ? "; sorting orders the rows on this page only" : ""}.`}
         />
       )}
-      {total > FLEET_PAGE && (
+      {(next || offset > 0) && (
         <nav className="row pager" aria-label="pages">
-          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - FLEET_PAGE))}>← Newer</button>
-          <span>{offset + 1}–{Math.min(offset + FLEET_PAGE, total)} of {total}</span>
-          <button disabled={offset + FLEET_PAGE >= total} onClick={() => setOffset(offset + FLEET_PAGE)} data-testid="older">Older →</button>
+          <button disabled={offset === 0 && !place.after} onClick={newer} data-testid="newer">← Newer</button>
+          <span>{offset + 1}–{offset + rows.length} of {q.data?.totalCapped ? `more than ${total}` : total}</span>
+          <button disabled={!next} onClick={older} data-testid="older">Older →</button>
         </nav>
       )}
     </section>
