@@ -1,13 +1,19 @@
 package jsrt
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/node"
+	"github.com/uncaged/workflow/engine/workflow"
 )
 
 // storeThread writes a two-step finished thread (planner, coder, __end__)
@@ -45,6 +51,20 @@ func TestCompatPackages(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
 	head := storeThread(t, h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.URL.Path == "/ok/chat/completions" && r.Header.Get("Authorization") == "Bearer k1":
+			fmt.Fprintf(w, `{"choices":[{"message":{"content":%q}}]}`, body)
+		default:
+			http.Error(w, "no", http.StatusTeapot)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	h.env["COMPAT_CHAT_URL"] = srv.URL
+	h.child = func(_ context.Context, name, prompt string) (workflow.ChildResult, error) {
+		return workflow.ChildResult{ReturnCode: 0, Summary: name + " ran " + prompt, RootHash: "4V3R4ZC8KXPT6", ThreadID: "T"}, nil
+	}
 	b := loadTestdata(t, "compat_modules.esm.js")
 	outs, done, err := drive(t, b, h, threadFor(b, "head:"+head))
 	if err != nil || done == nil || done.ReturnCode != 0 || len(outs) != 1 {
@@ -59,6 +79,11 @@ func TestCompatPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantFields(t, got, map[string]any{
+		"chat":               map[string]any{"ok": true, "value": `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`},
+		"chatFailed":         map[string]any{"ok": false, "error": map[string]any{"kind": "http_error", "status": 418, "body": "no\n"}},
+		"llmFn":              map[string]any{"ok": true, "value": `{"choices":[{"message":{"content":"{\"model\":\"m1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[],\"tool_choice\":\"auto\"}"}}]}`},
+		"child":              map[string]any{"meta": map[string]any{"returnCode": 0, "summary": "leaf ran head:" + head, "rootHash": "4V3R4ZC8KXPT6", "threadId": "T"}, "childThread": "4V3R4ZC8KXPT6"},
+		"cursorNoCommand":    map[string]any{"ok": true},
 		"sameConstants":      true,
 		"okValue":            map[string]any{"ok": true, "value": 1},
 		"errValue":           map[string]any{"ok": false, "error": "no"},

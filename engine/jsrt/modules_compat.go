@@ -26,6 +26,7 @@ var compatModules = map[string]string{
 	"@uncaged/workflow-agent-llm":    "compat_agent_llm.js",
 	"@uncaged/workflow-agent-react":  "compat_agent_react.js",
 	"@uncaged/workflow-cas":          "compat_cas.js",
+	"@uncaged/workflow-execute":      "compat_execute.js",
 	"@uncaged/workflow-protocol":     "compat_protocol.js",
 	"@uncaged/workflow-reactor":      "compat_reactor.js",
 	"@uncaged/workflow-register":     "compat_register.js",

@@ -21,6 +21,8 @@ import { validateCursorAgentConfig } from "@uncaged/workflow-agent-cursor";
 import { validateHermesAgentConfig } from "@uncaged/workflow-agent-hermes";
 import { createReactAdapter, defaultToolHandler, defaultTools } from "@uncaged/workflow-agent-react";
 import { createLlmFn, createThreadReactor } from "@uncaged/workflow-reactor";
+import { chatCompletionText } from "@uncaged/workflow-agent-llm";
+import { workflowAdapter } from "@uncaged/workflow-execute";
 
 // Read at the top level, where the environment is only asked about.
 const unsetAtTopLevel = optionalEnv("COMPAT_SURELY_UNSET_VARIABLE");
@@ -45,7 +47,16 @@ async function report(ctx, runtime) {
   const echo = await spawnCli("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"], { cwd: null, timeoutMs: null });
   const echoed = await spawnCli("/bin/echo", ["hi"], { cwd: null, timeoutMs: 10000 });
   const missing = await spawnCli("/surely/not/a/program", [], { cwd: null, timeoutMs: null });
+  const url = process.env.COMPAT_CHAT_URL;
+  const provider = (path) => ({ baseUrl: url + path, apiKey: "k1", model: "m1" });
+  const messages = [{ role: "user", content: "hi" }];
+  const child = await workflowAdapter("leaf", { storageRoot: null })("prompt", { type: "object" })(ctx, runtime, { role: "report" });
   return {
+    chat: await chatCompletionText({ provider: provider("/ok/"), messages }),
+    chatFailed: await chatCompletionText({ provider: provider("/fail"), messages }),
+    llmFn: await createLlmFn(provider("/ok"))({ messages, tools: [] }),
+    child,
+    cursorNoCommand: validateCursorAgentConfig({}),
     sameConstants: protocol.START === START && protocol.END === END && START === "__start__",
     okValue: ok(1),
     errValue: protocol.err("no"),
