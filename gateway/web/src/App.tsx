@@ -1,6 +1,7 @@
 import { FormEvent, useEffect, useState } from "react";
 import { ApiError, gateway, getToken, onUnauthorized, takeTokenFromLink } from "./api";
 import { AuditView } from "./audit/AuditView";
+import { BundleView } from "./cas/BundleView";
 import { CasView } from "./cas/CasView";
 import { FleetGlance } from "./fleet/FleetGlance";
 import { endsSession, refusalMessage } from "./common/refusal";
@@ -147,6 +148,8 @@ function Page({ route }: { route: Route }) {
       return <WorkflowDetailView key={`${route.machine}/${route.name}`} machine={route.machine} name={route.name} />;
     case "cas":
       return <CasView key={`${route.machine}/${route.hash}`} machine={route.machine} hash={route.hash} />;
+    case "bundle":
+      return <BundleView key={`${route.machine}/${route.hash}`} machine={route.machine} hash={route.hash} />;
     case "notfound":
       return (
         <section className="empty">

@@ -345,6 +345,7 @@ export type LiveState = {
 };
 export type LiveAction =
   | { type: "record"; id: string; record: ThreadRecord }
+  | { type: "start"; record: ThreadRecord }
   | { type: "info"; line: string }
   | { type: "done"; reason: string }
   | { type: "open" }
@@ -370,6 +371,14 @@ export function liveReducer(s: LiveState, a: LiveAction): LiveState {
       } else {
         records.push(a.record);
       }
+      return { ...s, records };
+    }
+    case "start": {
+      // The thread-start record again, its head or status moved: it
+      // replaces record 1 (none yet: it waits for the record event).
+      if (s.records.length === 0 || a.record.type !== "thread-start") return s;
+      const records = s.records.slice();
+      records[0] = a.record;
       return { ...s, records };
     }
     case "info": {
@@ -413,6 +422,13 @@ export function useLive(url: string | null, generation = 0): LiveState {
         const e = ev as MessageEvent<string>;
         try {
           dispatch({ type: "record", id: e.lastEventId, record: JSON.parse(e.data) });
+        } catch {
+          /* a malformed event is skipped */
+        }
+      });
+      es.addEventListener("start", (ev) => {
+        try {
+          dispatch({ type: "start", record: JSON.parse((ev as MessageEvent<string>).data) });
         } catch {
           /* a malformed event is skipped */
         }

@@ -69,4 +69,24 @@ describe("useLive", () => {
     expect(result.current.done).toBe("completed");
     expect(again.closed).toBe(true);
   });
+
+  it("replaces the thread-start record with a start event, so its head follows the run", () => {
+    vi.stubGlobal("EventSource", FakeEventSource);
+    const { result } = renderHook(() => useLive("/api/clients/m/threads/T/live"));
+    const es = FakeEventSource.all[0];
+    act(() => {
+      // Before record 1 a start event has nothing to replace.
+      es.emit("start", { type: "thread-start", threadId: "T", head: "H0", status: "running" }, "0:0");
+    });
+    expect(result.current.records).toHaveLength(0);
+    act(() => {
+      es.emit("record", { type: "thread-start", threadId: "T", head: "H0", start: "H0", status: "running" }, "1:0");
+      es.emit("record", { type: "role", role: "a", content: "x", stateHash: "H1" }, "2:0");
+      es.emit("start", { type: "thread-start", threadId: "T", head: "H1", start: "H0", status: "paused" }, "2:0");
+      es.emit("start", { type: "role", role: "not a start" }, "2:0");
+    });
+    const start = result.current.records[0];
+    expect(start.type === "thread-start" && [start.head, start.status]).toEqual(["H1", "paused"]);
+    expect(result.current.records.map((r) => r.type)).toEqual(["thread-start", "role"]);
+  });
 });

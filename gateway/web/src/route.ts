@@ -10,6 +10,7 @@ import { useEffect, useState } from "react";
 //   #/m/<machine>/workflows[/<name>] workflows, one workflow's graph
 //   #/m/<machine>/workflows/<name>?version=<hash>  one version of it
 //   #/m/<machine>/cas/<hash>         a CAS node
+//   #/m/<machine>/bundles/<hash>     a workflow bundle: its source and roles
 export type Route =
   | { view: "home" }
   | { view: "all" }
@@ -20,6 +21,7 @@ export type Route =
   | { view: "workflows"; machine: string }
   | { view: "workflow"; machine: string; name: string }
   | { view: "cas"; machine: string; hash: string }
+  | { view: "bundle"; machine: string; hash: string }
   | { view: "notfound"; path: string };
 
 export function parseHash(hash: string): Route {
@@ -44,6 +46,7 @@ export function parseHash(hash: string): Route {
   if (section === "threads") return { view: "thread", machine, id: arg };
   if (section === "workflows") return arg ? { view: "workflow", machine, name: arg } : { view: "workflows", machine };
   if (section === "cas" && arg) return { view: "cas", machine, hash: arg };
+  if (section === "bundles" && arg) return { view: "bundle", machine, hash: arg };
   return { view: "notfound", path };
 }
 
@@ -59,6 +62,7 @@ export const href = {
   workflow: (m: string, name: string) => `#/m/${e(m)}/workflows/${e(name)}`,
   workflowVersion: (m: string, name: string, hash: string) => `#/m/${e(m)}/workflows/${e(name)}?version=${e(hash)}`,
   cas: (m: string, hash: string) => `#/m/${e(m)}/cas/${e(hash)}`,
+  bundle: (m: string, hash: string) => `#/m/${e(m)}/bundles/${e(hash)}`,
 };
 
 /** hashQuery is the query of the current hash (#/threads?q=x → q=x). */

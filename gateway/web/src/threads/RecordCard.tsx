@@ -1,11 +1,36 @@
 import Markdown from "react-markdown";
-import { fmtTime, ThreadRecord } from "../api";
+import { duration, fmtTime, ThreadRecord } from "../api";
 import { HashLink } from "../cas/HashLink";
 import { ConfirmButton } from "../common/ConfirmButton";
+import { href } from "../route";
+import { StepTiming } from "./timing";
+import { readUsage, usageText } from "./usage";
 
-/** RecordCard shows one record of a thread; without onFork (its machine offline) there is no fork button. */
-export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFork?: (fromRole?: string) => Promise<void> }) {
+/**
+ * RecordCard shows one record of a thread. A step card carries its number
+ * (a link that keeps ?step=N in the address), how long it took and its model
+ * usage; without onFork (its machine offline) there is no fork button.
+ */
+export function RecordCard({
+  m,
+  r,
+  onFork,
+  step,
+  timing,
+  current,
+  stepHref,
+}: {
+  m: string;
+  r: ThreadRecord;
+  onFork?: (step: number, role: string) => Promise<void>;
+  /** step is the 1-based role step this record is (role records only) */
+  step?: number;
+  timing?: StepTiming;
+  current?: boolean;
+  stepHref?: (n: number) => string;
+}) {
   if (r.type === "thread-start") {
+    const usage = readUsage((r as { usage?: unknown }).usage);
     return (
       <article className="card rec rec-start" aria-label="thread start">
         <header className="row between wrap">
@@ -13,10 +38,11 @@ export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFor
           <time>{fmtTime(r.timestamp)}</time>
         </header>
         {r.prompt ? <div className="md"><Markdown>{r.prompt}</Markdown></div> : <p className="muted">No prompt.</p>}
+        {usage && <p className="usage" data-testid="thread-usage">Model usage: <b>{usageText(usage)}</b></p>}
         <footer className="hashes">
-          <HashLink m={m} hash={r.bundleHash} label="bundle" />
+          <HashLink m={m} hash={r.bundleHash} label="bundle" to={r.bundleHash ? href.bundle(m, r.bundleHash) : undefined} />
           <HashLink m={m} hash={r.start} label="start" />
-          <HashLink m={m} hash={r.head} label="head" />
+          <span data-testid="head"><HashLink m={m} hash={r.head} label="head" /></span>
         </footer>
       </article>
     );
@@ -33,16 +59,36 @@ export function RecordCard({ m, r, onFork }: { m: string; r: ThreadRecord; onFor
       </article>
     );
   }
+  const usage = readUsage((r as { usage?: unknown }).usage);
   return (
-    <article className="card rec rec-role" data-role={r.role} aria-label={`step ${r.role}`}>
+    <article className={`card rec rec-role${current ? " current" : ""}`} data-role={r.role} data-step={step} id={step ? `step-${step}` : undefined} aria-label={`step ${step ?? ""} ${r.role}`.replace("  ", " ")}>
       <header className="row between wrap">
-        <strong className="role">{r.role}</strong>
+        <span>
+          {step !== undefined && (
+            <a className="step-no" href={stepHref ? stepHref(step) : undefined} title="link to this step">#{step}</a>
+          )}
+          <strong className="role">{r.role}</strong>
+        </span>
         <span className="row">
+          {timing && (
+            <span className="step-dur" data-testid="step-duration" title={timing.replayed ? "replayed by the fork from the thread it forked" : `${fmtTime(timing.from)} → ${fmtTime(timing.to)}`}>
+              {timing.replayed ? "replayed" : duration(timing.ms)}
+            </span>
+          )}
           <time>{fmtTime(r.timestamp)}</time>
-          {onFork && <ConfirmButton label="Fork from here" question={`Start a new thread replaying this one up to its first "${r.role}" step?`} action={() => onFork(r.role)} className="small" />}
+          {onFork && step !== undefined && (
+            <ConfirmButton
+              testid="fork"
+              label="Fork from here"
+              question={`Start a new thread that replays this one up to step ${step} (${r.role}) and runs on from there?`}
+              action={() => onFork(step, r.role)}
+              className="small"
+            />
+          )}
         </span>
       </header>
       {r.content ? <div className="md"><Markdown>{r.content}</Markdown></div> : <p className="muted">(no content)</p>}
+      {usage && <p className="usage" data-testid="step-usage">Model usage: <b>{usageText(usage)}</b></p>}
       {r.meta !== undefined && r.meta !== null && (
         <details>
           <summary>meta</summary>

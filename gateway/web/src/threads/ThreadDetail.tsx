@@ -1,15 +1,45 @@
 import { useEffect, useMemo, useState } from "react";
 import Markdown from "react-markdown";
-import { ApiError, duration, fmtTime, FleetThread, isOffline, machine, RoleRecord, TERMINAL, ThreadRecord, useApi, useLive } from "../api";
+import { ApiError, duration, fmtTime, FleetThread, isOffline, machine, TERMINAL, ThreadRecord, useApi, useLive } from "../api";
+import { ActionButton } from "../common/ActionButton";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { OFFLINE_REASON, OfflineNote } from "../common/Offline";
-import { lastKnownThread } from "./threads";
-import { href, navigate } from "../route";
+import { forkAtStep, lastKnownThread, stepHref } from "./threads";
+import { hashQuery, href, navigate } from "../route";
+import { DebugLog } from "./DebugLog";
+import { parseLogLine } from "./logFormat";
 import { RecordCard } from "./RecordCard";
 import { Status } from "./Status";
+import { streamText } from "./streamText";
 import { ThreadGraph } from "./ThreadGraph";
+import { Timeline } from "./Timeline";
+import { stepFromQuery, stepTimings } from "./timing";
+import { readUsage, usageText } from "./usage";
+import "./threadview.css";
+
+/** useStepParam follows ?step=N in the address (a deep link to one step; it survives a reload). */
+function useStepParam(): number | null {
+  const [step, setStep] = useState(() => stepFromQuery(hashQuery()));
+  useEffect(() => {
+    const on = () => setStep(stepFromQuery(hashQuery()));
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
+  return step;
+}
+
+/** useNow ticks every second while on, so a running step's bar grows. */
+function useNow(on: boolean): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, [on]);
+  return now;
+}
 
 export function ThreadDetail({ machine: m, id }: { machine: string; id: string }) {
   const api = useMemo(() => machine(m), [m]);
@@ -24,7 +54,13 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   const offline = !!snap.error && isOffline(snap.error);
   const known = useApi(() => (offline ? lastKnownThread(m, id) : Promise.resolve(null)), [m, id, offline]);
   const live = useLive(gone || offline ? null : api.livePath(id), gen);
-  const start = snap.data?.records.find((r) => r.type === "thread-start");
+  // The stream is the newer source; the snapshot covers a stream that is not up yet.
+  const records: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
+  // The stream's start record follows the head and status (its start
+  // events); the snapshot's, polled, covers a stream that is not up.
+  const liveStart = live.records[0]?.type === "thread-start" ? live.records[0] : undefined;
+  const snapStart = snap.data?.records.find((r) => r.type === "thread-start");
+  const start = liveStart ?? snapStart;
   const status = start?.type === "thread-start" ? start.status : offline ? known.data?.status : undefined;
   useEffect(() => {
     if (status && TERMINAL.includes(status)) setFinished(true);
@@ -33,18 +69,28 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
     if (live.done) snap.reload();
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [live.done]);
-  // The stream is the newer source; the snapshot covers a stream that is not up yet.
-  const records: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
   const act = async (verb: "pause" | "resume" | "kill") => {
     await api.act(id, verb);
     if (verb === "resume") setGen((g) => g + 1);
     snap.reload();
   };
-  const fork = async (fromRole?: string) => {
-    const { threadId } = await api.fork(id, fromRole);
+  const fork = async (step: number) => {
+    const { threadId } = await forkAtStep(m, id, step);
     navigate(href.thread(m, threadId));
   };
-  const steps = records.filter((r): r is RoleRecord => r.type === "role");
+  const log = useMemo(() => live.info.map(parseLogLine), [live.info]);
+  const now = useNow(status === "running");
+  const timings = useMemo(() => stepTimings(records, status, log, now), [records, status, log, now]);
+  const current = useStepParam();
+  const linkTo = (n: number) => stepHref(href.thread(m, id), n);
+  let stepNo = 0;
+  const stepCount = timings.filter((t) => !t.running).length;
+  // A deep link to a step scrolls to it once its card is there.
+  useEffect(() => {
+    if (current === null || current > stepCount) return;
+    document.getElementById(`step-${current}`)?.scrollIntoView?.({ block: "center" });
+  }, [current, stepCount]);
+  const usage = readUsage(start?.type === "thread-start" ? (start as { usage?: unknown }).usage : undefined);
   return (
     <section aria-labelledby="thread-title" data-status={status ?? ""}>
       <div className="row between wrap">
@@ -53,15 +99,15 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
         </h1>
         <div className="row wrap actions">
           {offline && status && !TERMINAL.includes(status) && <span className="muted" data-testid="actions-offline">No pause, resume or kill: {OFFLINE_REASON}.</span>}
-          {!offline && status === "running" && <ConfirmButton testid="pause" label="Pause" question="Pause this thread after its current step?" action={() => act("pause")} />}
-          {!offline && (status === "paused" || status === "interrupted") && <ConfirmButton testid="resume" label="Resume" question="Resume this thread?" action={() => act("resume")} />}
+          {!offline && status === "running" && <ActionButton testid="pause" label="Pause" busyLabel="Pausing…" action={() => act("pause")} />}
+          {!offline && (status === "paused" || status === "interrupted") && <ActionButton testid="resume" label="Resume" busyLabel="Resuming…" action={() => act("resume")} />}
           {!offline && (status === "running" || status === "paused" || status === "interrupted") && (
             <ConfirmButton testid="kill" className="danger" label="Kill" question="Kill this thread? It ends with return code 130." action={() => act("kill")} />
           )}
         </div>
       </div>
-      <p className="muted live-state" aria-live="polite">
-        {gone || offline ? "" : live.done ? `Stream ended (${live.done}).` : live.connected ? "● live" : live.error ?? "connecting…"}
+      <p className="muted live-state" aria-live="polite" data-testid="live-state">
+        {gone || offline ? "" : streamText(live, records, status)}
       </p>
       {offline && <OfflineNote machine={m} lastSeen={known.data?.lastSeen} shown={snap.data ? "this thread's steps are shown as this page last loaded them" : "this thread is shown as the gateway last saw it"} />}
       {offline && !snap.data && known.data && <KnownThread t={known.data} />}
@@ -70,6 +116,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
       {offline && !snap.data && known.loading && !known.data && <Loading what="the last-known state" />}
       {snap.error && !snap.data && !offline && <ErrorBox error={snap.error} retry={snap.reload} />}
       {!snap.data && !live.records.length && snap.loading && <Loading what="thread" />}
+      {usage && <p className="usage" data-testid="thread-usage-total">This thread's model usage: <b>{usageText(usage)}</b></p>}
       {start?.type === "thread-start" && start.workflow !== "unknown" && (
         <ThreadGraph
           m={m}
@@ -79,20 +126,19 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
           status={status}
         />
       )}
+      <Timeline steps={timings} current={current} stepHref={linkTo} />
       <ol className="records">
-        {records.map((r, i) => (
-          <li key={i}>
-            <RecordCard m={m} r={r} onFork={offline ? undefined : fork} />
-          </li>
-        ))}
+        {records.map((r, i) => {
+          const n = r.type === "role" ? ++stepNo : undefined;
+          return (
+            <li key={i}>
+              <RecordCard m={m} r={r} step={n} timing={n ? timings[n - 1] : undefined} current={n !== undefined && n === current} stepHref={linkTo} onFork={offline ? undefined : fork} />
+            </li>
+          );
+        })}
       </ol>
-      {records.length > 0 && steps.length === 0 && !live.done && <p className="muted">Waiting for the first step…</p>}
-      {live.info.length > 0 && (
-        <details className="card">
-          <summary>Debug log ({live.info.length} lines)</summary>
-          <pre className="log">{live.info.join("\n")}</pre>
-        </details>
-      )}
+      {records.length > 0 && stepCount === 0 && !live.done && <p className="muted">Waiting for the first step…</p>}
+      {log.length > 0 && <DebugLog lines={log} />}
     </section>
   );
 }
@@ -115,12 +161,14 @@ function KnownThread({ t }: { t: FleetThread }) {
       <h3>Prompt</h3>
       {t.prompt ? <div className="md"><Markdown>{t.prompt}</Markdown></div> : <p className="muted">No prompt.</p>}
       {t.summary && (<><h3>Summary</h3><div className="md"><Markdown>{t.summary}</Markdown></div></>)}
-      {t.usage != null && (
-        <details>
-          <summary>LLM usage</summary>
-          <pre>{JSON.stringify(t.usage, null, 2)}</pre>
-        </details>
-      )}
+      <KnownUsage t={t} />
     </article>
   );
+}
+
+/** KnownUsage is a remembered thread's model usage, as the gateway last knew it. */
+function KnownUsage({ t }: { t: FleetThread & { tokens?: number; cost?: number } }) {
+  const u = readUsage(t.usage) ?? readUsage({ tokens: t.tokens, cost: t.cost });
+  if (!u) return null;
+  return <p className="usage" data-testid="thread-usage">Model usage: <b>{usageText(u)}</b></p>;
 }

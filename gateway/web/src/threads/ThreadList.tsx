@@ -2,7 +2,7 @@ import { useMemo, useState } from "react";
 import { isOffline, machine, ThreadStatus, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
-import { OFFLINE_REASON, OfflineNote } from "../common/Offline";
+import { OfflineNote } from "../common/Offline";
 import { RunDialog } from "./RunDialog";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { Sort } from "./threads";
@@ -44,9 +44,12 @@ export function ThreadList({ machine: m }: { machine: string }) {
               {workflows.map((w) => <option key={w} value={w}>{w}</option>)}
             </select>
           </label>
-          <button className="primary" onClick={() => setRunning(true)} data-testid="run-open" disabled={offline} title={offline ? `Cannot run: ${OFFLINE_REASON}` : undefined}>
-            Run…
-          </button>
+          {/* An offline machine cannot run anything: no Run… at all (the banner says why). */}
+          {!offline && (
+            <button className="primary" onClick={() => setRunning(true)} data-testid="run-open">
+              Run…
+            </button>
+          )}
         </div>
       </div>
       {offline && q.data?.offline && <OfflineNote machine={m} lastSeen={q.data.lastSeen} />}

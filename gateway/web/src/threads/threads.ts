@@ -1,6 +1,6 @@
 // Thread-table logic: loading every online machine's threads in parallel,
 // merging them, and sorting the rows on screen.
-import { ApiError, Endpoint, FleetThread, gateway, machine, noMemory, ThreadSummary } from "../api";
+import { api, ApiError, clientPath, Endpoint, FleetThread, gateway, machine, noMemory, ThreadSummary } from "../api";
 
 export type MachineRow = ThreadSummary & { machine: string };
 export type MachineResult = { machine: string; threads?: ThreadSummary[]; total?: number; error?: Error };
@@ -165,4 +165,20 @@ export function fleetRow(t: FleetThread): MachineRow & { offline: boolean; lastS
     summary: t.summary,
     durationMs: t.durationMs,
   };
+}
+
+// --- actions -----------------------------------------------------------------
+
+/**
+ * forkAtStep forks a thread at its step-th role step (1-based, as the page
+ * numbers them): the new thread replays the steps up to that one and runs
+ * on. A role that ran twice forks from the run that was clicked.
+ */
+export function forkAtStep(m: string, id: string, step: number): Promise<{ threadId: string }> {
+  return api<{ threadId: string }>(clientPath(m, `/threads/${encodeURIComponent(id)}/fork`), { method: "POST", body: { step } });
+}
+
+/** stepHref is the address of a thread's page scrolled to one step (#/m/<m>/threads/<id>?step=N), which survives a reload. */
+export function stepHref(threadHref: string, step: number): string {
+  return `${threadHref}?step=${step}`;
 }
