@@ -41,7 +41,10 @@ type chatRequest struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
-	Stream bool `json:"stream"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 type chatMessage struct {
@@ -89,6 +92,11 @@ type fakeModel struct {
 	// stalled request's context ends.
 	started, cancelled         chan struct{}
 	startedOnce, cancelledOnce sync.Once
+	// reportUsage makes every answer report fakePromptTokens and
+	// fakeCompletionTokens, streamed ones only when asked to
+	// (stream_options.include_usage), as OpenAI does. Set it before the
+	// first request.
+	reportUsage bool
 }
 
 func newFakeModel(t *testing.T, stall bool) *fakeModel {
@@ -148,11 +156,15 @@ func (f *fakeModel) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fake model: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	var usage *[2]int // prompt and completion tokens to report
+	if f.reportUsage && (!req.Stream || req.StreamOptions.IncludeUsage) {
+		usage = &[2]int{fakePromptTokens, fakeCompletionTokens}
+	}
 	if req.Stream {
-		writeStream(w, turn)
+		streamTurn(w, turn, usage)
 		return
 	}
-	writeJSON(w, turn)
+	jsonTurn(w, turn, usage)
 }
 
 // roleOf names the role whose system prompt this is (the example's prompts
@@ -242,7 +254,11 @@ func scriptedTurn(role string, req chatRequest) (modelTurn, error) {
 
 // writeStream sends turn as server-sent events, the text and the tool
 // call's arguments each split over two chunks.
-func writeStream(w http.ResponseWriter, turn modelTurn) {
+func writeStream(w http.ResponseWriter, turn modelTurn) { streamTurn(w, turn, nil) }
+
+// streamTurn is writeStream with usage (when not nil) in a last chunk of
+// its own.
+func streamTurn(w http.ResponseWriter, turn modelTurn, usage *[2]int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
@@ -271,18 +287,28 @@ func writeStream(w http.ResponseWriter, turn modelTurn) {
 			"function": map[string]any{"arguments": turn.toolArgs[cut:]}}}}))
 	}
 	send(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
+	if usage != nil {
+		send(map[string]any{"choices": []any{}, "usage": map[string]int{"prompt_tokens": usage[0], "completion_tokens": usage[1]}})
+	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
 // writeJSON sends turn as one plain chat-completions response.
-func writeJSON(w http.ResponseWriter, turn modelTurn) {
+func writeJSON(w http.ResponseWriter, turn modelTurn) { jsonTurn(w, turn, nil) }
+
+// jsonTurn is writeJSON with usage when it is not nil.
+func jsonTurn(w http.ResponseWriter, turn modelTurn, usage *[2]int) {
 	msg := map[string]any{"role": "assistant", "content": turn.text}
 	if turn.toolName != "" {
 		msg["tool_calls"] = []any{map[string]any{"id": "call_1", "type": "function",
 			"function": map[string]any{"name": turn.toolName, "arguments": turn.toolArgs}}}
 	}
+	resp := map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg}}}
+	if usage != nil {
+		resp["usage"] = map[string]int{"prompt_tokens": usage[0], "completion_tokens": usage[1]}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprint(w, argsJSON(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg}}}))
+	fmt.Fprint(w, argsJSON(resp))
 }
 
 // setupFakeProvider points the storage root's workflow.yaml at the fake.
