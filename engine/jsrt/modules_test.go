@@ -258,7 +258,7 @@ export const run = async function* () {
 		t.Fatal(err)
 	}
 	_, _, err = drive(t, b, newFakeHost(t), threadFor(b, ""))
-	want := `Error: module "lodash" is not available to workflow bundles (available: @uncaged/workflow-agent-cursor, @uncaged/workflow-agent-hermes, @uncaged/workflow-agent-llm, @uncaged/workflow-agent-react, @uncaged/workflow-cas, @uncaged/workflow-protocol, @uncaged/workflow-reactor, @uncaged/workflow-register, @uncaged/workflow-runtime, @uncaged/workflow-util, @uncaged/workflow-util-agent, buffer, child_process, crypto, events, fs, fs/promises, os, path, path/posix, process, timers, timers/promises, url, util)`
+	want := `Error: module "lodash" is not available to workflow bundles (available: @uncaged/workflow-agent-cursor, @uncaged/workflow-agent-hermes, @uncaged/workflow-agent-llm, @uncaged/workflow-agent-react, @uncaged/workflow-cas, @uncaged/workflow-execute, @uncaged/workflow-protocol, @uncaged/workflow-reactor, @uncaged/workflow-register, @uncaged/workflow-runtime, @uncaged/workflow-util, @uncaged/workflow-util-agent, buffer, child_process, crypto, events, fs, fs/promises, os, path, path/posix, process, timers, timers/promises, url, util)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v", err)
 	}
