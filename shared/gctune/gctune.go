@@ -10,6 +10,8 @@
 // between cycles, and lowers it back to 100 as the live heap grows: a
 // gateway holding thousands of connectors pays nothing extra in memory.
 // A GOGC set in the environment is the operator's and is left alone.
+//
+// A large live heap is followed up: see recheckLarge.
 package gctune
 
 import (
@@ -19,6 +21,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Headroom is the least a server may allocate between two collections.
@@ -65,6 +68,53 @@ func arm() {
 
 var liveSample = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 
+// largeLive is the live heap past which a collection is followed up
+// (recheckLarge).
+const largeLive = 64 << 20
+
+// firstRecheck and lastRecheck bound the delay of the follow-up: it
+// doubles while the heap stays large, so a server whose heap is large for
+// good pays one extra collection per lastRecheck (the runtime's own forced
+// collection comes every two minutes).
+var (
+	firstRecheck = 10 * time.Second
+	lastRecheck  = 2 * time.Minute
+)
+
+var (
+	recheckMu    sync.Mutex
+	recheckTimer *time.Timer
+	recheckDelay time.Duration
+)
+
+// recheckLarge follows a collection that found a large live heap. The
+// heap goal (and the memory the runtime keeps) is set by the last
+// collection, and an idle server may not collect again for two minutes:
+// one transient allocation of a few hundred MB (a large response built
+// whole, a burst of buffers) then stays resident all that time, with the
+// heap goal at twice it. The follow-up collects and returns the free memory
+// to the system; while the heap is still large, the next one waits twice as
+// long.
+func recheckLarge(live uint64) {
+	recheckMu.Lock()
+	defer recheckMu.Unlock()
+	if live < largeLive {
+		recheckDelay = 0
+		return
+	}
+	if recheckTimer != nil {
+		return // one follow-up pending is enough
+	}
+	recheckDelay = min(max(recheckDelay*2, firstRecheck), lastRecheck)
+	recheckTimer = time.AfterFunc(recheckDelay, func() {
+		recheckMu.Lock()
+		recheckTimer = nil
+		recheckMu.Unlock()
+		// Its collection runs adjust again, which judges the heap anew.
+		debug.FreeOSMemory()
+	})
+}
+
 // adjust sets GOGC so the next cycle starts after max(live, Headroom)
 // more bytes. It runs on the cleanup goroutine, one call at a time.
 func adjust() {
@@ -72,6 +122,7 @@ func adjust() {
 	if liveSample[0].Value.Kind() != metrics.KindUint64 {
 		return
 	}
+	recheckLarge(liveSample[0].Value.Uint64())
 	want := PercentFor(liveSample[0].Value.Uint64())
 	// Small changes are not worth the heap lock SetGCPercent takes.
 	if cur := percent.Load(); want*10 > cur*9 && want*10 < cur*11 {

@@ -108,3 +108,29 @@ func TestOperatorGOGCIsLeftAlone(t *testing.T) {
 		t.Fatalf("GOGC %d, tuner %d", got, Percent())
 	}
 }
+
+// TestTransientLargeHeapIsReturned holds 256 MB through a collection, drops
+// it and then allocates nothing: without the follow-up nothing collects
+// again for two minutes, and the memory stays with the process.
+func TestTransientLargeHeapIsReturned(t *testing.T) {
+	if inParent(t, "GOGC=") {
+		return
+	}
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
+	firstRecheck = 100 * time.Millisecond
+	Start()
+	big := make([]byte, 256<<20)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	keep = append(keep[:0], big)
+	runtime.GC() // finds 256 MB live
+	keep, big = nil, nil
+	held := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	testkit.WaitUntil(t, "the dropped 256 MB to be returned to the system", func() bool {
+		metrics.Read(held)
+		return held[0].Value.Uint64()+held[1].Value.Uint64() < 64<<20
+	})
+}
