@@ -32,7 +32,14 @@
 //
 // "@uncaged/workflow-runtime" (RuntimeModule): START, END, FALLBACK,
 // createWorkflow, tableToModerator, buildDescriptor, workflowAdapter
-// (workflowAsAgent) and fnAdapter; and a Node-compatible subset:
+// (workflowAsAgent), fnAdapter, ok, err and buildThreadContext; the
+// original's other packages a bundle built by its build imports, with
+// their exported API over this engine's own agents (ProvidedPackages:
+// workflow-agent-cursor, -hermes, -llm, -react, workflow-util,
+// workflow-util-agent, workflow-protocol, workflow-cas, workflow-execute,
+// workflow-reactor, workflow-register; testdata/original-exports.txt says
+// which of their exports are left out, and why); and a Node-compatible
+// subset:
 // buffer, child_process, crypto, events, fs, fs/promises, os, path,
 // path/posix, process, timers, timers/promises, url and util, with or
 // without the "node:" prefix (see AvailableModules). The globals process,
@@ -40,7 +47,8 @@
 // Response, AbortController, AbortSignal, Event, EventTarget,
 // DOMException, TextEncoder, TextDecoder, URL, URLSearchParams, crypto,
 // structuredClone, performance, atob and btoa exist too. console writes to
-// the thread's debug log (tag CONSOLE).
+// the thread's debug log (tag CONSOLE). Any other package is bundled in
+// from node_modules by `workflow add` (ExternalImports lists them).
 //
 // # Writing a deterministic role
 //
