@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/connector/api"
+	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/usage"
 )
@@ -160,5 +161,17 @@ func TestParseTimeFlag(t *testing.T) {
 		if err != nil || !got.Equal(want) {
 			t.Errorf("%q = %v %v, want %v", in, got, err, want)
 		}
+	}
+}
+
+// setup rewrites the config section: the prices a person wrote survive it.
+func TestSetupKeepsPrices(t *testing.T) {
+	t.Parallel()
+	c := fixtureCLI(t)
+	priceFixture(t, c)
+	c.ok("setup", "--provider", "openai", "--base-url", "https://api.openai.com/v1", "--api-key", "sk-test", "--default-model", "openai/gpt-4o")
+	prices, err := usage.LoadPrices(storage.Layout{Root: c.root})
+	if err != nil || prices["dashscope/qwen-plus"] != (registry.Price{Prompt: 2, Completion: 10}) {
+		t.Fatalf("prices after setup = %+v, %v", prices, err)
 	}
 }
