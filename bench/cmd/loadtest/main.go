@@ -43,7 +43,12 @@
 // same balancers, so the ratio is the cluster's own cost and not the
 // balancers' (which, on a loaded machine, dominate the tail).
 //
-// -quick is a CI-size run (100 connectors × 5 req/s × 10 s) unless the
+// -single-connector (on by default) runs the same total request rate
+// through one connector after the fleet, and prints the fleet's gateway
+// CPU per request against it; -idle-connectors N connects N connectors
+// with no load and prints the gateway's CPU per idle connector per minute.
+//
+// -quick is a CI-size run (100 connectors × 5 req/s × 10 s, 1,000 idle) unless the
 // sizes are given explicitly. With UNCAGED_CPUPROFILE=DIR set, this process
 // and the gateways write CPU profiles there.
 package main
@@ -98,6 +103,9 @@ type config struct {
 	// store is where the gateways keep their state and the run records
 	// its tokens: a data directory (single replica) or PostgreSQL.
 	store store.Config
+	// idleOnly connects the fleet and measures the baseline (idle CPU)
+	// only, with no load.
+	idleOnly bool
 }
 
 func main() {
@@ -117,6 +125,8 @@ func main() {
 	baseline := flag.Duration("baseline", 5*time.Second, "measure the gateways' CPU with every connector connected and no load for this long first (0: skip)")
 	balanceSingle := flag.Bool("balance-single", false, "put the single replica behind the harness's TCP balancers too, like the cluster (the ratio then leaves the balancers out)")
 	quick := flag.Bool("quick", false, "CI-size run: 100 connectors × 5 req/s × 10 s unless given")
+	withBaseline := flag.Bool("single-connector", true, "also run one connector taking the whole request rate, and print the fleet's gateway CPU per request against it")
+	idleConnectors := flag.Int("idle-connectors", 10000, "connect this many connectors with no load and print the gateway's CPU per idle connector per minute (0: skip)")
 	databaseURL := flag.String("database-url", os.Getenv("UNCAGED_GATEWAY_DATABASE_URL"), "PostgreSQL the cluster run's replicas share (cluster mode needs one; default: $UNCAGED_GATEWAY_DATABASE_URL; without one the cluster run is skipped)")
 	flag.Parse()
 	// UNCAGED_CPUPROFILE=DIR profiles this process, and the gateways too.
@@ -133,6 +143,9 @@ func main() {
 		}
 		if !set["duration"] {
 			*duration = 10 * time.Second
+		}
+		if !set["idle-connectors"] {
+			*idleConnectors = 1000
 		}
 	}
 	chaosSet := map[string]bool{}
@@ -193,6 +206,31 @@ func main() {
 	}
 	one := execute(single)
 	one.print()
+	if *withBaseline && base.connectors > 1 {
+		// The same offered load on one connector: what a proxied request
+		// costs the gateway when only one tunnel is open, measured beside
+		// the fleet so the machine's load of the moment cancels out.
+		lone := base
+		lone.store = store.Config{DataDir: filepath.Join(work, "gateway-data-single-connector")}
+		lone.label = "one connector, the same total rate"
+		lone.connectors, lone.rate = 1, base.rate*float64(base.connectors)
+		lone.balanced = single.balanced
+		solo := execute(lone)
+		solo.print()
+		fmt.Printf("fleet cost: gateway CPU per successful request %.0f µs with %d connectors, %.0f µs with one: %.2fx (target <= 1.5x); idle with %d connectors: %.1f%% of one core\n\n",
+			cpuPerOK(one), base.connectors, cpuPerOK(solo), cpuPerOK(one)/max(cpuPerOK(solo), 1), base.connectors, 100*one.idleCPU)
+	}
+	if *idleConnectors > 0 {
+		idle := base
+		idle.store = store.Config{DataDir: filepath.Join(work, "gateway-data-idle")}
+		idle.label = "idle fleet"
+		idle.connectors, idle.idleOnly = *idleConnectors, true
+		idle.baseline = max(base.baseline, 30*time.Second)
+		r := execute(idle)
+		perConnMin := r.idleCPU * 60 / float64(idle.connectors) // core-seconds per minute, per connector
+		fmt.Printf("idle: %d connectors online in %s, no requests, %s measured: gateway %.1f%% of one core = %.2f ms of CPU per idle connector per minute; RSS %s\n\n",
+			idle.connectors, r.connectTime.Round(time.Millisecond), idle.baseline, 100*r.idleCPU, perConnMin*1000, mb(r.endRSS))
+	}
 	if !*useNATS {
 		return
 	}
@@ -488,6 +526,13 @@ func execute(c config) *report {
 		idle0 := gatewaysCPU()
 		time.Sleep(c.baseline)
 		r.idleCPU, r.idleKnown = float64(gatewaysCPU()-idle0)/float64(c.baseline), true
+	}
+	if c.idleOnly {
+		for _, g := range gws {
+			rss, _ := g.memory()
+			r.endRSS += rss
+		}
+		return r
 	}
 	cpu0 := gatewaysCPU()
 	served0 := fleet.Served()
