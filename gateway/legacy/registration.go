@@ -37,13 +37,16 @@ const maxRegisterBody = 64 << 10
 // original client's registration and (repeated every 60 s) heartbeat:
 // {"name","url","secret","clientToken"}. secret is the connector
 // credential for the name, for the caller to check. The error's text is
-// what the client is answered (with 400).
+// what the client is answered (with 400). The original's earlier clients,
+// which registered a URL of their own, called the token agentToken; it
+// stands in when clientToken is absent.
 func DecodeRegister(body io.Reader) (r Registration, secret string, err error) {
 	var wire struct {
 		Name        string `json:"name"`
 		URL         string `json:"url"`
 		Secret      string `json:"secret"`
 		ClientToken string `json:"clientToken"`
+		AgentToken  string `json:"agentToken"`
 	}
 	if err := json.NewDecoder(io.LimitReader(body, maxRegisterBody)).Decode(&wire); err != nil {
 		return Registration{}, "", errors.New("body must be a JSON object {name, url, secret, clientToken}")
@@ -51,7 +54,11 @@ func DecodeRegister(body io.Reader) (r Registration, secret string, err error) {
 	if wire.Name == "" || wire.URL == "" {
 		return Registration{}, "", errors.New("name and url required")
 	}
-	return Registration{Name: wire.Name, URL: wire.URL, ClientToken: wire.ClientToken}, wire.Secret, nil
+	token := wire.ClientToken
+	if token == "" {
+		token = wire.AgentToken
+	}
+	return Registration{Name: wire.Name, URL: wire.URL, ClientToken: token}, wire.Secret, nil
 }
 
 // Registrations are the original clients' registrations, by name

@@ -116,9 +116,9 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 // in cluster mode the whole cluster's, each with the replica holding it.
 func (g *Gateway) endpoints(c echo.Context) error {
 	if g.opts.Cluster == nil {
-		return c.JSON(http.StatusOK, g.withoutUnregistered(g.presence.List()))
+		return c.JSON(http.StatusOK, g.withoutUnregistered(g.withURLClients(g.presence.List())))
 	}
-	return c.JSON(http.StatusOK, listed(g, g.opts.Cluster.Endpoints(g.presence.List()),
+	return c.JSON(http.StatusOK, listed(g, g.opts.Cluster.Endpoints(g.withURLClients(g.presence.List())),
 		func(e cluster.Endpoint) (string, string) { return e.Name, e.Protocol }))
 }
 

@@ -152,6 +152,13 @@ type Options struct {
 	// (0: DefaultAuditQueue); past it entries are dropped and counted,
 	// never waited for (audit.go).
 	AuditQueue int
+	// AllowOrigins are the origins of dashboards hosted elsewhere whose
+	// pages may call /api with a bearer token (cors.go,
+	// ParseAllowedOrigins); empty: the gateway's own origin only.
+	AllowOrigins []string
+	// LegacyURLAllow is where original clients registered with a URL may
+	// be fetched (legacyurl.go); nil: registered URLs are never fetched.
+	LegacyURLAllow *legacy.AllowList
 }
 
 // Gateway is a running gateway.
@@ -176,6 +183,11 @@ type Gateway struct {
 	// (register.go).
 	audit        *auditLog
 	stopWatching context.CancelFunc
+	// cors answers dashboards on other origins (cors.go); urlClients
+	// reaches original clients at their registered URLs (legacyurl.go).
+	// Both nil when not configured.
+	cors       *corsPolicy
+	urlClients *urlClients
 }
 
 // New builds a gateway.
@@ -215,6 +227,7 @@ func New(opts Options) *Gateway {
 	}
 	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now, crossOrigin: http.NewCrossOriginProtection()}
 	g.metrics = metrics.New(g.presence.Online)
+	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:   g.rewrite,
@@ -259,6 +272,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.HTTPErrorHandler = jsonErrorHandler
 	echohead.Install(e) // every GET route below answers HEAD too
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
+	e.Pre(g.cors.middleware) // before routing: a preflight has no route
 	e.Use(middleware.Recover(), g.requestLog())
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
@@ -280,6 +294,9 @@ func (g *Gateway) routes() *echo.Echo {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 	}
+	// The original dashboard's live view URL (livealias.go); the name is
+	// checked before the credentials, so a reserved word is a 404 to all.
+	api.GET("/:name/threads/:id/live", g.forward, g.liveAlias, g.requireDashboard, g.auditProxied, g.instrument, fl.offlineMachine)
 	// An unknown path under /api or /ws is a mistake (a client's wrong
 	// URL, a proxy's wrong prefix), whatever the credentials: it gets a
 	// JSON 404 naming the path, never the dashboard's page for a deep link.
@@ -522,6 +539,15 @@ func (g *Gateway) forward(c echo.Context) error {
 		}
 	}
 	conn, online, known := g.presence.Get(name)
+	if !online { // an original client registered with a URL (legacyurl.go)
+		uc, err := g.urlConn(c.Request().Context(), name, known)
+		if err != nil {
+			return err
+		}
+		if uc != nil {
+			conn, online, known = uc, true, true
+		}
+	}
 	switch {
 	case !known:
 		return g.unknownConnector(c, name)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/envflag"
@@ -108,7 +109,7 @@ func serveCmd() *cobra.Command {
 	var maxBody, wsReadLimit int64
 	var maxConcurrent, connectBurst, maxConnsPerIP int
 	var connectRate float64
-	var trustedProxy []string
+	var trustedProxy, allowOrigin, legacyURLAllow []string
 	cmd := &cobra.Command{
 		Use:     "serve [--listen ADDR] [--key-file FILE]",
 		Short:   "Run the gateway",
@@ -128,6 +129,14 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--trusted-proxy: %w", err)
 			}
+			origins, err := server.ParseAllowedOrigins(allowOrigin)
+			if err != nil {
+				return fmt.Errorf("--allow-origin: %w", err)
+			}
+			urlAllow, err := legacy.ParseAllowList(legacyURLAllow)
+			if err != nil {
+				return err // names the flag
+			}
 			if wsReadLimit > 0 && wsReadLimit < tunnel.MaxMessage {
 				return fmt.Errorf("--ws-read-limit must be at least %d bytes: tunnels send WebSocket messages up to that size", tunnel.MaxMessage)
 			}
@@ -145,6 +154,12 @@ func serveCmd() *cobra.Command {
 			}
 			logger := logOptions.New(os.Stderr)
 			a.SetLogger(logger)
+			if len(origins) > 0 {
+				logger.Info("dashboards on other origins may call the API with a token", "origins", origins)
+			}
+			if urlAllow != nil {
+				logger.Warn("original clients registered with a URL are fetched: the gateway makes requests to the hosts listed", "legacy_url_allow", urlAllow.String())
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return server.Run(ctx, server.Config{
@@ -154,7 +169,7 @@ func serveCmd() *cobra.Command {
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
 					MetricsToken: metrics, HistoryRetention: historyRetention,
-					Dashboard: web.Handler(),
+					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
@@ -179,6 +194,8 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit)")
 	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (the variable: comma-separated; default: none, the peer address is the client's)")
+	cmd.Flags().StringArrayVar(&allowOrigin, "allow-origin", nil, "origin (scheme://host[:port], or *) of a dashboard hosted elsewhere whose pages may call the API with a bearer token, never with the session cookie; repeatable (the variable: comma-separated; default: none, the gateway's own origin only)")
+	cmd.Flags().StringArrayVar(&legacyURLAllow, "legacy-url-allow", nil, "host name (*.example.com for its subdomains), address or CIDR an original client registered with a URL may be fetched at; checked on the address dialed, a name reaches public addresses only; repeatable (the variable: comma-separated; default: none, registered URLs are never fetched)")
 	storage.register(cmd)
 	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
@@ -186,7 +203,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port)")
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
-	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy",
+	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy", "allow-origin", "legacy-url-allow",
 		"nats", "cluster-advertise", "replica-id", "history-retention",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))
