@@ -43,7 +43,7 @@ function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
         </p>
       ) : (
         <p className="muted">
-          <a href={href.workflowVersion(m, workflow, bundleHash)}>The version this thread ran</a>
+          This thread ran version <a className="mono" href={href.workflowVersion(m, workflow, bundleHash)}>{bundleHash}</a> of {workflow}.
         </p>
       )}
       <p className="muted legend" data-testid="graph-legend">

@@ -40,6 +40,11 @@ describe("threadPath", () => {
     // A paused thread: the role that runs once it is resumed.
     expect(threadPath(loop, [w, rejected], "paused").current).toBe("writer");
     expect(threadPath(loop, [w, rejected], "completed").current).toBeNull();
+    // The running thread went along the edge to the role it runs; a paused one has not yet.
+    expect(threadPath(loop, [w, rejected], "running").taken).toEqual([0, 1, 3]);
+    expect(threadPath(loop, [w, rejected], "paused").taken).toEqual([0, 1]);
+    expect(threadPath(loop, [], "running").taken).toEqual([0]);
+    expect(threadPath(loop, [w, approved], "running").taken).toEqual([0, 1]);
     expect(threadPath(loop, [w, rejected], "killed").current).toBeNull();
   });
 

@@ -74,7 +74,8 @@ export function chooseEdge(edges: Edge[], from: string, status: string | undefin
  * edge its status chose. A completed thread also went from its last role to
  * __end__; a killed, failed, paused or interrupted one stops at its last
  * recorded step. The role in flight of a running thread (the records only
- * hold finished steps) is where its last step's status leads.
+ * hold finished steps) is where its last step's status leads, and the edge
+ * there is the last of its path.
  */
 export function threadPath(edges: Edge[], steps: PathStep[], status: ThreadStatus | undefined): ThreadPath {
   const taken: number[] = [];
@@ -92,7 +93,11 @@ export function threadPath(edges: Edge[], steps: PathStep[], status: ThreadStatu
     if (i >= 0) taken.push(i);
   } else if (status === "running" || status === "paused" || status === "interrupted") {
     const i = chooseEdge(edges, at, atStatus);
-    if (i >= 0 && edges[i].to !== END) current = edges[i].to;
+    if (i >= 0 && edges[i].to !== END) {
+      current = edges[i].to;
+      // A running thread is at that role now: the edge there is part of its path.
+      if (status === "running") taken.push(i);
+    }
   }
   return { taken, current };
 }
