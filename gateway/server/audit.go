@@ -438,9 +438,13 @@ type auditEntryJSON struct {
 
 // auditParams are the query parameters GET /api/gateway/audit knows; key
 // is the dashboard's credential for requests that cannot send headers.
-var auditParams = map[string]bool{"action": true, "machine": true, "since": true, "until": true, "limit": true, "offset": true, "key": true}
+var auditParams = map[string]bool{"action": true, "machine": true, "token": true, "since": true, "until": true, "limit": true, "offset": true, "key": true}
 
-// listAudit is GET /api/gateway/audit?action=&machine=&since=&until=&limit=&offset=:
+// maxTokenIDLen bounds the token filter: ids are 26 characters
+// (auth.NewTokenID), imported ones may be longer, none is a document.
+const maxTokenIDLen = 128
+
+// listAudit is GET /api/gateway/audit?action=&machine=&token=&since=&until=&limit=&offset=:
 // {"entries":[...],"total":N}, newest first. since and until are RFC 3339
 // times, limit at most store.MaxLimit (default store.DefaultLimit). A bad
 // parameter is answered 400 naming it.
@@ -474,7 +478,7 @@ func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
 	var q store.AuditQuery
 	for name, vals := range v {
 		if !auditParams[name] {
-			return q, fmt.Errorf("unknown parameter %q (known: action, machine, since, until, limit, offset)", name)
+			return q, fmt.Errorf("unknown parameter %q (known: action, machine, token, since, until, limit, offset)", name)
 		}
 		if len(vals) > 1 {
 			return q, fmt.Errorf("%s: given %d times", name, len(vals))
@@ -497,6 +501,14 @@ func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
 			return q, fmt.Errorf("machine: %q is not a connector name", m)
 		}
 		q.Machine = m
+	}
+	if id := get("token"); id != "" {
+		// A token's id, never the token: a JWT pasted here would be a
+		// credential in a URL, in logs and in the browser's history.
+		if len(id) > maxTokenIDLen || strings.ContainsAny(id, ". /") {
+			return q, fmt.Errorf("token: %q is not a token id (the id the audit log shows, not the token itself)", id)
+		}
+		q.TokenID = id
 	}
 	for _, p := range []struct {
 		name string

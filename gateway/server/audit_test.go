@@ -210,8 +210,8 @@ func TestAuditQuery(t *testing.T) {
 	f := newStoreFixture(t, st, testRegistrationKey)
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i, e := range []store.AuditEntry{
-		{Action: ActionKill, Machine: "laptop", Target: "T1"},
-		{Action: ActionKill, Machine: "ci-box", Target: "T2"},
+		{Action: ActionKill, Machine: "laptop", Target: "T1", TokenID: "tok-a"},
+		{Action: ActionKill, Machine: "ci-box", Target: "T2", TokenID: "tok-b"},
 		{Action: ActionFork, Machine: "laptop", Target: "T3"},
 		{Action: ActionLogin},
 	} {
@@ -232,6 +232,8 @@ func TestAuditQuery(t *testing.T) {
 		"?action=kill":                "T2,T1|2",
 		"?machine=laptop":             "T3,T1|2",
 		"?action=kill&machine=laptop": "T1|1",
+		"?token=tok-b":                "T2|1",
+		"?token=tok-c":                "|0",
 		"?since=2026-03-01T13:00:00Z": "T3,T2|3",
 		"?until=2026-03-01T13:00:00Z": "T1|1",
 		"?since=2026-03-01T12:30:00%2B00:00&until=2026-03-01T14:00:00Z": "T2|1",
@@ -258,6 +260,8 @@ func TestAuditQuery(t *testing.T) {
 		"?offset=-1":             "offset",
 		"?colour=blue":           "colour",
 		"?action=kill&action=gc": "action",
+		"?token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln": "token",
+		"?token=" + strings.Repeat("x", 129):               "token",
 	} {
 		resp, body := f.do("GET", "/api/gateway/audit"+query, f.dash, nil)
 		var e struct{ Error string }

@@ -777,6 +777,9 @@ func (s *sqlStore) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, erro
 	if q.Machine != "" {
 		w.add("machine = ?", q.Machine)
 	}
+	if q.TokenID != "" {
+		w.add("token_id = ?", q.TokenID)
+	}
 	if !q.Since.IsZero() {
 		w.add("at >= ?", s.tv(q.Since))
 	}

@@ -404,6 +404,8 @@ type AuditQuery struct {
 	Action string
 	// Machine keeps only entries about this machine.
 	Machine string
+	// TokenID keeps only what this token did (its id, the jti).
+	TokenID string
 	// Since keeps entries at or after it.
 	Since time.Time
 	// Until keeps entries before it.

@@ -526,6 +526,7 @@ func TestAudit(t *testing.T) {
 		}{
 			{"action", store.AuditQuery{Action: "start"}, []string{"start@m2", "start@m1"}, 2},
 			{"machine", store.AuditQuery{Machine: "m1"}, []string{"kill@m1", "start@m1"}, 2},
+			{"token", store.AuditQuery{TokenID: "d2"}, []string{"start@m2"}, 1},
 			{"since", store.AuditQuery{Since: start.Add(3 * time.Minute)}, []string{"start@m2", "token-revoke@"}, 2},
 			{"until", store.AuditQuery{Until: start.Add(2 * time.Minute)}, []string{"start@m1"}, 1},
 			{"page", store.AuditQuery{Limit: 1, Offset: 1}, []string{"token-revoke@"}, 4},

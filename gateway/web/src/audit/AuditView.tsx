@@ -1,25 +1,52 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { ago, AuditEntry, AuditQuery, fmtTime, gateway, noMemory, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { loadAllMachines } from "../machines/machines";
-import { href } from "../route";
+import { hashQuery, href, replaceQuery } from "../route";
+import "./audit.css";
 
 /** ACTIONS are the actions the gateway records, for the filter. */
 export const ACTIONS = ["start", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "other"];
 /** AUDIT_PAGE is how many entries a page shows. */
 export const AUDIT_PAGE = 50;
 
-export type AuditFilters = { action: string; machine: string; since: string };
+export type AuditFilters = { action: string; machine: string; token: string; since: string; until: string };
+const NONE: AuditFilters = { action: "", machine: "", token: "", since: "", until: "" };
+const KEYS: (keyof AuditFilters)[] = ["action", "machine", "token", "since", "until"];
 
-/** auditQuery turns the filters into the gateway's query; since is a day, from its start in the browser's time zone. */
-export function auditQuery(f: AuditFilters, offset: number, limit = AUDIT_PAGE): AuditQuery {
-  let since: string | undefined;
-  if (f.since) {
-    const d = new Date(`${f.since}T00:00:00`);
-    if (!Number.isNaN(d.getTime())) since = d.toISOString();
-  }
-  return { action: f.action || undefined, machine: f.machine || undefined, since, limit, offset };
+/** dayStart is the start of a yyyy-mm-dd day in the browser's time zone, days later, as ISO; undefined if it is no date. */
+function dayStart(day: string, days = 0): string | undefined {
+  if (!day) return undefined;
+  const d = new Date(`${day}T00:00:00`);
+  if (Number.isNaN(d.getTime())) return undefined;
+  d.setDate(d.getDate() + days);
+  return d.toISOString();
+}
+
+/**
+ * auditQuery turns the filters into the gateway's query; since and until
+ * are days in the browser's time zone, both included.
+ */
+export function auditQuery(f: AuditFilters, offset: number, limit = AUDIT_PAGE): AuditQuery & { token?: string } {
+  return { action: f.action || undefined, machine: f.machine || undefined, token: f.token || undefined, since: dayStart(f.since), until: dayStart(f.until, 1), limit, offset };
+}
+
+/** auditFromHash reads the filters and the page from the hash's query (#/audit?action=kill&offset=50), so a filtered log can be linked to and survives a reload. */
+export function auditFromHash(hash = window.location.hash): { filters: AuditFilters; offset: number } {
+  const p = hashQuery(hash);
+  const filters = { ...NONE };
+  for (const k of KEYS) filters[k] = p.get(k) ?? "";
+  if (filters.action && !ACTIONS.includes(filters.action)) filters.action = "";
+  const offset = Number(p.get("offset"));
+  return { filters, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };
+}
+
+function auditToHash(f: AuditFilters, offset: number) {
+  const p = new URLSearchParams();
+  for (const k of KEYS) if (f[k]) p.set(k, f[k]);
+  if (offset) p.set("offset", String(offset));
+  replaceQuery(p);
 }
 
 /**
@@ -28,14 +55,32 @@ export function auditQuery(f: AuditFilters, offset: number, limit = AUDIT_PAGE):
  * thread, and how it ended.
  */
 export function AuditView() {
-  const [f, setF] = useState<AuditFilters>({ action: "", machine: "", since: "" });
-  const [offset, setOffset] = useState(0);
+  const [initial] = useState(() => auditFromHash());
+  const [f, setF] = useState<AuditFilters>(initial.filters);
+  const [offset, setOffsetState] = useState(initial.offset);
+  const setOffset = (n: number) => {
+    setOffsetState(n);
+    auditToHash(f, n);
+  };
+  // A link to another filter (the top bar's Audit: none) replaces this one.
+  useEffect(() => {
+    const on = () => {
+      const next = auditFromHash();
+      setF(next.filters);
+      setOffsetState(next.offset);
+    };
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
   const log = useApi(() => gateway.audit(auditQuery(f, offset)), [f, offset], 10000);
   const machines = useApi(loadAllMachines, []);
-  const set = (k: keyof AuditFilters) => (v: string) => {
-    setF((cur) => ({ ...cur, [k]: v }));
-    setOffset(0);
+  const apply = (next: AuditFilters) => {
+    setF(next);
+    setOffsetState(0);
+    auditToHash(next, 0);
   };
+  const set = (k: keyof AuditFilters) => (v: string) => apply({ ...f, [k]: v });
+  const filtered = KEYS.some((k) => f[k]);
   const total = log.data?.total ?? 0;
   const entries = log.data?.entries ?? [];
   const unavailable = noMemory(log.error);
@@ -61,14 +106,25 @@ export function AuditView() {
           </label>
           <label className="inline">
             Since{" "}
-            <input type="date" value={f.since} onChange={(e) => set("since")(e.target.value)} aria-label="since" />
+            <input type="date" value={f.since} max={f.until || undefined} onChange={(e) => set("since")(e.target.value)} aria-label="since" />
           </label>
+          <label className="inline">
+            Until{" "}
+            <input type="date" value={f.until} min={f.since || undefined} onChange={(e) => set("until")(e.target.value)} aria-label="until" />
+          </label>
+          {f.token && (
+            <span className="chip" data-testid="token-filter">
+              token <span className="mono">{f.token}</span>{" "}
+              <button type="button" className="link" aria-label="any token" onClick={() => set("token")("")}>×</button>
+            </span>
+          )}
+          {filtered && <button type="button" className="link" onClick={() => apply(NONE)}>Clear</button>}
         </div>
       </div>
       {unavailable && <p className="empty muted" data-testid="no-audit">This gateway keeps no audit log: {log.error?.message}.</p>}
       {log.error && !unavailable && <ErrorBox error={log.error} retry={log.reload} />}
       {!log.data && log.loading && <Loading what="the audit log" />}
-      {log.data && entries.length === 0 && <p className="empty muted">No entries{f.action || f.machine || f.since ? " match" : " yet"}.</p>}
+      {log.data && entries.length === 0 && <p className="empty muted">No entries{filtered ? " match" : " yet"}.</p>}
       {entries.length > 0 && (
         <div className="table-wrap">
           <table className="audit">
@@ -85,7 +141,7 @@ export function AuditView() {
               </tr>
             </thead>
             <tbody>
-              {entries.map((e) => <AuditRow key={e.id} e={e} now={now} />)}
+              {entries.map((e) => <AuditRow key={e.id} e={e} now={now} onToken={set("token")} />)}
             </tbody>
           </table>
         </div>
@@ -104,7 +160,7 @@ export function AuditView() {
 /** a thread id: the target of start, kill, pause, resume and fork */
 const THREAD_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
-function AuditRow({ e, now }: { e: AuditEntry; now: number }) {
+function AuditRow({ e, now, onToken }: { e: AuditEntry; now: number; onToken: (id: string) => void }) {
   const ok = e.status >= 200 && e.status < 400;
   const t = Date.parse(e.time);
   return (
@@ -118,7 +174,12 @@ function AuditRow({ e, now }: { e: AuditEntry; now: number }) {
       </td>
       <td>
         {e.actor || <span className="muted">{e.tokenId ? "a token without a note" : "unknown"}</span>}
-        {e.tokenId && <span className="muted mono small" title="token id"> {e.tokenId}</span>}
+        {e.tokenId && (
+          <>
+            {" "}
+            <button type="button" className="link mono small" title="only what this token did" data-token={e.tokenId} onClick={() => onToken(e.tokenId!)}>{e.tokenId}</button>
+          </>
+        )}
       </td>
       <td className="mono">{e.source || "–"}</td>
     </tr>
