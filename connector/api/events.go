@@ -17,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/fleet"
 )
 
@@ -352,8 +353,9 @@ func (f *feed) resumable(v string) (uint64, bool) {
 }
 
 // summary builds the wire summary of a thread, from the functions
-// GET /api/threads and the live route use.
-func (s *server) summary(p pending, names map[string]string) fleet.Thread {
+// GET /api/threads and the live route use, with what its model calls
+// used (package usage) priced at prices.
+func (s *server) summary(p pending, names map[string]string, prices registry.Prices) fleet.Thread {
 	start := s.threadStart(p.rec, p.status)
 	wf := names[p.rec.BundleHash]
 	if wf == "" {
@@ -380,6 +382,16 @@ func (s *server) summary(p pending, names map[string]string) fleet.Thread {
 		default:
 			out.Steps++
 		}
+	}
+	spent, err := usage.ThreadTotals(s.opts.Layout, p.rec.BundleHash, p.rec.ThreadID, prices)
+	if err != nil {
+		s.log.Warn("events: reading a thread's model usage", "thread", p.rec.ThreadID, "err", err)
+	} else if spent.Calls > 0 {
+		out.Tokens = spent.TotalTokens
+		if spent.CostUSD != nil {
+			out.Cost = *spent.CostUSD
+		}
+		out.Usage, _ = json.Marshal(spent) // plain numbers and strings always marshal
 	}
 	return out
 }
@@ -466,8 +478,12 @@ func (f *feed) serve(c echo.Context) error {
 // sendBatch sends one page of threads, moving cursor past each.
 func (f *feed) sendBatch(ctx context.Context, batch []pending, send func(fleet.Event) error, cursor *uint64) error {
 	names := map[string]string{}
+	var prices registry.Prices // read once a batch, not once a thread
 	if reg, err := registry.Load(f.s.opts.Layout.RegistryFile()); err == nil {
 		names = reg.BundleNames()
+		if c := reg.Config(); c != nil {
+			prices = c.Prices
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		f.s.log.Warn("events: reading the workflow registry", "err", err)
 	}
@@ -475,7 +491,7 @@ func (f *feed) sendBatch(ctx context.Context, batch []pending, send func(fleet.E
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		data, err := json.Marshal(f.s.summary(p, names))
+		data, err := json.Marshal(f.s.summary(p, names, prices))
 		if err != nil {
 			return err
 		}

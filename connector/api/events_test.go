@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/fleet"
 	"github.com/uncaged/workflow/shared/testkit"
 )
@@ -240,5 +242,41 @@ func TestEventsEndWhenTheServerShutsDown(t *testing.T) {
 	})
 	if shutErr != nil {
 		t.Fatal(shutErr)
+	}
+}
+
+// A thread's summary carries what its model calls used: the total tokens,
+// the cost at config.prices and the totals' whole document; a thread
+// that made no call carries none of them.
+func TestEventsCarryUsage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash := f.register("linear", "linear.esm.js")
+	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
+		return r.SetConfig(registry.Config{MaxDepth: 3, Providers: map[string]registry.Provider{"p": {BaseURL: "http://127.0.0.1:1", APIKey: "k"}},
+			Models: map[string]string{"default": "p/m"}, Prices: registry.Prices{"p/m": {Prompt: 1, Completion: 2}}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.startHost()
+	spent := f.run("linear", "build")
+	idle := f.run("linear", "build again")
+	f.waitStatus(spent, "completed")
+	f.waitStatus(idle, "completed")
+	now := time.Now().UnixMilli()
+	appendUsage(t, usage.Path(f.l, hash, spent),
+		usage.Record{Time: now, Thread: spent, Workflow: "linear", Step: 1, Source: usage.SourceRole, Model: "p/m", PromptTokens: 1000, CompletionTokens: 100},
+		usage.Record{Time: now, Thread: spent, Workflow: "linear", Step: 2, Source: usage.SourceRole, Model: "p/m", PromptTokens: 500, CompletionTokens: 50})
+
+	_, d := f.openEvents(context.Background(), "")
+	got := threadsOf(t, eventsUntil(t, d, isSynced))
+	th := got[spent]
+	var totals usage.Totals
+	if th.Tokens != 1650 || th.Cost != (1500+150*2)/1e6 || json.Unmarshal(th.Usage, &totals) != nil || totals.Calls != 2 || totals.PromptTokens != 1500 {
+		t.Fatalf("with usage: tokens %d, cost %v, usage %s", th.Tokens, th.Cost, th.Usage)
+	}
+	if th := got[idle]; th.Tokens != 0 || th.Cost != 0 || th.Usage != nil {
+		t.Fatalf("without usage: tokens %d, cost %v, usage %s", th.Tokens, th.Cost, th.Usage)
 	}
 }
