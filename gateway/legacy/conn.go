@@ -17,6 +17,11 @@
 // the other replicas of a cluster without a store (registration.go). The
 // routes and the persistence are gateway/server's, the NATS transport
 // gateway/cluster's.
+//
+// The original's earlier clients kept no socket: they registered a URL
+// where they served their API. URLFetcher reaches such a client there
+// (urlconn.go), only at the hosts an AllowList admits, checked on the
+// address dialed (allow.go).
 package legacy
 
 import (

@@ -9,7 +9,12 @@
 // Both are the same presence.Conn to the proxy and can be online at once.
 // The original clients' POST /api/gateway/register and DELETE
 // /api/gateway/register/:name are accepted too (register.go; the
-// registrations themselves are gateway/legacy's).
+// registrations themselves are gateway/legacy's). An original client that
+// registered a URL instead of keeping a socket is fetched there, only at
+// the hosts Options.LegacyURLAllow admits (legacyurl.go); the original
+// dashboard's live URL, /api/<name>/threads/<id>/live, is served as
+// /api/clients/<name>/... (livealias.go); and dashboards hosted on the
+// origins of Options.AllowOrigins may call /api with a token (cors.go).
 //
 // Limits (Options): request body size and the time to send it,
 // connections and connection attempts per client address, idle
