@@ -4,9 +4,12 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,11 +18,44 @@ import (
 // written, synced and renamed over path, then the directory is synced so the
 // rename survives a crash. Missing parent directories are created.
 func Write(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := Replace(path, data, perm); err != nil {
 		return err
 	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// Replace is Write without the directory sync: once it returns, readers
+// see data whole at path, and path's bytes are on disk, but after a power
+// cut path may still be missing or hold its old contents until its
+// directory is synced. A writer that puts several files in one directory
+// (the CAS, within one step) calls SyncDir once for all of them, before
+// anything durable names them.
+func Replace(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, nil)
+}
+
+// WriteWhen is Write whose rename waits for ready: the new contents are
+// written and synced first, so the sync overlaps with whatever ready
+// waits for (the files that path will name, being synced meanwhile), and
+// a ready that fails leaves path as it was.
+func WriteWhen(path string, data []byte, perm os.FileMode, ready func() error) error {
+	if err := replace(path, data, perm, ready); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+func replace(path string, data []byte, perm os.FileMode, ready func() error) error {
+	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp.*")
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory is created on first use only, which saves a
+		// stat on every other write.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		tmp, err = os.CreateTemp(dir, filepath.Base(path)+".tmp.*")
+	}
 	if err != nil {
 		return err
 	}
@@ -37,17 +73,35 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Chmod(perm); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := Fsync(tmp); err != nil {
 		return fmt.Errorf("sync %s: %w", tmpName, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	if ready != nil {
+		if err := ready(); err != nil {
+			return err
+		}
+	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return err
 	}
 	committed = true
-	return SyncDir(dir)
+	return nil
+}
+
+// syncs counts the fsyncs of this process made through this package.
+var syncs atomic.Uint64
+
+// Syncs is how many fsyncs (of files and directories) this process has
+// made through this package, for benchmarks that report them per step.
+func Syncs() uint64 { return syncs.Load() }
+
+// Fsync flushes f's data and metadata to disk, counted in Syncs.
+func Fsync(f *os.File) error {
+	syncs.Add(1)
+	return f.Sync()
 }
 
 // SyncDir flushes a directory's entries (new names, renames) to disk.
@@ -57,7 +111,7 @@ func SyncDir(dir string) error {
 		return err
 	}
 	defer func() { _ = d.Close() }() // Sync, checked, is what flushes
-	if err := d.Sync(); err != nil {
+	if err := Fsync(d); err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil

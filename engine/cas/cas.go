@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,6 +30,55 @@ const suffix = ".txt"
 // Store is a filesystem CAS rooted at one directory.
 type Store struct {
 	dir string
+	// batch, on a view from Batched, holds back the directory sync of
+	// each put until Sync; nil on a store whose puts are durable when
+	// they return.
+	batch *dirBatch
+}
+
+// dirBatch is the directory sync a batched view owes.
+type dirBatch struct {
+	mu      sync.Mutex
+	pending bool
+}
+
+// Batched returns a view of s whose puts skip the directory sync that
+// makes a new blob's name survive a power cut, until Sync does it once for
+// all of them. A blob put through the view is readable at once and its
+// bytes are on disk (they are synced before it is renamed into place, so a
+// blob is never found torn), but until Sync its name may be lost to a
+// power cut (not to a process crash). The executor writes a step's content
+// and state nodes through one view and calls Sync before the thread's
+// index names the state: one directory sync per step instead of one per
+// node.
+func (s *Store) Batched() *Store { return &Store{dir: s.dir, batch: &dirBatch{}} }
+
+// Sync makes the names of the blobs put through a batched view since the
+// last Sync durable. On a store that is not batched it does nothing.
+func (s *Store) Sync() error {
+	if s.batch == nil {
+		return nil
+	}
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	if !s.batch.pending {
+		return nil
+	}
+	if err := atomicfile.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("cas sync: %w", err)
+	}
+	s.batch.pending = false
+	return nil
+}
+
+// owe records that the view's next Sync must sync the directory.
+func (s *Store) owe() {
+	if s.batch == nil {
+		return
+	}
+	s.batch.mu.Lock()
+	s.batch.pending = true
+	s.batch.mu.Unlock()
 }
 
 // Open returns the store in dir. The directory is created on first write.
@@ -72,11 +122,19 @@ func (s *Store) PutBytes(b []byte) (string, error) {
 	h := ids.HashBytes(b)
 	p := s.path(h)
 	if s.refresh(p) {
+		// A blob found in place may be another batched view's, whose
+		// name is not durable yet: this view owes a directory sync too.
+		s.owe()
 		return h, nil
 	}
-	if err := atomicfile.Write(p, b, 0o644); err != nil {
+	write := atomicfile.Write
+	if s.batch != nil {
+		write = atomicfile.Replace
+	}
+	if err := write(p, b, 0o644); err != nil {
 		return "", fmt.Errorf("cas put %s: %w", h, err)
 	}
+	s.owe()
 	s.indexRefs(h, b)
 	return h, nil
 }

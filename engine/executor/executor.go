@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents/llm"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
@@ -90,14 +91,20 @@ type Chain struct {
 // Begin writes a fresh thread's prompt and start node and lists it in
 // threads.json, so the thread is visible (and resolvable) before it runs.
 func (e *Executor) Begin(t *Thread) error {
-	prompt, err := e.CAS.PutNode(node.NewContent(t.Prompt, nil))
+	// Both nodes share one directory sync, made before the index names
+	// the start node.
+	store := e.CAS.Batched()
+	prompt, err := store.PutNode(node.NewContent(t.Prompt, nil))
 	if err != nil {
 		return err
 	}
-	start, err := e.CAS.PutNode(node.NewStart(node.StartPayload{
+	start, err := store.PutNode(node.NewStart(node.StartPayload{
 		Name: t.WorkflowName, Hash: t.BundleHash, Depth: int64(t.Depth), ParentState: t.ParentState,
 	}, prompt))
 	if err != nil {
+		return err
+	}
+	if err := store.Sync(); err != nil {
 		return err
 	}
 	t.StartHash = start
@@ -154,7 +161,7 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 	}
 	logPath := e.Layout.InfoLog(t.BundleHash, t.ID)
 	dlog := NewDebugLog(logPath, e.now)
-	r := &run{e: e, t: t, env: env, log: dlog, head: t.StartHash, ancestors: nil}
+	r := &run{e: e, cas: e.CAS.Batched(), t: t, env: env, log: dlog, head: t.StartHash, ancestors: nil}
 	if t.Resume != nil {
 		r.head, r.ancestors = t.Resume.Head, t.Resume.HeadAncestors
 	}
@@ -210,7 +217,11 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 // run is the state of one thread's execution; it is also the workflow's
 // Host.
 type run struct {
-	e         *Executor
+	e *Executor
+	// cas is the executor's store batched for this run: the nodes of a
+	// step (the agent's content, the executor's content and state) share
+	// one directory sync, made in publish before the index names them.
+	cas       *cas.Store
 	t         Thread
 	env       Env
 	log       *DebugLog
@@ -227,7 +238,13 @@ func (r *run) steps() []workflow.RoleStep {
 }
 
 // CAS implements workflow.Host.
-func (r *run) CAS() *cas.Store { return r.e.CAS }
+func (r *run) CAS() *cas.Store {
+	if r.cas == nil {
+		// A run that Run did not build (a test's) batches too.
+		r.cas = r.e.CAS.Batched()
+	}
+	return r.cas
+}
 
 // Log implements workflow.Host.
 func (r *run) Log(tag, content string) { r.log.Write(tag, content) }
@@ -286,7 +303,7 @@ func (r *run) Extract(ctx context.Context, schema []byte, contentHash string) (w
 	if err != nil {
 		return workflow.ExtractResult{}, err
 	}
-	res, err := llm.Extract(ctx, r.extractClient(model), r.e.CAS, schema, contentHash, r.log.Write)
+	res, err := llm.Extract(ctx, r.extractClient(model), r.CAS(), schema, contentHash, r.log.Write)
 	if err != nil {
 		return workflow.ExtractResult{}, err
 	}
@@ -328,7 +345,7 @@ func (r *run) appendStep(out *workflow.Output) error {
 			artifacts = append(artifacts, ref)
 		}
 	}
-	content, err := r.e.CAS.PutNode(node.NewContent(text, artifacts))
+	content, err := r.CAS().PutNode(node.NewContent(text, artifacts))
 	if err != nil {
 		return err
 	}
@@ -343,7 +360,7 @@ func (r *run) appendStep(out *workflow.Output) error {
 }
 
 func (r *run) contentText(hash string) (string, error) {
-	n, err := r.e.CAS.GetNode(hash)
+	n, err := r.CAS().GetNode(hash)
 	if errors.Is(err, cas.ErrNotFound) {
 		return "", fmt.Errorf("CAS blob missing for contentHash %s", hash)
 	}
@@ -357,14 +374,46 @@ func (r *run) contentText(hash string) (string, error) {
 	return c.Payload, nil
 }
 
-// publish writes a state node and makes it the thread's head.
+// publish writes a state node and makes it the thread's head. The node is
+// written and synced (with its content node's name, in one directory sync)
+// while the new threads.json is written and synced beside it; the index is
+// renamed into place only once the node is on disk, so a head that a
+// reader sees is one a power cut cannot take back.
 func (r *run) publish(p node.StatePayload, logLine string) error {
-	h, err := r.e.CAS.PutNode(node.NewState(p))
+	b, err := node.NewState(p).Marshal()
 	if err != nil {
 		return err
 	}
-	if p.Role != node.RoleEnd {
-		err = threads.Upsert(r.e.Layout.BundleDir(r.t.BundleHash), r.t.ID, threads.Entry{Head: h, Start: r.t.StartHash, UpdatedAt: r.e.now().UnixMilli()})
+	h := ids.HashBytes(b)
+	blobs := r.CAS()
+	stored := make(chan error, 1)
+	store := func() {
+		if _, err := blobs.PutBytes(b); err != nil {
+			stored <- err
+			return
+		}
+		stored <- blobs.Sync()
+	}
+	if p.Role == node.RoleEnd {
+		// The history, not the index, names an __end__ node, after it is
+		// stored.
+		store()
+		if err := <-stored; err != nil {
+			return err
+		}
+	} else {
+		go store()
+		waited := false
+		err := threads.UpsertWhen(r.e.Layout.BundleDir(r.t.BundleHash), r.t.ID,
+			threads.Entry{Head: h, Start: r.t.StartHash, UpdatedAt: r.e.now().UnixMilli()},
+			func() error { waited = true; return <-stored })
+		if !waited {
+			// The index was not written: the node's outcome still has to
+			// be collected, and reported if it is the first failure.
+			if serr := <-stored; err == nil {
+				err = serr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -379,7 +428,7 @@ func (r *run) publish(p node.StatePayload, logLine string) error {
 
 // finish writes the __end__ node and moves the thread to history.
 func (r *run) finish(code int, summary string) (Result, error) {
-	content, err := r.e.CAS.PutNode(node.NewContent(summary, nil))
+	content, err := r.CAS().PutNode(node.NewContent(summary, nil))
 	if err != nil {
 		return Result{}, err
 	}

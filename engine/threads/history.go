@@ -47,6 +47,10 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
+		// A day's first completion creates its file; the file's name must
+		// be on disk too before the thread leaves threads.json.
+		_, statErr := os.Lstat(path)
+		created := errors.Is(statErr, fs.ErrNotExist)
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			return err
@@ -62,10 +66,16 @@ func AppendHistory(bundleDir string, e HistoryEntry) error {
 		if _, err := f.Write(line); err != nil {
 			return errors.Join(err, f.Close())
 		}
-		if err := f.Sync(); err != nil {
+		if err := atomicfile.Fsync(f); err != nil {
 			return errors.Join(err, f.Close())
 		}
-		return f.Close()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if created {
+			return atomicfile.SyncDir(filepath.Dir(path))
+		}
+		return nil
 	})
 }
 

@@ -211,6 +211,27 @@ func Upsert(bundleDir, id string, e Entry) error {
 	})
 }
 
+// UpsertWhen is Upsert whose new index replaces the old one only once
+// ready returns nil (see atomicfile.WriteWhen): the executor writes a
+// step's state node meanwhile, and the index must not name it before it
+// is on disk. ready is called at most once; an error from it, or from
+// reading the index, leaves the index as it was.
+func UpsertWhen(bundleDir, id string, e Entry, ready func() error) error {
+	path := IndexFile(bundleDir)
+	return atomicfile.Update(path, func() error {
+		idx, err := ReadIndex(bundleDir)
+		if err != nil {
+			return err
+		}
+		idx[id] = e
+		b, err := marshalIndex(idx)
+		if err != nil {
+			return err
+		}
+		return atomicfile.WriteWhen(path, b, 0o644, ready)
+	})
+}
+
 // Remove deletes id from the index and reports whether it was there.
 // Removing a missing id does not create the file.
 func Remove(bundleDir, id string) (bool, error) {

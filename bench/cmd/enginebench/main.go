@@ -81,9 +81,23 @@ func stepOverhead(work, src string, steps, runs int) {
 	fmt.Printf("per-step overhead, %d deterministic steps\n", steps)
 	bundle, err := jsrt.Load([]byte(src), "steps.esm.js", jsrt.Options{})
 	check(err)
-	goTime := median(runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("go-%d", i)), goSteps{n: steps}, steps) })
-	jsTime := median(runs, func(i int) { runThread(filepath.Join(work, fmt.Sprintf("js-%d", i)), bundle, steps) })
-	fmt.Printf("  Go workflow (baseline)        %10s  %8.0f steps/s\n", goTime.Round(time.Microsecond), float64(steps)/goTime.Seconds())
+	var goSyncs, jsSyncs float64
+	goTime := median(runs, func(i int) {
+		goSyncs = runThread(filepath.Join(work, fmt.Sprintf("go-%d", i)), goSteps{n: steps}, steps)
+	})
+	jsTime := median(runs, func(i int) { jsSyncs = runThread(filepath.Join(work, fmt.Sprintf("js-%d", i)), bundle, steps) })
+	// The disk's own speed, in the same run: one file replaced durably
+	// (atomicfile.Write: the file synced, renamed, its directory synced).
+	// On a busy machine an fsync's latency varies tenfold from minute to
+	// minute; a step's cost in these units does not.
+	durable := median(max(runs, 3)*10, func(i int) {
+		check(atomicfile.Write(filepath.Join(work, "fsync-baseline", "f.json"), []byte(src[:200]), 0o644))
+	})
+	goStep := goTime / time.Duration(steps)
+	fmt.Printf("  durable file replace          %10s   (2 fsyncs: the baseline of the disk's speed)\n", durable.Round(time.Microsecond))
+	fmt.Printf("  fsyncs per step               %10.2f (Go), %.2f (JS)\n", goSyncs, jsSyncs)
+	fmt.Printf("  Go workflow (baseline)        %10s  %8.0f steps/s   %s per step = %.2fx a durable file replace\n",
+		goTime.Round(time.Microsecond), float64(steps)/goTime.Seconds(), goStep.Round(time.Microsecond), goStep.Seconds()/durable.Seconds())
 	fmt.Printf("  JS bundle in goja             %10s  %8.0f steps/s   ratio %.2fx of baseline speed; goja's share per step %s\n\n",
 		jsTime.Round(time.Microsecond), float64(steps)/jsTime.Seconds(), goTime.Seconds()/jsTime.Seconds(),
 		((jsTime - goTime) / time.Duration(steps)).Round(time.Microsecond))
@@ -153,11 +167,18 @@ func (r *goRun) Next(context.Context) (*workflow.Output, *workflow.Completion, e
 
 func (r *goRun) Close() error { return nil }
 
-func runThread(root string, wf workflow.Workflow, steps int) {
+// runThread runs wf to its end on a fresh root and returns the fsyncs a
+// role step made, on average.
+func runThread(root string, wf workflow.Workflow, steps int) float64 {
 	e := executor.New(storage.Layout{Root: root})
 	t := executor.Thread{ID: "BENCH", BundleHash: "BENCHAAAAAAAA", WorkflowName: "steps", Prompt: "count"}
 	check(e.Begin(&t))
-	res, err := e.Run(context.Background(), wf, t, executor.Env{})
+	// OnStep runs after each published state, __end__ included: the
+	// syncs between the first role step's and the last one's are those of
+	// steps-1 whole steps.
+	var marks []uint64
+	env := executor.Env{OnStep: func(string) { marks = append(marks, atomicfile.Syncs()) }}
+	res, err := e.Run(context.Background(), wf, t, env)
 	check(err)
 	if res.ReturnCode != 0 {
 		check(fmt.Errorf("thread ended %d: %s", res.ReturnCode, res.Summary))
@@ -167,6 +188,7 @@ func runThread(root string, wf workflow.Workflow, steps int) {
 	if len(frames) != steps+1 {
 		check(fmt.Errorf("%d frames, want %d", len(frames), steps+1))
 	}
+	return float64(marks[steps-1]-marks[0]) / float64(steps-1)
 }
 
 // firstStepLatency builds the binary and times `run` until the first step

@@ -1,0 +1,63 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/engine/threads"
+)
+
+// TestStepSyncsWhatItsDurabilityNeeds counts the fsyncs of a role step: the
+// agent's content node and the state node (one each, before they are
+// renamed into place), one directory sync for both names, and threads.json
+// replaced (its file and its directory) — five, where writing each node as
+// a durable file on its own took six. Not parallel: the count is the
+// process's.
+func TestStepSyncsWhatItsDurabilityNeeds(t *testing.T) {
+	e := newExec(t)
+	th := begin(t, e, "SYNCS")
+	dir := e.Layout.BundleDir(th.BundleHash)
+	var marks []uint64
+	env := Env{OnStep: func(head string) {
+		marks = append(marks, atomicfile.Syncs())
+		// What the index names is already stored.
+		if idx, err := threads.ReadIndex(dir); err == nil {
+			if h := idx["SYNCS"].Head; h != "" && h != th.StartHash {
+				if ok, err := e.CAS.Exists(h); err != nil || !ok {
+					t.Errorf("threads.json names %s, which is not stored (%v)", h, err)
+				}
+			}
+		}
+	}}
+	const steps = 5
+	res, err := e.Run(context.Background(), linear{roles: []string{"a", "b", "c", "d", "e"}}, th, env)
+	if err != nil || res.ReturnCode != 0 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if len(marks) != steps+1 {
+		t.Fatalf("%d published states, want %d role steps and __end__", len(marks), steps)
+	}
+	perStep := float64(marks[steps-1]-marks[0]) / (steps - 1)
+	if perStep != 5 {
+		t.Errorf("%.2f fsyncs per role step, want 5", perStep)
+	}
+	if got := roles(t, e, res.RootHash); len(got) != steps+1 {
+		t.Errorf("chain = %v", got)
+	}
+}
+
+// TestBeginSyncsItsNodesOnce: the prompt and start nodes share one
+// directory sync before the index lists the thread (2 + 1 + 2 fsyncs).
+func TestBeginSyncsItsNodesOnce(t *testing.T) {
+	e := newExec(t)
+	before := atomicfile.Syncs()
+	th := begin(t, e, "BEGIN")
+	if got := atomicfile.Syncs() - before; got != 5 {
+		t.Errorf("Begin made %d fsyncs, want 5", got)
+	}
+	if _, err := os.Stat(e.Layout.BundleDir(th.BundleHash)); err != nil {
+		t.Fatal(err)
+	}
+}
