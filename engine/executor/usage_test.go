@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/agents"
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/engine/workflow"
 )
@@ -62,7 +64,7 @@ type modelRoles struct{ roles []string }
 func (w modelRoles) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
 
 func (w modelRoles) Start(_ context.Context, tc workflow.ThreadContext, host workflow.Host) (workflow.Run, error) {
-	return &modelRolesRun{w: w, tc: tc, host: host.(agents.Host)}, nil
+	return &modelRolesRun{w: w, tc: tc, host: host.(agents.Host), done: len(tc.Steps)}, nil
 }
 
 type modelRolesRun struct {
@@ -196,5 +198,43 @@ func TestUnwritableUsageFileDoesNotStopTheThread(t *testing.T) {
 	}
 	if log := debugLog(t, e, th.ID); !strings.Contains(log, "the usage of a role model call was not recorded") {
 		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// A thread the host left unfinished and a later host resumed goes on
+// counting its steps where it stopped: the resumed run's calls belong to
+// the steps they make, not to the first ones again.
+func TestResumedThreadRecordsAtItsOwnSteps(t *testing.T) {
+	t.Parallel()
+	e := newExec(t)
+	configureUsage(t, e, usageModel(t, true))
+	th := begin(t, e, "RESUMED")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	wf := modelRoles{roles: []string{"plan", "code"}}
+	if _, err := e.Run(ctx, wf, th, Env{OnStep: func(string) { cancel(ErrShutdown) }}); !errors.Is(err, ErrLeftRunning) {
+		t.Fatalf("err = %v", err)
+	}
+	rec, err := threads.Resolve(e.Layout, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := e.ResumeThread(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Run(context.Background(), wf, resumed, Env{}); err != nil || res.ReturnCode != 0 {
+		t.Fatalf("resumed run: %+v, %v", res, err)
+	}
+	recs, err := usage.ReadThread(e.Layout, th.BundleHash, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d:%s:%s", r.Step, r.Source, r.Role))
+	}
+	if want := "1:role:plan 1:extract: 2:role:code 2:extract: 2:supervisor: 3:summarizer:"; strings.Join(got, " ") != want {
+		t.Fatalf("records %s, want %s", strings.Join(got, " "), want)
 	}
 }
