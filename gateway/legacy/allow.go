@@ -166,14 +166,36 @@ func (a *AllowList) addressListed(ip netip.Addr) bool {
 }
 
 // public says whether ip is an address on the internet: not loopback,
-// link-local (the cloud metadata address among them), private, shared
-// (100.64.0.0/10, carrier-grade NAT), unspecified or multicast.
+// link-local (the cloud metadata address among them), private,
+// unspecified or multicast, nor in a range that is not routed publicly
+// (nonPublic) or that embeds an IPv4 address another host would translate
+// (NAT64, 6to4, Teredo), which could be any address behind it.
 func public(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !sharedSpace.Contains(ip)
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }
 
-var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
+// nonPublic are the global unicast ranges (as net/netip counts them) a
+// listed name must not reach without an address entry.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (carrier-grade NAT)
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("2002::/16"),      // 6to4
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
+}
 
 // DialAllowed says whether a connection for host may go to ip, the
 // address it resolved to: ip is listed, or host is a listed name and ip

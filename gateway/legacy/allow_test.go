@@ -83,6 +83,10 @@ func TestDialAllowed(t *testing.T) {
 		{"x.tunnel.example", "::1", false},
 		{"x.tunnel.example", "fd00::1", false},
 		{"x.tunnel.example", "0.0.0.0", false},
+		{"x.tunnel.example", "64:ff9b::a9fe:a9fe", false}, // the metadata address through NAT64
+		{"x.tunnel.example", "2002:a9fe:a9fe::1", false},  // ... through 6to4
+		{"x.tunnel.example", "240.0.0.1", false},
+		{"x.tunnel.example", "2606:4700::1", true},
 		// ...unless the address is listed itself.
 		{"client.example.com", "10.1.0.9", true},
 	}
