@@ -18,8 +18,9 @@
 // "unknown": true marks a call whose server reported no usage (its token
 // counts are 0 and the totals say how many such calls they leave out).
 //
-// The file is never part of a node, so recording changes no hash; it is
-// appended a whole line at a time under the same lock as the debug log,
+// The file is never part of a node, so recording changes no hash. The
+// executor appends it as it does the debug log (executor.DebugLog: a whole
+// line at a time, under a file lock, a torn line cut off before the next),
 // and a reader skips a torn last line (a crash mid-write) and any line it
 // cannot parse. Cost is not stored: it is worked out when read, at the
 // prices configured then.
