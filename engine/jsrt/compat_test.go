@@ -161,3 +161,33 @@ func TestBuildThreadContextErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestZodSchemas: a Zod schema without toJSONSchema() (Zod 4.0 and 4.1,
+// which the original's bundles carry) becomes the JSON Schema Zod's own
+// z.toJSONSchema gives, in the descriptor, in runtime.extract and for the
+// casRef fields of a step. Before, such a schema was refused.
+func TestZodSchemas(t *testing.T) {
+	t.Parallel()
+	h := newFakeHost(t)
+	b := loadTestdata(t, "zod_schemas.esm.js")
+	outs, done, err := drive(t, b, h, threadFor(b, "go"))
+	if err != nil || done == nil || len(outs) != 1 {
+		t.Fatalf("run: %v %+v", err, done)
+	}
+	// What z.toJSONSchema of the same Zod 4.0 schema returns, less $schema.
+	want := `{"type":"object","properties":{"phase":{"casRef":true,"description":"phase hash","type":"string"},` +
+		`"count":{"type":"integer"},"status":{"type":"string","enum":["a","b"]},"note":{"anyOf":[{"type":"string"},{"type":"null"}]},` +
+		`"kind":{"type":"string","const":"x"},"tags":{"default":[],"type":"array","items":{"type":"string"}},` +
+		`"either":{"anyOf":[{"type":"string"},{"type":"boolean"}]}},"required":["phase","status","note","kind","tags","either"],"additionalProperties":false}`
+	described, _ := outs[0].Meta.Get("described")
+	if described != want {
+		t.Errorf("descriptor schema =\n%s\nwant\n%s", described, want)
+	}
+	if len(h.extracted) != 1 || h.extracted[0] != want {
+		t.Errorf("runtime.extract sent %q, want %s", h.extracted, want)
+	}
+	phase, _ := outs[0].Meta.Get("phase")
+	if len(outs[0].Refs) != 2 || outs[0].Refs[0] != phase {
+		t.Errorf("refs = %v, want the casRef field %v then the content", outs[0].Refs, phase)
+	}
+}

@@ -40,6 +40,7 @@ func init() {
 	}
 	moduleDefs["internal:compat"] = moduleDef{host: (*jsEnv).compatHost}
 	moduleDefs["internal:compat_agents"] = moduleDef{script: "compat_agents.js"}
+	moduleDefs["internal:zod"] = moduleDef{script: "zod.js"}
 	availableList = strings.Join(AvailableModules(), ", ")
 }
 

@@ -108,14 +108,24 @@ func (e *jsEnv) runtimeObject() *goja.Object {
 		},
 	)
 	// extract(schema, contentHash) asks the host's model for metadata that
-	// matches schema: a JSON Schema object, or anything with toJSONSchema()
-	// (a Zod-like schema). It resolves {meta, contentPayload, refs: []}.
+	// matches schema: a JSON Schema object, anything with toJSONSchema()
+	// (a Zod-like schema), or a Zod schema from before Zod had that method,
+	// read from its definition. It resolves {meta, contentPayload, refs: []}.
 	extract := func(call goja.FunctionCall) goja.Value {
 		e.requireHost("runtime.extract")
 		schemaVal, hash := call.Argument(0), call.Argument(1)
 		if obj, ok := schemaVal.(*goja.Object); ok {
-			if toJSONSchema, ok := goja.AssertFunction(obj.Get("toJSONSchema")); ok {
-				v, err := toJSONSchema(obj)
+			convert, ok := goja.AssertFunction(obj.Get("toJSONSchema"))
+			var this goja.Value = obj
+			var args []goja.Value
+			if !ok && obj.Get("_zod") != nil {
+				// A Zod schema from before Zod had toJSONSchema().
+				zod := e.requireModule("internal:zod").ToObject(e.vm)
+				convert, ok = goja.AssertFunction(zod.Get("zodToJSONSchema"))
+				this, args = goja.Undefined(), []goja.Value{obj}
+			}
+			if ok {
+				v, err := convert(this, args...)
 				if err != nil {
 					return e.settled(nil, err)
 				}

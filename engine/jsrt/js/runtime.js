@@ -8,6 +8,9 @@
 
 // The Go side shared with the compatibility packages (node parsing).
 const __compat = require("internal:compat");
+// Zod schemas from before Zod had toJSONSchema() (the original's bundles
+// carry their own Zod).
+const __zod = require("internal:zod");
 
 export const START = "__start__";
 export const END = "__end__";
@@ -119,10 +122,8 @@ function toJSONSchema(roleName, schema) {
   let json = schema;
   if (schema !== null && typeof schema === "object" && typeof schema.toJSONSchema === "function") {
     json = schema.toJSONSchema();
-  } else if (schema !== null && typeof schema === "object" && "_zod" in schema) {
-    throw new TypeError(
-      `buildDescriptor: role "${roleName}" has a Zod schema without toJSONSchema(); pass z.toJSONSchema(schema) (a plain JSON Schema) instead`,
-    );
+  } else if (__zod.isZodSchema(schema)) {
+    json = __zod.zodToJSONSchema(schema);
   }
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
     return json; // descriptor validation reports it
@@ -209,8 +210,8 @@ function schemaAsJSON(schema) {
   let json = schema;
   if (typeof schema === "object" && typeof schema.toJSONSchema === "function") {
     json = schema.toJSONSchema();
-  } else if (typeof schema === "object" && "_zod" in schema) {
-    throw new TypeError("a Zod schema without toJSONSchema() cannot be sent to an agent; pass z.toJSONSchema(schema) (a plain JSON Schema) instead");
+  } else if (__zod.isZodSchema(schema)) {
+    json = __zod.zodToJSONSchema(schema);
   }
   if (!isPlainObject(json)) return null;
   const out = {};
