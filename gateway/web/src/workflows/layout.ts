@@ -16,7 +16,9 @@ import type { Edge } from "../api";
 import { END, FALLBACK, START, takenCounts } from "./path";
 
 export { END, FALLBACK, START } from "./path";
+/** ROLE_SIZE is a role's box; the layout routes edges to its border. */
 export const ROLE_SIZE = { width: 170, height: 44 };
+/** TERMINAL_SIZE is the box of __start__ and __end__. */
 export const TERMINAL_SIZE = { width: 90, height: 34 };
 /** EDGE_TYPE is the React Flow edge type Graph registers for routed edges. */
 export const EDGE_TYPE = "routed";
@@ -27,8 +29,11 @@ const LANE_GAP = 24;
 const LOOP_REACH = 46;
 const LABEL_HEIGHT = 18;
 
+/** Point is a position in the graph's coordinates (pixels, y down). */
 export type Point = { x: number; y: number };
+/** EdgeKind is how an edge is routed: along dagre's layout, as a loop's back-edge, or as a self-loop. */
 export type EdgeKind = "forward" | "back" | "self";
+/** GraphNodeData is what a node shows; active is the role in flight, waiting when it runs only once resumed. */
 export type GraphNodeData = { label: string; kind: "role" | "terminal"; description?: string; active?: boolean; waiting?: boolean };
 /** GraphEdgeData is what the routed edge component draws. */
 export type GraphEdgeData = {
@@ -131,6 +136,10 @@ function orthoPath(p: Point[], r = 10): string {
   return d + ` L${f(last.x)},${f(last.y)}`;
 }
 
+/**
+ * layoutGraph places the roles and terminals top to bottom and routes every
+ * edge (see the top of this file), marking what opts say the thread did.
+ */
 export function layoutGraph(
   edges: Edge[],
   roles: Record<string, { description?: string }> = {},

@@ -3,8 +3,11 @@
 // chunk does not pull the graph code in.
 import type { Edge, ThreadRecord, ThreadStatus } from "../api";
 
+/** START is the graph's entry, the from of the first edge a thread takes. */
 export const START = "__start__";
+/** END is where a workflow's graph ends. */
 export const END = "__end__";
+/** FALLBACK is the condition of the edge taken when no other matches. */
 export const FALLBACK = "FALLBACK";
 
 /** PathStep is a finished step as the path needs it: its role, and the meta.status it ended with (when a string). */
