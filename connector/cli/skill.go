@@ -39,7 +39,7 @@ const modulesMarker = "{{modules}}"
 func builtinModules() string {
 	var items []string
 	for _, m := range jsrt.AvailableModules() {
-		if m != jsrt.RuntimeModule {
+		if !strings.HasPrefix(m, "@") { // the @uncaged/* packages are not Node built-ins
 			items = append(items, "`node:"+m+"`")
 		}
 	}
