@@ -42,6 +42,9 @@ func (a *app) workflowAddCmd() *cobra.Command {
     graph; relative agent paths are resolved against the file's directory, or
   - a JavaScript bundle (<file>.esm.js), e.g. from uncaged-workflow build; its
     <stem>.d.ts, when beside it, is stored too (or name one with --types).
+    A package it imports that the engine does not provide (one the
+    original's build left external) is bundled in from node_modules beside
+    the file, as the original resolved it when a bundle was added.
 Every check runs before anything is written. Adding the version a name
 already points at changes nothing and says so; a new version becomes current
 and the old one goes to its history (workflow history, workflow rollback).
