@@ -207,6 +207,11 @@ func (st *liveStream) step() (done bool, err error) {
 			st.s.log.Warn("live: reading the thread's chain", "thread", rec.ThreadID, "err", err)
 			return false, nil
 		}
+		// A step's model calls are counted before its state is written, so
+		// a step record carries its usage from the first time it is sent.
+		if _, err := st.s.addUsage(rec, steps); err != nil {
+			st.s.log.Warn("live: reading the thread's model usage", "thread", rec.ThreadID, "err", err)
+		}
 		st.head, st.steps, st.ended = rec.Head, steps, ended
 	}
 	// Record k (1-based) is steps[k-2]: record 1 is the thread-start.

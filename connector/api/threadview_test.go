@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/uncaged/workflow/engine/usage"
 )
 
 // POST …/fork {"step": n} forks at the n-th role step: the fork shares
@@ -141,5 +143,35 @@ func TestLiveStartFollowsTheHead(t *testing.T) {
 	}
 	if last.Head == first.Head {
 		t.Errorf("the head never moved in the stream: %s", last.Head)
+	}
+}
+
+// The live stream's step records carry their model usage, as
+// GET /api/threads/:id's do, so a page that follows the stream shows it.
+func TestLiveStepsCarryUsage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash := f.register("linear", "linear.esm.js")
+	f.startHost()
+	id := f.run("linear", "count me")
+	f.waitStatus(id, "completed")
+	appendUsage(t, usage.Path(f.l, hash, id),
+		usage.Record{Time: 1, Thread: id, Step: 1, Source: usage.SourceRole, Model: "p/m", PromptTokens: 30, CompletionTokens: 12},
+		usage.Record{Time: 2, Thread: id, Step: 4, Source: usage.SourceSummarizer, Model: "p/m", PromptTokens: 7})
+	resp := f.openLive(context.Background(), id)
+	defer resp.Body.Close()
+	var got []*usage.Totals
+	for _, ev := range collect(t, newSSEReader(resp.Body)) {
+		var r struct {
+			Type  string        `json:"type"`
+			Usage *usage.Totals `json:"usage"`
+		}
+		if ev.Name != EventRecord || json.Unmarshal([]byte(ev.Data), &r) != nil || r.Type == RecordThreadStart {
+			continue
+		}
+		got = append(got, r.Usage)
+	}
+	if len(got) != 4 || got[0] == nil || got[0].TotalTokens != 42 || got[1] != nil || got[2] != nil || got[3] == nil || got[3].PromptTokens != 7 {
+		t.Fatalf("usage of the streamed steps and result: %+v", got)
 	}
 }

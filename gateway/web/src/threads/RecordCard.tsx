@@ -29,8 +29,8 @@ export function RecordCard({
   current?: boolean;
   stepHref?: (n: number) => string;
 }) {
+  const usage = readUsage((r as { usage?: unknown }).usage);
   if (r.type === "thread-start") {
-    const usage = readUsage((r as { usage?: unknown }).usage);
     return (
       <article className="card rec rec-start" aria-label="thread start">
         <header className="row between wrap">
@@ -38,7 +38,6 @@ export function RecordCard({
           <time>{fmtTime(r.timestamp)}</time>
         </header>
         {r.prompt ? <div className="md"><Markdown>{r.prompt}</Markdown></div> : <p className="muted">No prompt.</p>}
-        {usage && <p className="usage" data-testid="thread-usage">Model usage: <b>{usageText(usage)}</b></p>}
         <footer className="hashes">
           <HashLink m={m} hash={r.bundleHash} label="bundle" to={r.bundleHash ? href.bundle(m, r.bundleHash) : undefined} />
           <HashLink m={m} hash={r.start} label="start" />
@@ -55,11 +54,11 @@ export function RecordCard({
           <time>{fmtTime(r.timestamp)}</time>
         </header>
         {r.content && <div className="md"><Markdown>{r.content}</Markdown></div>}
+        {usage && <p className="usage" data-testid="result-usage">Model usage while ending (the summary): <b>{usageText(usage)}</b></p>}
         <footer className="hashes"><HashLink m={m} hash={r.stateHash} label="state" /></footer>
       </article>
     );
   }
-  const usage = readUsage((r as { usage?: unknown }).usage);
   return (
     <article className={`card rec rec-role${current ? " current" : ""}`} data-role={r.role} data-step={step} id={step ? `step-${step}` : undefined} aria-label={`step ${step ?? ""} ${r.role}`.replace("  ", " ")}>
       <header className="row between wrap">

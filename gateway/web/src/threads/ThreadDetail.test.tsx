@@ -145,8 +145,25 @@ describe("ThreadDetail", () => {
   });
 
   it("shows the model usage of each step and of the thread when the connector reports it", async () => {
-    open([start({ status: "completed", usage: { totalTokens: 1500, promptTokens: 1000, completionTokens: 500, models: ["m1"], costUsd: 0.25 } }), { ...role("a", 1000, "A000000000000"), usage: { totalTokens: 1500, models: ["m1"], costUsd: 0.25 } }]);
-    expect((await screen.findByTestId("thread-usage-total")).textContent).toContain("1,500 tokens (1,000 in, 500 out) · m1 · $0.25");
-    expect(screen.getByTestId("step-usage").textContent).toContain("1,500 tokens · m1 · $0.25");
+    const used = { calls: 1, totalTokens: 1500, promptTokens: 1000, completionTokens: 500, models: ["m1"], costUsd: 0.25, unknownCalls: 0, unpricedCalls: 0 };
+    const records = [start({ status: "completed" }), { ...role("a", 1000, "A000000000000"), usage: used }, role("b", 2000, "B000000000000")];
+    stubFetch([["/api/clients/laptop/threads/T", () => json(200, { threadId: "T", records, usage: used })]]);
+    render(<ThreadDetail machine="laptop" id="T" />);
+    expect((await screen.findByTestId("thread-usage-total")).textContent).toContain("1,500 tokens (1,000 in, 500 out) · 1 call · m1 · $0.25");
+    expect(screen.getAllByTestId("step-usage").map((u) => u.closest("article")!.dataset.step)).toEqual(["1"]);
+    // The stream's records carry no usage (an older connector): the snapshot's still shows.
+    const es = LiveSource.all[0];
+    es.emit("record", start({ status: "completed" }), "1:0");
+    es.emit("record", role("a", 1000, "A000000000000"), "2:0");
+    es.emit("record", role("b", 2000, "B000000000000"), "3:0");
+    expect(screen.getAllByTestId("step-usage")).toHaveLength(1);
+  });
+
+  it("shows no usage for a thread that called no model", async () => {
+    const none = { calls: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, unknownCalls: 0, models: null, unpricedCalls: 0 };
+    stubFetch([["/api/clients/laptop/threads/T", () => json(200, { threadId: "T", records: [start({ status: "completed" }), role("a", 1000, "A000000000000")], usage: none })]]);
+    render(<ThreadDetail machine="laptop" id="T" />);
+    await screen.findByTestId("timeline");
+    expect(screen.queryByTestId("thread-usage-total")).toBeNull();
   });
 });

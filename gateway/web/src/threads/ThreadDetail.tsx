@@ -16,7 +16,7 @@ import { streamText } from "./streamText";
 import { ThreadGraph } from "./ThreadGraph";
 import { Timeline } from "./Timeline";
 import { stepFromQuery, stepTimings } from "./timing";
-import { readUsage, usageText } from "./usage";
+import { readUsage, usageText, withUsage } from "./usage";
 import "./threadview.css";
 
 /** useStepParam follows ?step=N in the address (a deep link to one step; it survives a reload). */
@@ -55,7 +55,9 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   const known = useApi(() => (offline ? lastKnownThread(m, id) : Promise.resolve(null)), [m, id, offline]);
   const live = useLive(gone || offline ? null : api.livePath(id), gen);
   // The stream is the newer source; the snapshot covers a stream that is not up yet.
-  const records: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
+  // Usage comes with the snapshot too, for a stream from an older connector.
+  const streamed: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
+  const records = useMemo(() => withUsage(streamed, snap.data?.records), [streamed, snap.data]);
   // The stream's start record follows the head and status (its start
   // events); the snapshot's, polled, covers a stream that is not up.
   const liveStart = live.records[0]?.type === "thread-start" ? live.records[0] : undefined;
@@ -90,7 +92,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
     if (current === null || current > stepCount) return;
     document.getElementById(`step-${current}`)?.scrollIntoView?.({ block: "center" });
   }, [current, stepCount]);
-  const usage = readUsage(start?.type === "thread-start" ? (start as { usage?: unknown }).usage : undefined);
+  const usage = readUsage((snap.data as { usage?: unknown } | undefined)?.usage);
   return (
     <section aria-labelledby="thread-title" data-status={status ?? ""}>
       <div className="row between wrap">

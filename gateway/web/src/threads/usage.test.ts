@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { fmtCost, fmtTokens, readUsage, usageText } from "./usage";
+import { ThreadRecord } from "../api";
+import { fmtCost, fmtTokens, readUsage, usageText, withUsage } from "./usage";
 
 describe("readUsage", () => {
   it("reads the connector's totals", () => {
@@ -12,7 +13,7 @@ describe("readUsage", () => {
     expect(usageText(readUsage({ promptTokens: 3, completionTokens: 4 })!)).toBe("7 tokens (3 in, 4 out) · cost unknown");
   });
   it("shows nothing for nothing, and ignores nonsense", () => {
-    for (const v of [null, undefined, 5, "x", [], {}, { totalTokens: -1 }, { totalTokens: "many" }]) expect(readUsage(v)).toBeNull();
+    for (const v of [null, undefined, 5, "x", [], {}, { totalTokens: -1 }, { totalTokens: "many" }, { calls: 0, totalTokens: 0, models: null }]) expect(readUsage(v)).toBeNull();
     expect(readUsage({ totalTokens: 10, costUsd: NaN, models: [1, "a"] })).toMatchObject({ totalTokens: 10, costUsd: undefined, models: ["a"] });
   });
   it("says which calls it could not count or price", () => {
@@ -26,5 +27,22 @@ describe("formats", () => {
     expect(fmtTokens(999_999)).toBe("999,999");
     expect(fmtCost(0)).toBe("$0.000");
     expect(fmtCost(1.234)).toBe("$1.23");
+  });
+});
+
+describe("withUsage", () => {
+  const start = { type: "thread-start" } as ThreadRecord;
+  const role = (r: string, usage?: unknown) => ({ type: "role", role: r, ...(usage ? { usage } : {}) }) as unknown as ThreadRecord;
+  const result = (usage?: unknown) => ({ type: "workflow-result", returnCode: 0, ...(usage ? { usage } : {}) }) as unknown as ThreadRecord;
+  it("gives each streamed step the snapshot's usage for its place", () => {
+    const out = withUsage([start, role("a"), role("b"), result()], [start, role("a", { calls: 1 }), role("b"), result({ calls: 2 })]);
+    expect(out.map((r) => (r as { usage?: unknown }).usage)).toEqual([undefined, { calls: 1 }, undefined, { calls: 2 }]);
+  });
+  it("keeps a record's own usage, and records the snapshot does not have yet", () => {
+    const live = [start, role("a", { calls: 5 }), role("b")];
+    expect(withUsage(live, [start, role("a", { calls: 1 })])).toBe(live);
+    expect(withUsage(live, undefined)).toBe(live);
+    // A different record at that place (the stream moved on) is not matched.
+    expect(withUsage([start, result()], [start, role("a", { calls: 1 })])[1]).toEqual(result());
   });
 });

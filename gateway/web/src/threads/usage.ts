@@ -1,3 +1,5 @@
+import { ThreadRecord } from "../api";
+
 // Model usage as a connector reports it, per step and per thread: tokens,
 // models, cost. Read tolerantly: an older connector sends none, and a
 // field it does not know is left out rather than shown as 0.
@@ -33,6 +35,8 @@ export function readUsage(v: unknown): Usage | null {
     unpricedCalls: num(o.unpricedCalls),
   };
   if (u.totalTokens === undefined && u.promptTokens !== undefined && u.completionTokens !== undefined) u.totalTokens = u.promptTokens + u.completionTokens;
+  // No call at all (a thread that used no model): nothing to show.
+  if (u.calls === 0) return null;
   if (u.totalTokens === undefined && u.costUsd === undefined && !models.length && !u.calls) return null;
   return u;
 }
@@ -60,4 +64,21 @@ export function usageText(u: Usage): string {
   else if (u.totalTokens !== undefined) parts.push("cost unknown");
   if (u.unknownCalls) parts.push(`${u.unknownCalls} call${u.unknownCalls === 1 ? "" : "s"} without token counts`);
   return parts.join(" · ");
+}
+
+/** withUsage is records, each step and the result given the usage of its place in from (GET /api/threads/:id) when it carries none itself. */
+export function withUsage(records: ThreadRecord[], from: ThreadRecord[] | undefined): ThreadRecord[] {
+  if (!from || records === from) return records;
+  const has = (r: ThreadRecord) => (r as { usage?: unknown }).usage != null;
+  const steps = from.filter((r) => r.type !== "thread-start");
+  let i = 0;
+  let changed = false;
+  const out = records.map((r) => {
+    if (r.type === "thread-start") return r;
+    const twin = steps[i++];
+    if (has(r) || !twin || twin.type !== r.type || !has(twin)) return r;
+    changed = true;
+    return { ...r, usage: (twin as { usage?: unknown }).usage } as unknown as ThreadRecord;
+  });
+  return changed ? out : records;
 }
