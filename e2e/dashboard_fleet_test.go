@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/uncaged/workflow/shared/testkit"
+)
+
+// rowsExpr is the thread ids of the fleet list's rows, in order, joined by commas.
+const rowsExpr = `[...document.querySelectorAll("[data-testid=all-threads] tr[data-thread]")].map(r => r.dataset.thread).join(",")`
+
+// choose sets a form control's value as a person would (React sees the
+// change), for selects and date inputs alike.
+func (b *browser) choose(sel, value string) {
+	b.t.Helper()
+	b.until(sel+" to be there", fmt.Sprintf("document.querySelector(%q)", sel))
+	got := eval[string](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q);
+		const proto = e instanceof HTMLSelectElement ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+		Object.getOwnPropertyDescriptor(proto, "value").set.call(e, %q);
+		e.dispatchEvent(new Event("input", { bubbles: true }));
+		e.dispatchEvent(new Event("change", { bubbles: true }));
+		return e.value })()`, sel, value))
+	if got != value {
+		b.t.Fatalf("%s: set %q, reads %q", sel, value, got)
+	}
+}
+
+// typeInto replaces a text field's content by typing.
+func (b *browser) typeInto(sel, text string) {
+	b.t.Helper()
+	b.until(sel+" to be there", fmt.Sprintf("document.querySelector(%q)", sel))
+	eval[bool](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.focus(); e.select(); return true })()`, sel))
+	if text == "" {
+		b.do("clearing "+sel, chromedp.KeyEvent("\b"))
+		return
+	}
+	b.do("typing into "+sel, chromedp.SendKeys(chromedp.CSS(sel), text))
+}
+
+// reload reloads the page (the whole app starts again from the URL).
+func (b *browser) reload() {
+	b.t.Helper()
+	b.do("reloading", chromedp.Reload())
+}
+
+// rows waits until the fleet list shows exactly these threads, in order.
+func (b *browser) rows(what string, ids ...string) {
+	b.t.Helper()
+	b.until(what, fmt.Sprintf(`!document.querySelector("[data-testid=all-threads] [role=status]") && %s === %q`, rowsExpr, strings.Join(ids, ",")))
+}
+
+// fleetStatsGroup is one group of GET /api/gateway/stats.
+type fleetStatsGroup struct {
+	Key              string   `json:"key"`
+	Threads          int      `json:"threads"`
+	Ended            int      `json:"ended"`
+	Completed        int      `json:"completed"`
+	SuccessRate      *float64 `json:"successRate"`
+	MedianDurationMs *int64   `json:"medianDurationMs"`
+	Tokens           int64    `json:"tokens"`
+	Cost             float64  `json:"cost"`
+}
+
+func (g *gatewayEnv) fleetStats(by string) map[string]fleetStatsGroup {
+	g.t.Helper()
+	resp, body := g.do("GET", "/api/gateway/stats?by="+by, "")
+	var out struct{ Groups []fleetStatsGroup }
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil {
+		g.t.Fatalf("stats by %s: %d %s", by, resp.StatusCode, body)
+	}
+	m := map[string]fleetStatsGroup{}
+	for _, gr := range out.Groups {
+		m[gr.Key] = gr
+	}
+	return m
+}
+
+// checkGlance compares the glance view's cards with GET /api/gateway/stats:
+// the same groups, thread counts, success rates and tokens, and each
+// card's chart holding as many threads as its count.
+func checkGlance(t *testing.T, b *browser, g *gatewayEnv, by string, keys ...string) {
+	t.Helper()
+	b.until("a card with a drawn chart per "+by, fmt.Sprintf(`[...document.querySelectorAll("[data-testid=fleet-card]")].map(c => c.dataset.key).join(",") === %q
+		&& document.querySelectorAll("[data-testid=fleet-card] canvas").length === %d`, strings.Join(keys, ","), len(keys)))
+	api := g.fleetStats(by)
+	for _, k := range keys {
+		want, ok := api[k]
+		if !ok {
+			t.Fatalf("%s %s: not in the API's stats %+v", by, k, api)
+		}
+		card := func(stat string) string {
+			// Tokens show compacted (12k); their exact count is the title.
+			return eval[string](b, fmt.Sprintf(`(e => %q === "tokens" ? e.title : e.innerText)(document.querySelector('[data-testid=fleet-card][data-key=%q] [data-stat=%q]'))`, stat, k, stat))
+		}
+		rate := "–"
+		if want.SuccessRate != nil {
+			rate = strconv.Itoa(int(math.Round(*want.SuccessRate*100))) + "%"
+		}
+		totals := eval[string](b, fmt.Sprintf(`document.querySelector('[data-testid=fleet-card][data-key=%q] [data-testid=fleet-chart]').dataset.totals`, k))
+		charted := 0
+		for _, n := range strings.Split(totals, ",") {
+			v, _ := strconv.Atoi(n)
+			charted += v
+		}
+		if card("threads") != strconv.Itoa(want.Threads) || card("success") != rate || card("tokens") != strconv.FormatInt(want.Tokens, 10) || charted != want.Threads {
+			t.Fatalf("%s %s: card says %s threads, %s success, %s tokens, %d in its chart; the API %+v", by, k, card("threads"), card("success"), card("tokens"), charted, want)
+		}
+	}
+}
+
+// TestDashboardFleet drives the fleet's views in chromium against real
+// connectors: a machine that went offline still lists its threads, marked
+// with when it was last seen; the search finds threads by prompt and by
+// summary text and narrows by machine, workflow, status and days, and the
+// search in the URL survives a reload and opens the same on a new visit;
+// keyset paging walks the whole history through the real gateway; the
+// audit log filters by action, machine and token, also from its URL; the
+// glance view draws a chart per machine and per workflow (its chart
+// library loaded only then) whose numbers are the stats API's.
+func TestDashboardFleet(t *testing.T) {
+	t.Parallel()
+	exe := chromiumPath(t)
+	g := startGateway(t)
+	laptop, laptopRoot := g.connector("laptop", map[string]string{"plan-code-review": "linear.esm.js"})
+	addPath(t, laptopRoot, "hello-world", filepath.Join(helloWorldDir, "hello-world.yaml"))
+	_, ciRoot := g.connector("ci-box", map[string]string{"plan-code-review": "linear.esm.js"})
+	hello := g.startThread("laptop", "hello-world", "Say hello to the fleet.")
+	flux := g.startThread("laptop", "plan-code-review", "review the flux capacitor")
+	warp := g.startThread("ci-box", "plan-code-review", "review the warp drive")
+	finished(t, laptopRoot, hello)
+	finished(t, laptopRoot, flux)
+	finished(t, ciRoot, warp)
+	testkit.WaitUntil(t, "the three threads completed in the gateway's memory", func() bool {
+		return g.searchFleet(q("status", "completed")).Total == 3
+	})
+
+	// Keyset paging through the real gateway: a page at a time, each
+	// after the previous page's last thread, meets every thread once.
+	var walked []string
+	for after, pages := "", 0; ; pages++ {
+		query := q("limit", "1")
+		if after != "" {
+			query.Set("after", after)
+		}
+		resp, body := g.do("GET", "/api/gateway/threads?"+query.Encode(), "")
+		var page struct {
+			Threads    []fleetThread `json:"threads"`
+			NextCursor string        `json:"nextCursor"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil || pages > 3 {
+			t.Fatalf("page %d: %d %s", pages, resp.StatusCode, body)
+		}
+		for _, th := range page.Threads {
+			walked = append(walked, th.ThreadID)
+		}
+		if after = page.NextCursor; after == "" {
+			break
+		}
+	}
+	var all []string
+	for _, th := range g.searchFleet(q()).Threads {
+		all = append(all, th.ThreadID)
+	}
+	if strings.Join(walked, ",") != strings.Join(all, ",") {
+		t.Fatalf("page by page %v, at once %v", walked, all)
+	}
+
+	laptop.stop(syscall.SIGTERM)
+	g.waitStatus("laptop", "offline")
+
+	base := dashboardURL(t, g)
+	b := newBrowser(t, exe)
+	b.open(base + "/#token=" + url.QueryEscape(g.dash))
+
+	// The offline machine's history: its threads listed, marked, with
+	// when the machine was last seen.
+	b.until("the all-machines view", `document.querySelector("[data-testid=all-threads] table")`)
+	b.until("the laptop's threads, marked offline", fmt.Sprintf(`document.querySelector('tr[data-thread=%q][data-offline="true"]') && document.querySelector('tr[data-thread=%q][data-offline="true"]')
+		&& document.querySelector('tr[data-thread=%q]') && !document.querySelector('tr[data-thread=%q]').dataset.offline`, hello, flux, warp, warp))
+	b.until("the laptop's last-seen time", `/laptop offline \(last seen \d+ (s|min) ago\)/.test(document.querySelector('[data-testid=offline-note] li[data-machine="laptop"]').innerText)`)
+	if row := eval[string](b, fmt.Sprintf(`document.querySelector('tr[data-thread=%q]').innerText`, hello)); !strings.Contains(row, "offline, seen") {
+		t.Fatalf("the offline thread's row says nothing of its machine: %q", row)
+	}
+	b.shot("fleet-offline-history")
+
+	// Search by prompt text, then by summary text.
+	b.typeInto("[data-testid=search-q]", "flux")
+	b.click("[data-testid=search-submit]")
+	b.rows("the prompt search", flux)
+	// Every summary here is "completed: moderator returned END"; no prompt
+	// has the word.
+	b.typeInto("[data-testid=search-q]", "moderator")
+	b.click("[data-testid=search-submit]")
+	b.until("the summary search", fmt.Sprintf(`%s.split(",").sort().join(",") === %q`, rowsExpr, strings.Join(sorted(hello, flux, warp), ",")))
+	b.typeInto("[data-testid=search-q]", "moderator hello") // one word in the summary, one in the prompt
+	b.click("[data-testid=search-submit]")
+	b.rows("a search over prompt and summary together", hello)
+	b.typeInto("[data-testid=search-q]", "")
+	b.click("[data-testid=search-submit]")
+	b.until("every thread again", fmt.Sprintf(`%s.split(",").length === 3`, rowsExpr))
+
+	// Filters: machine, status, workflow, and a range of days.
+	b.choose(`select[aria-label="machine filter"]`, "laptop")
+	b.choose(`select[aria-label="status filter"]`, "completed")
+	b.until("the laptop's completed threads", fmt.Sprintf(`%s.split(",").sort().join(",") === %q`, rowsExpr, strings.Join(sorted(hello, flux), ",")))
+	b.typeInto(`input[aria-label="workflow filter"]`, "plan-code-review")
+	b.click("[data-testid=search-submit]")
+	b.rows("the workflow filter", flux)
+	b.choose(`input[aria-label="updated until"]`, "2020-01-31")
+	b.until("nothing before 2020", `document.querySelector("[data-testid=no-results]")`)
+	today := eval[string](b, `(() => { const d = new Date(); return d.getFullYear() + "-" + String(d.getMonth() + 1).padStart(2, "0") + "-" + String(d.getDate()).padStart(2, "0") })()`)
+	b.choose(`input[aria-label="updated until"]`, "")
+	b.choose(`input[aria-label="updated since"]`, today)
+	b.rows("today's thread", flux)
+	b.shot("fleet-search")
+
+	// The search is in the URL: a reload keeps it, and the URL opened
+	// afresh shows the same.
+	hash := b.hash()
+	for _, p := range []string{"machine=laptop", "status=completed", "workflow=plan-code-review", "since=" + today} {
+		if !strings.Contains(hash, p) {
+			t.Fatalf("the URL %q lacks %s", hash, p)
+		}
+	}
+	b.reload()
+	b.rows("the same search after a reload", flux)
+	if v := eval[string](b, `document.querySelector('select[aria-label="machine filter"]').value + " " + document.querySelector('input[aria-label="workflow filter"]').value`); v != "laptop plan-code-review" {
+		t.Fatalf("the filters after a reload: %q", v)
+	}
+	b.open(base + "/#/threads?q=warp")
+	b.rows("a shared search link", warp)
+
+	// The audit log: the three starts, by action, then by machine and
+	// token, the filters in the URL.
+	starts, total := g.audit("?action=start")
+	if total != 3 {
+		t.Fatalf("audit starts: %d %+v", total, starts)
+	}
+	b.open(base + "/#/audit?action=start")
+	b.until("the three starts", `document.querySelectorAll("[data-testid=audit] tr[data-action]").length === 3
+		&& [...document.querySelectorAll("[data-testid=audit] tr[data-action]")].every(r => r.dataset.action === "start")`)
+	b.choose(`select[aria-label="machine filter"]`, "ci-box")
+	b.until("the ci box's start", fmt.Sprintf(`document.querySelectorAll("[data-testid=audit] tr[data-action]").length === 1 && document.querySelector("[data-testid=audit] tr[data-action]").innerText.includes(%q)`, warp))
+	b.click(`[data-testid=audit] [data-token]`)
+	b.until("the token filter", fmt.Sprintf(`document.querySelector("[data-testid=token-filter]") && location.hash.includes("token=" + %q)`, starts[0].TokenID))
+	if !strings.Contains(b.hash(), "machine=ci-box") {
+		t.Fatalf("the audit URL %q lacks its machine", b.hash())
+	}
+	b.reload()
+	b.until("the filtered log after a reload", fmt.Sprintf(`document.querySelectorAll("[data-testid=audit] tr[data-action]").length === 1
+		&& document.querySelector('select[aria-label="machine filter"]').value === "ci-box" && document.querySelector("[data-testid=token-filter]").innerText.includes(%q)`, starts[0].TokenID))
+	b.shot("fleet-audit")
+
+	// The glance: its chart library comes only with it.
+	if eval[bool](b, `performance.getEntriesByType("resource").some(e => e.name.includes("StatsChart"))`) {
+		t.Fatal("the chart library was loaded before the glance view")
+	}
+	b.click(".topbar a.fleet-link")
+	checkGlance(t, b, g, "machine", "ci-box", "laptop")
+	if !eval[bool](b, `performance.getEntriesByType("resource").some(e => e.name.includes("StatsChart"))`) {
+		t.Fatal("the glance view's chart library was not loaded lazily")
+	}
+	b.shot("fleet-glance-machines")
+	b.choose("[data-testid=fleet-by]", "workflow")
+	checkGlance(t, b, g, "workflow", "hello-world", "plan-code-review")
+	if h := b.hash(); h != "#/fleet?by=workflow" {
+		t.Fatalf("the glance's URL: %q", h)
+	}
+	b.reload()
+	checkGlance(t, b, g, "workflow", "hello-world", "plan-code-review")
+	b.shot("fleet-glance-workflows")
+}
+
+func sorted(s ...string) []string { return slices.Sorted(slices.Values(s)) }
