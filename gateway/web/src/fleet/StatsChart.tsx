@@ -36,7 +36,8 @@ export default function StatsChart({ days, counts, label, width = 300, height = 
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
         axes: [
           { size: 24, font: "10px sans-serif", grid: { show: false } },
-          { size: 28, font: "10px sans-serif", grid: { stroke: "#eee" } },
+          // Counts of threads: whole numbers only on the axis.
+          { size: 28, font: "10px sans-serif", grid: { stroke: "#eee" }, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000] },
         ],
         series: [{}, ...order.map(({ o }) => ({ label: o, fill: COLORS[o], stroke: COLORS[o], width: 0, paths: bars, points: { show: false } }))],
       },
