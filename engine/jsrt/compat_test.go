@@ -112,12 +112,43 @@ func TestCompatPackages(t *testing.T) {
 	for key, want := range map[string]string{
 		"threadInput":   "## Task\nhead:",
 		"agentPrompt":   "SYSTEM\n\n## Task\nhead:",
-		"customHandler": "custom tool handlers are not supported",
-		"customTool":    "(search) is not one of this engine's tools",
-		"reactor":       "createThreadReactor is not provided",
+		"reactor":       "createThreadReactor: config must be",
+		"badRounds":     "config.maxRounds must be a positive integer, got 0",
+		"exhausted":     "max_react_rounds_exceeded",
 	} {
 		if s, _ := got[key].(string); !strings.Contains(s, want) {
 			t.Errorf("%s = %q, want it to contain %q", key, got[key], want)
+		}
+	}
+
+	// The bundle's own ReAct loop: its tool answered, prose sent back to be
+	// corrected, a refused result sent back with the schema's complaint.
+	scripted, _ := got["scripted"].(map[string]any)
+	if r, _ := json.Marshal(scripted["result"]); string(r) != `{"childThread":null,"meta":{"answer":"42","checked":true}}` {
+		t.Errorf("scripted react result = %s", r)
+	}
+	seen, _ := scripted["seen"].([]any)
+	var lasts []string
+	for _, s := range seen {
+		m := s.(map[string]any)
+		last := m["last"].(map[string]any)
+		lasts = append(lasts, fmt.Sprint(last["role"], ": ", last["content"]))
+		if tools, _ := json.Marshal(m["tools"]); string(tools) != `["lookup","resolve"]` || m["system"] != "You are the scripted one." {
+			t.Errorf("round sent tools %s and system %q", tools, m["system"])
+		}
+	}
+	wantLasts := []string{
+		"user: ## Task\nhead:" + head,
+		`tool: lookup says {"q":1}`,
+		"user: Your answer was not accepted (it is not JSON). Call the resolve tool with your result, or reply with only a JSON object matching its schema.",
+		"tool: Error: answer: expected string. Call resolve again with arguments matching its schema.",
+	}
+	if len(lasts) != len(wantLasts) {
+		t.Fatalf("rounds' last messages = %q", lasts)
+	}
+	for i, w := range wantLasts {
+		if !strings.HasPrefix(lasts[i], w) {
+			t.Errorf("round %d's last message = %q, want %q", i+1, lasts[i], w)
 		}
 	}
 

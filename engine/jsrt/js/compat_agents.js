@@ -28,5 +28,21 @@ export function modelRef(provider) {
   return typeof name === "string" && name !== "" && compat.modelResolves(name) ? name : "default";
 }
 
-// providerOf reads the LlmProvider an llm function of createLlmFn carries.
+// providerKey is where an llm function of createLlmFn keeps its
+// LlmProvider, for createReactAdapter to find the model it names.
 export const providerKey = Symbol("uncaged.llmProvider");
+
+const zod = require("internal:zod");
+
+// jsonSchemaOf is a role schema as JSON Schema without $schema: a Zod
+// schema's toJSONSchema(), an older Zod schema's definition, or a plain
+// JSON Schema object as it is.
+export function jsonSchemaOf(schema) {
+  let json = schema;
+  if (schema !== null && typeof schema === "object" && typeof schema.toJSONSchema === "function") json = schema.toJSONSchema();
+  else if (zod.isZodSchema(schema)) json = zod.zodToJSONSchema(schema);
+  if (json === null || typeof json !== "object" || Array.isArray(json)) return { type: "object" };
+  const out = Object.assign({}, json);
+  delete out.$schema;
+  return out;
+}

@@ -37,6 +37,37 @@ const thrown = (fn) => {
   }
 };
 
+// scriptedReact runs createReactAdapter with the bundle's own llm function
+// and tool, which the engine's react agent cannot run: the model looks
+// something up, answers prose, hands in a result the schema refuses, then
+// one it accepts. With stubborn, it only ever answers prose.
+async function scriptedReact(ctx, runtime, stubborn) {
+  const seen = [];
+  const answer = (message) => ({ ok: true, value: JSON.stringify({ choices: [{ message }] }) });
+  const call = (name, args) => answer({ content: null, tool_calls: [{ id: `c${seen.length}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] });
+  const script = [
+    () => call("lookup", { q: 1 }),
+    () => answer({ content: "Let me think." }),
+    () => call("resolve", { answer: 42 }),
+    () => call("resolve", { answer: "42" }),
+  ];
+  const llm = async ({ messages, tools }) => {
+    seen.push({ last: messages[messages.length - 1], tools: tools.map((t) => t.function.name), system: messages[0].content });
+    return stubborn ? answer({ content: "no" }) : script[seen.length - 1]();
+  };
+  const lookup = { type: "function", function: { name: "lookup", description: "Looks up", parameters: { type: "object" } } };
+  const schema = {
+    toJSONSchema: () => ({ type: "object", properties: { answer: { type: "string" } }, required: ["answer"] }),
+    safeParse: (v) =>
+      typeof v.answer === "string"
+        ? { success: true, data: { answer: v.answer, checked: true } }
+        : { success: false, error: { issues: [{ path: ["answer"], message: "expected string" }] } },
+  };
+  const adapter = createReactAdapter({ llm, tools: [lookup], toolHandler: async (name, args) => `${name} says ${args}`, maxRounds: 4 });
+  const result = await adapter("You are the scripted one.", schema)(ctx, runtime, { role: "report" });
+  return { result, seen };
+}
+
 async function report(ctx, runtime) {
   const hash = await putContentNodeWithRefs(runtime.cas, "hello", []);
   const decoded = decodeCrockfordToUint64("4V3R4ZC8KXPT6");
@@ -83,18 +114,10 @@ async function report(ctx, runtime) {
     hermesTimeout: validateHermesAgentConfig({ command: "/bin/true", model: null, timeout: -1 }),
     toolNames: defaultTools.map((t) => t.function.name),
     unknownTool: await defaultToolHandler("nope", "{}"),
-    customHandler: thrown(() =>
-      createReactAdapter({ llm: createLlmFn({ baseUrl: "http://x", apiKey: "k", model: "m" }), tools: defaultTools, toolHandler: async () => "", maxRounds: 3 }),
-    ),
-    customTool: thrown(() =>
-      createReactAdapter({
-        llm: createLlmFn({ baseUrl: "http://x", apiKey: "k", model: "m" }),
-        tools: [{ type: "function", function: { name: "search", description: "", parameters: {} } }],
-        toolHandler: defaultToolHandler,
-        maxRounds: 3,
-      }),
-    ),
     reactor: thrown(() => createThreadReactor({})),
+    badRounds: thrown(() => createReactAdapter({ llm: async () => null, tools: [], toolHandler: defaultToolHandler, maxRounds: 0 })),
+    scripted: await scriptedReact(ctx, runtime),
+    exhausted: await scriptedReact(ctx, runtime, true).catch((e) => e.message),
     rebuilt,
   };
 }
