@@ -152,8 +152,9 @@ func Dial(ctx context.Context, gateway, name, token string, header http.Header) 
 type ServeOptions struct {
 	// MaxConcurrentStreams caps requests in flight (0: 250).
 	MaxConcurrentStreams uint32
-	// PingInterval, when set, pings the gateway at the WebSocket level this
-	// often, so a dead gateway is noticed even when no request is flowing.
+	// PingInterval, when set, pings the gateway at the WebSocket level
+	// after each interval in which nothing arrived from it, so a dead
+	// gateway is noticed even when no request is flowing.
 	PingInterval time.Duration
 	// DrainTimeout bounds how long stopping waits for requests in flight
 	// (0: 10 s).
@@ -175,7 +176,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	stopOnEnd := context.AfterFunc(connCtx, func() { _ = ws.CloseNow() })
 	defer stopOnEnd()
 	if opts.PingInterval > 0 {
-		go pingLoop(connCtx, ws, opts.PingInterval, dropConn)
+		go pingLoop(connCtx, ws, opts.PingInterval, wc.mr.messages.Load, dropConn)
 	}
 	maxStreams := opts.MaxConcurrentStreams
 	if maxStreams == 0 {
@@ -250,20 +251,39 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	return ctx.Err()
 }
 
-func pingLoop(ctx context.Context, ws *websocket.Conn, every time.Duration, fail func()) {
+// pingLoop pings the gateway every interval in which nothing was heard
+// from it. The gateway pings each connector itself (its heartbeat), and any
+// message from it shows it alive just as a pong would: pinging anyway
+// doubled the messages an idle tunnel costs both ends, which a gateway
+// holding thousands of connectors pays for in wakeups and system calls.
+func pingLoop(ctx context.Context, ws *websocket.Conn, every time.Duration, heard func() uint64, fail func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(ctx, every)
+		defer cancel()
+		return ws.Ping(pctx)
+	}
+	keepAlive(ctx, t.C, heard, ping, fail)
+}
+
+// keepAlive is pingLoop's logic: at each tick, if heard (a count of
+// messages received) has not moved since the last tick, ping; two failed
+// pings in a row call fail.
+func keepAlive(ctx context.Context, ticks <-chan time.Time, heard func() uint64, ping func() error, fail func()) {
+	last := heard()
 	misses := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := ws.Ping(pctx)
-		cancel()
-		if err == nil {
+		if now := heard(); now != last {
+			last, misses = now, 0
+			continue
+		}
+		if err := ping(); err == nil {
 			misses = 0
 			continue
 		}

@@ -124,6 +124,8 @@ type messageReader struct {
 	// reason is the peer's close reason (the gateway says why it closed
 	// a tunnel: "token revoked", "gateway shutting down").
 	reason atomic.Pointer[string]
+	// messages counts the messages begun: a sign of life of the peer.
+	messages atomic.Uint64
 }
 
 func (m *messageReader) Read(p []byte) (int, error) {
@@ -149,6 +151,7 @@ func (m *messageReader) Read(p []byte) (int, error) {
 				return 0, err
 			}
 			m.cur = r
+			m.messages.Add(1)
 		}
 		n, err := m.cur.Read(p)
 		if err == io.EOF {
