@@ -110,11 +110,11 @@ func TestCompatPackages(t *testing.T) {
 		"unknownTool":        "Unknown tool: nope",
 	})
 	for key, want := range map[string]string{
-		"threadInput":   "## Task\nhead:",
-		"agentPrompt":   "SYSTEM\n\n## Task\nhead:",
-		"reactor":       "createThreadReactor: config must be",
-		"badRounds":     "config.maxRounds must be a positive integer, got 0",
-		"exhausted":     "max_react_rounds_exceeded",
+		"threadInput": "## Task\nhead:",
+		"agentPrompt": "SYSTEM\n\n## Task\nhead:",
+		"reactor":     "createThreadReactor: config must be",
+		"badRounds":   "config.maxRounds must be a positive integer, got 0",
+		"exhausted":   "max_react_rounds_exceeded",
 	} {
 		if s, _ := got[key].(string); !strings.Contains(s, want) {
 			t.Errorf("%s = %q, want it to contain %q", key, got[key], want)
