@@ -175,6 +175,7 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 	var page ThreadPage
 	cond := w.clause()
 	n := len(w.args)
+	w.args = slices.Clip(w.args) // the cursor's arguments are appended to a copy
 	// Counting stops one past maxTotal: enough to know the bound was
 	// passed, without visiting every match.
 	if err := tx.QueryRowContext(ctx, s.q(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM threads%s LIMIT $%d) AS matches`, cond, n+1)),
@@ -200,19 +201,33 @@ func (s *sqlStore) searchTable(ctx context.Context, tx *sql.Tx, q ThreadQuery, l
 			}
 		}
 	}
+	from := "threads" + cond
 	if c := q.After; c != nil {
 		// The order is updated_at descending, then machine and id
 		// ascending, which no row comparison expresses; the first
 		// condition alone bounds the index's range, the second drops
 		// the cursor's own time's threads up to it.
-		w.add("updated_at <= ?", s.tv(c.UpdatedAt))
-		at := len(w.args)
-		w.args = append(w.args, c.Machine, c.ID)
-		w.addFixed(fmt.Sprintf("(updated_at < $%d OR machine > $%d OR (machine = $%d AND id > $%d))", at, at+1, at+1, at+2))
-		cond, n = w.clause(), len(w.args)
+		var after conditions
+		after.args = w.args
+		after.add("updated_at <= ?", s.tv(c.UpdatedAt))
+		at := len(after.args)
+		after.args = append(after.args, c.Machine, c.ID)
+		after.addFixed(fmt.Sprintf("(updated_at < $%d OR machine > $%d OR (machine = $%d AND id > $%d))", at, at+1, at+1, at+2))
+		if hasWord(q.Q) && !page.TotalCapped {
+			// The few matches are collected as above, then the cursor
+			// drops those before it: OFFSET 0 keeps PostgreSQL from
+			// folding the cursor into the collection, where it would
+			// intersect the matches with most of the updated_at index.
+			from = fmt.Sprintf("(SELECT %s FROM threads%s OFFSET 0) AS matches%s", threadCols, cond, after.clause())
+		} else {
+			w.conds = append(w.conds, after.conds...)
+			from = "threads" + w.clause()
+		}
+		w.args = after.args
+		n = len(w.args)
 	}
-	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM threads%s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
-		threadCols, cond, n+1, n+2)), append(w.args, limit+1, offset)...)
+	rows, err := tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT %s FROM %s ORDER BY updated_at DESC, machine, id LIMIT $%d OFFSET $%d`,
+		threadCols, from, n+1, n+2)), append(w.args, limit+1, offset)...)
 	if err != nil {
 		return page, err
 	}
