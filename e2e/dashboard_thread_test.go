@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -53,12 +55,13 @@ export const run = createWorkflow(definition, {
 // threadViewRecords is GET /api/clients/<m>/threads/<id> through the gateway.
 type threadViewDetail struct {
 	Records []struct {
-		Type      string
-		Role      string
-		Head      string
-		Start     string
-		StateHash string
-		Status    string
+		Type       string
+		Role       string
+		Head       string
+		Start      string
+		BundleHash string
+		StateHash  string
+		Status     string
 	}
 }
 
@@ -155,6 +158,26 @@ func TestDashboardThreadPage(t *testing.T) {
 	}
 	b.until("the result and four steps", `document.querySelector(".rec-result") && document.querySelectorAll(".rec-role").length === 4`)
 	b.until("the stream's end in words", `document.querySelector("[data-testid=live-state]").innerText === "Stream ended: the thread completed."`)
+
+	// Model usage: the engine counted a model call in step 2 (written here
+	// as the engine writes its usage file): the step and the thread say so.
+	recs := g.threadViewRecords(t, "laptop", id).Records
+	call, _ := json.Marshal(usage.Record{Time: 1, Thread: id, Workflow: "drafts", Step: 2, Role: "write", Source: usage.SourceRole, Model: "acme/writer-1", PromptTokens: 1200, CompletionTokens: 34})
+	usagePath := usage.Path(storage.Layout{Root: laptopRoot}, recs[0].BundleHash, id)
+	if err := os.MkdirAll(filepath.Dir(usagePath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(usagePath, append(call, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.do("reloading", chromedp.Reload())
+	b.until("step 2's model usage and the thread's", `(() => {
+		const steps = [...document.querySelectorAll("[data-testid=step-usage]")].map(u => u.closest("article").dataset.step + ": " + u.innerText);
+		const total = document.querySelector("[data-testid=thread-usage-total]");
+		return steps.length === 1 && steps[0].startsWith("2: ") && steps[0].includes("1,234 tokens (1,200 in, 34 out)") && steps[0].includes("acme/writer-1") &&
+			total && total.innerText.includes("1,234 tokens");
+	})()`)
+	b.shot("thread-usage")
 
 	// The timeline: a bar per step, with its duration, in the list too.
 	b.until("a timeline bar per step, with durations", `document.querySelectorAll("[data-testid=timeline] .tl-row .tl-bar").length === 4 &&
