@@ -192,3 +192,32 @@ func BenchmarkDeepPage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStats summarises a history of -store.machines × -store.threads
+// threads, all in the range, per machine and per workflow: the glance
+// view's one query, which polls it.
+func BenchmarkStats(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := open(b, be.cfg(b))
+			base := time.Now().Add(-24 * time.Hour)
+			for m := range *benchMachines {
+				if err := s.SyncThreads(ctx, fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, by := range []store.StatsBy{store.StatsByMachine, store.StatsByWorkflow} {
+				b.Run(string(by), func(b *testing.B) {
+					q := store.StatsQuery{By: by, Since: base.Add(-time.Hour), Until: base.Add(48 * time.Hour)}
+					for b.Loop() {
+						groups, err := s.ThreadStats(ctx, q)
+						if err != nil || len(groups) == 0 {
+							b.Fatalf("%d groups, %v", len(groups), err)
+						}
+					}
+				})
+			}
+		})
+	}
+}

@@ -13,10 +13,10 @@ import (
 // dayMicros is a UTC day's length in microseconds, SQLite's unit of time.
 const dayMicros = int64(24 * time.Hour / time.Microsecond)
 
-// ThreadStats implements Store. It reads one aggregate (per group, day
-// and status) over the range, which the updated_at index bounds, and one
-// row per group for its median: the cost follows the range's threads and
-// the number of groups, never the whole history.
+// ThreadStats implements Store. It reads two queries over the range,
+// which the updated_at index bounds: an aggregate per group, day and
+// status, and each group's median duration. The cost follows the range's
+// threads, never the whole history.
 func (s *sqlStore) ThreadStats(ctx context.Context, q StatsQuery) ([]GroupStats, error) {
 	if q.By != StatsByMachine && q.By != StatsByWorkflow {
 		return nil, fmt.Errorf("store: thread stats: group by %q: want %s or %s", q.By, StatsByMachine, StatsByWorkflow)
@@ -73,18 +73,30 @@ FROM threads WHERE updated_at >= $1 AND updated_at < $2 GROUP BY 1, 2, 3 ORDER B
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		median := s.q(fmt.Sprintf(`SELECT duration_ns FROM threads WHERE %s = $1 AND updated_at >= $2 AND updated_at < $3 AND status IN (%s)
-ORDER BY duration_ns LIMIT 1 OFFSET $4`, col, ended))
-		for i := range out {
-			g := &out[i]
-			if g.Ended == 0 {
-				continue
-			}
+		// Each group's median in one pass: its ended threads numbered by
+		// duration, the middle one kept (the lower of an even count).
+		rows, err = tx.QueryContext(ctx, s.q(fmt.Sprintf(`SELECT grp, duration_ns FROM (
+SELECT %s AS grp, duration_ns, row_number() OVER (PARTITION BY %s ORDER BY duration_ns) AS n, count(*) OVER (PARTITION BY %s) AS ended
+FROM threads WHERE updated_at >= $1 AND updated_at < $2 AND status IN (%s)) AS ranked WHERE n = (ended + 1) / 2`, col, col, col, ended)),
+			s.tv(q.Since), s.tv(q.Until))
+		if err != nil {
+			return err
+		}
+		defer closeQuietly(rows)
+		medians := map[string]time.Duration{}
+		for rows.Next() {
+			var key string
 			var ns int64
-			if err := tx.QueryRowContext(ctx, median, g.Key, s.tv(q.Since), s.tv(q.Until), (g.Ended-1)/2).Scan(&ns); err != nil {
-				return fmt.Errorf("median of %s: %w", g.Key, err)
+			if err := rows.Scan(&key, &ns); err != nil {
+				return err
 			}
-			g.MedianDuration = time.Duration(ns)
+			medians[key] = time.Duration(ns)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].MedianDuration = medians[out[i].Key]
 		}
 		return nil
 	})
