@@ -152,3 +152,26 @@ func TestNoAllowedOriginsChangesNothing(t *testing.T) {
 		t.Errorf("a request without Origin (not a browser's) changed: %d %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// Whatever --allow-origin accepts is an origin as a browser writes it:
+// parsing it again gives it back, and it has nothing after the port.
+func FuzzParseAllowedOrigins(f *testing.F) {
+	for _, s := range []string{"https://dash.example.com", "http://127.0.0.1:5173", "*", "http://[::1]:80", "https://x/", "HTTP://X:443", "https://u@x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseAllowedOrigins([]string{s})
+		if err != nil {
+			return
+		}
+		for _, o := range got {
+			again, err := ParseAllowedOrigins([]string{o})
+			if err != nil || len(again) != 1 || again[0] != o {
+				t.Fatalf("%q gave %q, which parses as %q, %v", s, o, again, err)
+			}
+			if o != "*" && strings.Count(o, "/") != 2 {
+				t.Fatalf("%q gave %q, with a path", s, o)
+			}
+		}
+	})
+}
