@@ -47,8 +47,10 @@
 //
 // GET /api/threads/:id/live answers a JSON 404 for an unknown thread, else
 // streams text/event-stream: "record" events (the thread-start record, then
-// each step as it is written, oldest first, then the workflow-result),
-// "info" events (debug-log lines as they are appended), a ": ping" comment
+// each step as it is written, oldest first, then the workflow-result; step
+// records carry their model usage), "start" events (the thread-start record
+// again when its head or status moved; it replaces record 1 and adds no
+// record), "info" events (debug-log lines as they are appended), a ": ping" comment
 // every 15 s, and finally "done" with {"reason":"completed"} once the thread
 // has ended or {"reason":"not-running"} when it is unfinished and no engine
 // host runs it. Every event's id is "<records>:<logOffset>": how many
