@@ -70,6 +70,12 @@ type fleetMemory struct {
 	seenMu sync.Mutex
 	seenAt time.Time
 	seen   map[string]store.Machine
+
+	// statsCache keeps the glance's answers (stats.go): at 100,000 threads
+	// one costs about a second of the database, and every open glance
+	// asks the same question every 30 s.
+	statsMu    sync.Mutex
+	statsCache map[statsKey]statsAnswer
 }
 
 // fleetReader is the goroutine reading one connection's change stream.

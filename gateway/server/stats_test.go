@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,5 +98,35 @@ func TestFleetStatsRefusesBadParameters(t *testing.T) {
 		if resp.StatusCode != 400 || json.Unmarshal([]byte(body), &e) != nil || !strings.HasPrefix(e.Error, want) {
 			t.Errorf("%s: %d %s, want 400 starting %q", query, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// The same question within statsCacheFor gets the cached answer; after
+// it, a fresh one.
+func TestFleetStatsCached(t *testing.T) {
+	t.Parallel()
+	f, _ := newFleetFixture(t)
+	var elapsed atomic.Int64 // ns since the start; handlers read it
+	start := time.Now()
+	f.gw.now = func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	laptop := newFakeConnector(fakeThread("t1", "hello", "completed", "a", "", base))
+	f.connector("laptop", laptop)
+	f.waitSearch("", 1)
+	const query = "by=machine&since=2026-11-01&until=2026-11-03"
+	if g := f.stats(query).Groups; len(g) != 1 || g[0].Threads != 1 {
+		t.Fatalf("first: %+v", g)
+	}
+	laptop.add(fakeThread("t2", "hello", "completed", "b", "", base.Add(time.Hour)))
+	f.waitSearch("", 2)
+	if g := f.stats(query).Groups; g[0].Threads != 1 {
+		t.Fatalf("within %s: %+v, want the cached answer", statsCacheFor, g)
+	}
+	if g := f.stats("by=workflow&since=2026-11-01&until=2026-11-03").Groups; len(g) != 1 || g[0].Threads != 2 {
+		t.Fatalf("another question: %+v", g)
+	}
+	elapsed.Store(int64(statsCacheFor))
+	if g := f.stats(query).Groups; g[0].Threads != 2 {
+		t.Fatalf("after %s: %+v, want a fresh answer", statsCacheFor, g)
 	}
 }
