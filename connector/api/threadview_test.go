@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,42 +109,76 @@ func TestBundleTruncated(t *testing.T) {
 
 // While a thread runs, the live stream sends its thread-start record again
 // (event start) as its head moves, so the head a client shows follows the
-// steps instead of staying at the start.
+// steps instead of staying at the start. The thread's steps wait at gate
+// files (testdata drafts.esm.js), so the stream is open before they run.
 func TestLiveStartFollowsTheHead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.register("slow", "slow.esm.js")
+	f.register("drafts", "drafts.esm.js")
 	f.startHost()
-	id := f.run("slow", "go slowly")
+	gate := filepath.Join(t.TempDir(), "gate")
+	open := func(step int) {
+		if err := os.WriteFile(fmt.Sprintf("%s.%d", gate, step), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := f.run("drafts", "gate:"+gate)
 	resp := f.openLive(context.Background(), id)
 	defer resp.Body.Close()
-	evs := collect(t, newSSEReader(resp.Body))
-	checkIDs(t, evs)
-	var first ThreadStartRecord
-	var last ThreadStartRecord
-	starts := 0
-	for _, ev := range evs {
-		switch {
-		case ev.Name == EventRecord && strings.Contains(ev.Data, `"type":"thread-start"`):
-			if err := json.Unmarshal([]byte(ev.Data), &first); err != nil {
+	r := newSSEReader(resp.Body)
+	next := func() (sseEvent, ThreadStartRecord) {
+		t.Helper()
+		ev, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st ThreadStartRecord
+		if ev.Name == EventStart || strings.Contains(ev.Data, `"type":"thread-start"`) {
+			if err := json.Unmarshal([]byte(ev.Data), &st); err != nil {
 				t.Fatal(err)
 			}
-		case ev.Name == EventStart:
-			starts++
+		}
+		return ev, st
+	}
+	ev, first := next()
+	if ev.Name != EventRecord || first.Type != RecordThreadStart || first.Head != first.Start {
+		t.Fatalf("first event: %+v", ev)
+	}
+
+	// Step 1 is written: a start event brings its head, then its record.
+	open(1)
+	ev, moved := next()
+	for ev.Name == EventInfo {
+		ev, moved = next()
+	}
+	if ev.Name != EventStart || moved.Head == first.Head || moved.Status != "running" || moved.ThreadID != id || posOf(t, ev.ID).records != 1 {
+		t.Fatalf("after step 1: %+v", ev)
+	}
+	ev, _ = next()
+	for ev.Name == EventInfo {
+		ev, _ = next()
+	}
+	var step1 RoleRecord
+	if ev.Name != EventRecord || json.Unmarshal([]byte(ev.Data), &step1) != nil || step1.StateHash != moved.Head {
+		t.Fatalf("step 1's record %+v, the start event's head %s", ev, moved.Head)
+	}
+
+	// To the end: the last start event has the final head and status.
+	for k := 2; k <= 4; k++ {
+		open(k)
+	}
+	evs := collect(t, r)
+	var last ThreadStartRecord
+	for _, ev := range evs {
+		if ev.Name == EventStart {
 			if err := json.Unmarshal([]byte(ev.Data), &last); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if starts == 0 {
-		t.Fatalf("no start event while the thread ran: %+v", evs)
-	}
 	final := f.detail(id).Records[0]
-	if last.Head != final["head"] || last.ThreadID != id || last.Type != RecordThreadStart {
-		t.Errorf("last start event: head %s, the thread's head %v", last.Head, final["head"])
-	}
-	if last.Head == first.Head {
-		t.Errorf("the head never moved in the stream: %s", last.Head)
+	if last.Head != final["head"] || last.Status != "completed" {
+		t.Errorf("last start event: head %s status %s, the thread's head %v", last.Head, last.Status, final["head"])
 	}
 }
 
