@@ -33,7 +33,8 @@ export default function StatsChart({ days, counts, label, width = 300, height = 
         height,
         legend: { show: false },
         cursor: { show: false },
-        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+        // Half a day of room at each end, so the first and the last day's bars show whole.
+        scales: { x: { time: true, range: (_u, min, max) => [min - 43_200, max + 43_200] }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
         axes: [
           { size: 24, font: "10px sans-serif", grid: { show: false } },
           // Counts of threads: whole numbers only on the axis.
