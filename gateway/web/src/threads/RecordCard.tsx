@@ -1,3 +1,4 @@
+import { memo } from "react";
 import Markdown from "react-markdown";
 import { duration, fmtTime, ThreadRecord } from "../api";
 import { HashLink } from "../cas/HashLink";
@@ -6,20 +7,7 @@ import { href } from "../route";
 import { StepTiming } from "./timing";
 import { readUsage, usageText } from "./usage";
 
-/**
- * RecordCard shows one record of a thread. A step card carries its number
- * (a link that keeps ?step=N in the address), how long it took and its model
- * usage; without onFork (its machine offline) there is no fork button.
- */
-export function RecordCard({
-  m,
-  r,
-  onFork,
-  step,
-  timing,
-  current,
-  stepHref,
-}: {
+type Props = {
   m: string;
   r: ThreadRecord;
   onFork?: (step: number, role: string) => Promise<void>;
@@ -28,7 +16,23 @@ export function RecordCard({
   timing?: StepTiming;
   current?: boolean;
   stepHref?: (n: number) => string;
-}) {
+};
+
+/** sameCard: a card draws again only when what it shows changed, not on each tick of a running step's clock. */
+const sameTiming = (a?: StepTiming, b?: StepTiming) => a === b || (!!a && !!b && a.ms === b.ms && a.from === b.from && a.to === b.to && a.replayed === b.replayed);
+const sameCard = (a: Props, b: Props) =>
+  a.m === b.m && a.r === b.r && a.step === b.step && a.current === b.current && !a.onFork === !b.onFork && sameTiming(a.timing, b.timing);
+
+/**
+ * RecordCard shows one record of a thread. A step card carries its number
+ * (a link that keeps ?step=N in the address), how long it took and its model
+ * usage; without onFork (its machine offline) there is no fork button.
+ *
+ * It draws again only when its record, number, timing or marking changed.
+ */
+export const RecordCard = memo(RecordCardView, sameCard);
+
+function RecordCardView({ m, r, onFork, step, timing, current, stepHref }: Props) {
   const usage = readUsage((r as { usage?: unknown }).usage);
   if (r.type === "thread-start") {
     return (
