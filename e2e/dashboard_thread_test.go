@@ -16,8 +16,7 @@ import (
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
-
-// threadViewRecords is GET /api/clients/<m>/threads/<id> through the gateway.
+// threadViewDetail is GET /api/clients/<m>/threads/<id> through the gateway.
 type threadViewDetail struct {
 	Records []struct {
 		Type       string
@@ -30,6 +29,7 @@ type threadViewDetail struct {
 	}
 }
 
+// threadViewRecords reads a thread's records through the gateway.
 func (g *gatewayEnv) threadViewRecords(t *testing.T, m, id string) threadViewDetail {
 	t.Helper()
 	var d threadViewDetail
