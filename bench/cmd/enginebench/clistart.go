@@ -69,7 +69,9 @@ func cliStart(work string, rounds int) {
 	wf := filepath.Join(work, "cli-steps.esm.js")
 	check(os.WriteFile(wf, []byte(bundleSource(3)), 0o644))
 	env := append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT="+root)
-	run := func(name string, args ...string) time.Duration {
+	// run returns the wall time and the CPU time (user and system) of one
+	// start; on a busy machine the CPU time is the steadier of the two.
+	run := func(name string, args ...string) (time.Duration, time.Duration) {
 		cmd := exec.Command(name, args...)
 		cmd.Env = env
 		t0 := time.Now()
@@ -78,7 +80,7 @@ func cliStart(work string, rounds int) {
 		if err != nil {
 			check(fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out))
 		}
-		return d
+		return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	run(bin, "workflow", "add", "steps", wf)
 
@@ -91,18 +93,21 @@ func cliStart(work string, rounds int) {
 		{"uncaged-workflow version", bin, []string{"version"}},
 		{"uncaged-workflow workflow list", bin, []string{"workflow", "list"}},
 	}
-	times := make([][]time.Duration, len(cases))
+	walls := make([][]time.Duration, len(cases))
+	cpus := make([][]time.Duration, len(cases))
 	for r := 0; r < rounds; r++ {
 		for i, c := range cases {
-			times[i] = append(times[i], run(c.name, c.args...))
+			wall, cpu := run(c.name, c.args...)
+			walls[i] = append(walls[i], wall)
+			cpus[i] = append(cpus[i], cpu)
 		}
 	}
-	medians := make([]time.Duration, len(cases))
-	for i := range cases {
-		medians[i] = medianOf(times[i])
-	}
+	wall0, cpu0 := medianOf(walls[0]), medianOf(cpus[0])
+	fmt.Printf("  %-32s %10s %14s\n", "", "wall", "CPU")
 	for i, c := range cases {
-		fmt.Printf("  %-32s %10s   %.1fx of hello-world\n", c.label, medians[i].Round(time.Microsecond), medians[i].Seconds()/medians[0].Seconds())
+		wall, cpu := medianOf(walls[i]), medianOf(cpus[i])
+		fmt.Printf("  %-32s %10s (%.1fx) %10s (%.1fx) of hello-world\n", c.label,
+			wall.Round(time.Microsecond), wall.Seconds()/wall0.Seconds(), cpu.Round(time.Microsecond), cpu.Seconds()/cpu0.Seconds())
 	}
 	initTrace(bin, env, rounds)
 	fmt.Println()
