@@ -349,8 +349,12 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 	conn := newCoalescingConn(wc, func() { _ = ws.CloseNow() }, writeTimeout)
 	// A proxy passes Accept-Encoding through as it came: the transport must
 	// not ask for gzip itself and then inflate the answer on the gateway.
+	// StrictMaxConcurrentStreams: with one connection and no pool to open
+	// another, a request beyond the connector's stream limit must wait for
+	// a stream to end; non-strict, the client conn reports itself unusable
+	// and the request failed at once (a 502 under a burst of load).
 	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
-	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: false, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10}
+	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: true, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10}
 	watched := &watchedConn{Conn: conn, onClose: stop}
 	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
 	cc, err := t.NewClientConn(watched)
