@@ -283,3 +283,51 @@ func TestDashboardFleet(t *testing.T) {
 }
 
 func sorted(s ...string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestFleetCountsModelUsage: a thread's model calls (a fake model that
+// reports usage, priced in workflow.yaml) reach the gateway's index with
+// the thread — its tokens and cost in the search — and the fleet's
+// stats sum them for the machine and the workflow.
+func TestFleetCountsModelUsage(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t)
+	_, root := g.connector("usage-box", nil)
+	f := newFakeModel(t, false)
+	f.reportUsage = true
+	setupFakeProvider(t, root, f)
+	addPrices(t, root)
+	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
+	workspace := filepath.Join(t.TempDir(), "project")
+	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
+	if s := finished(t, root, id); s.Status != "completed" {
+		t.Fatalf("thread = %+v", s)
+	}
+	calls := len(f.seen())
+	wantTokens := int64(calls * (fakePromptTokens + fakeCompletionTokens))
+	wantCost := float64(calls) * (fakePromptTokens*promptPrice + fakeCompletionTokens*completionPrice) / 1e6
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	var th struct {
+		ThreadID string  `json:"threadId"`
+		Tokens   int64   `json:"tokens"`
+		Cost     float64 `json:"cost"`
+	}
+	testkit.WaitUntil(t, fmt.Sprintf("the thread's %d tokens in the gateway's index", wantTokens), func() bool {
+		resp, body := g.do("GET", "/api/gateway/threads?machine=usage-box", "")
+		var page struct {
+			Threads []json.RawMessage `json:"threads"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page.Threads) != 1 {
+			return false
+		}
+		return json.Unmarshal(page.Threads[0], &th) == nil && th.ThreadID == id && th.Tokens == wantTokens
+	})
+	if !near(th.Cost, wantCost) {
+		t.Fatalf("the thread's cost %v, want %v", th.Cost, wantCost)
+	}
+	for by, key := range map[string]string{"machine": "usage-box", "workflow": "plan-code-review"} {
+		gr := g.fleetStats(by)[key]
+		if gr.Threads != 1 || gr.Tokens != wantTokens || !near(gr.Cost, wantCost) || gr.SuccessRate == nil || *gr.SuccessRate != 1 {
+			t.Errorf("stats by %s: %+v, want %d tokens and $%v", by, gr, wantTokens, wantCost)
+		}
+	}
+}
