@@ -43,6 +43,15 @@ func TestStepSyncsWhatItsDurabilityNeeds(t *testing.T) {
 	if perStep != 5 {
 		t.Errorf("%.2f fsyncs per role step, want 5", perStep)
 	}
+	// The end: the summary and the __end__ node (one each) and their
+	// names (one); then the history's new file and its directory, and
+	// threads.json without the thread (file and directory).
+	if got := marks[steps] - marks[steps-1]; got != 3 {
+		t.Errorf("the __end__ node took %d fsyncs, want 3", got)
+	}
+	if got := atomicfile.Syncs() - marks[steps]; got != 4 {
+		t.Errorf("history and index after __end__ took %d fsyncs, want 4", got)
+	}
 	if got := roles(t, e, res.RootHash); len(got) != steps+1 {
 		t.Errorf("chain = %v", got)
 	}

@@ -94,13 +94,23 @@ func (e *Executor) Begin(t *Thread) error {
 	// Both nodes share one directory sync, made before the index names
 	// the start node.
 	store := e.CAS.Batched()
-	prompt, err := store.PutNode(node.NewContent(t.Prompt, nil))
+	promptNode, err := node.NewContent(t.Prompt, nil).Marshal()
 	if err != nil {
 		return err
 	}
-	start, err := store.PutNode(node.NewStart(node.StartPayload{
+	startNode, err := node.NewStart(node.StartPayload{
 		Name: t.WorkflowName, Hash: t.BundleHash, Depth: int64(t.Depth), ParentState: t.ParentState,
-	}, prompt))
+	}, ids.HashBytes(promptNode)).Marshal()
+	if err != nil {
+		return err
+	}
+	// The start node names the prompt by its hash, known before either is
+	// stored: they are written side by side.
+	promptStored := putAsync(store, promptNode)
+	start, err := store.PutBytes(startNode)
+	if perr := <-promptStored; err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
@@ -109,6 +119,18 @@ func (e *Executor) Begin(t *Thread) error {
 	}
 	t.StartHash = start
 	return threads.Upsert(e.Layout.BundleDir(t.BundleHash), t.ID, threads.Entry{Head: start, Start: start, UpdatedAt: e.now().UnixMilli()})
+}
+
+// putAsync stores b in a goroutine of its own and reports the outcome on
+// the channel it returns, so that the fsyncs of nodes whose hashes are
+// known in advance overlap.
+func putAsync(store *cas.Store, b []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.PutBytes(b)
+		done <- err
+	}()
+	return done
 }
 
 // Env is what a run needs from its engine host.
@@ -356,7 +378,7 @@ func (r *run) appendStep(out *workflow.Output) error {
 	return r.publish(node.StatePayload{
 		Role: out.Role, Meta: meta, Start: r.t.StartHash, Content: content,
 		Ancestors: r.link(), Timestamp: r.e.now().UnixMilli(), ChildThread: out.ChildThread,
-	}, fmt.Sprintf("thread %s wrote role %s", r.t.ID, out.Role))
+	}, fmt.Sprintf("thread %s wrote role %s", r.t.ID, out.Role), nil)
 }
 
 func (r *run) contentText(hash string) (string, error) {
@@ -379,7 +401,11 @@ func (r *run) contentText(hash string) (string, error) {
 // while the new threads.json is written and synced beside it; the index is
 // renamed into place only once the node is on disk, so a head that a
 // reader sees is one a power cut cannot take back.
-func (r *run) publish(p node.StatePayload, logLine string) error {
+//
+// beside, when not nil, reports a node the state names that is being
+// stored at the same time (the __end__ node's content); the directory sync
+// waits for it.
+func (r *run) publish(p node.StatePayload, logLine string, beside <-chan error) error {
 	b, err := node.NewState(p).Marshal()
 	if err != nil {
 		return err
@@ -388,7 +414,13 @@ func (r *run) publish(p node.StatePayload, logLine string) error {
 	blobs := r.CAS()
 	stored := make(chan error, 1)
 	store := func() {
-		if _, err := blobs.PutBytes(b); err != nil {
+		_, err := blobs.PutBytes(b)
+		if beside != nil {
+			if berr := <-beside; err == nil {
+				err = berr
+			}
+		}
+		if err != nil {
 			stored <- err
 			return
 		}
@@ -428,13 +460,16 @@ func (r *run) publish(p node.StatePayload, logLine string) error {
 
 // finish writes the __end__ node and moves the thread to history.
 func (r *run) finish(code int, summary string) (Result, error) {
-	content, err := r.CAS().PutNode(node.NewContent(summary, nil))
+	content, err := node.NewContent(summary, nil).Marshal()
 	if err != nil {
 		return Result{}, err
 	}
+	// The summary and the __end__ node that names it are stored side by
+	// side; publish syncs their names once both are written.
+	contentStored := putAsync(r.CAS(), content)
 	meta := canonyaml.Map{{Key: "returnCode", Value: code}, {Key: "summary", Value: summary}}
-	p := node.StatePayload{Role: node.RoleEnd, Meta: meta, Start: r.t.StartHash, Content: content, Ancestors: r.link(), Timestamp: r.e.now().UnixMilli()}
-	if err := r.publish(p, fmt.Sprintf("thread %s finished: returnCode=%d — %s", r.t.ID, code, summary)); err != nil {
+	p := node.StatePayload{Role: node.RoleEnd, Meta: meta, Start: r.t.StartHash, Content: ids.HashBytes(content), Ancestors: r.link(), Timestamp: r.e.now().UnixMilli()}
+	if err := r.publish(p, fmt.Sprintf("thread %s finished: returnCode=%d — %s", r.t.ID, code, summary), contentStored); err != nil {
 		return Result{}, err
 	}
 	dir := r.e.Layout.BundleDir(r.t.BundleHash)
