@@ -296,6 +296,15 @@ func TestForkFromRole(t *testing.T) {
 	if r := run(t, root, "thread", "fork", src.ThreadID, "--from-role", "tester"); r.code != 1 || !strings.Contains(r.stderr, "role not found in thread: tester (available: planner, coder, reviewer)") {
 		t.Fatalf("fork unknown role: %+v", r)
 	}
+	// --step forks after that role step: the first is kept, the rest run again.
+	r = run(t, root, "thread", "fork", src.ThreadID, "--step", "1")
+	atStep := finished(t, root, strings.TrimSpace(r.stdout))
+	if r.code != 0 || roles(atStep) != "planner,coder,reviewer" {
+		t.Fatalf("fork --step 1: %+v\n%+v", r, atStep)
+	}
+	if r := run(t, root, "thread", "fork", src.ThreadID, "--step", "9"); r.code != 1 || !strings.Contains(r.stderr, "step 9 not in thread: it has steps 1 to 3") {
+		t.Fatalf("fork --step 9: %+v", r)
+	}
 }
 
 func TestChildWorkflowAndDepthLimit(t *testing.T) {

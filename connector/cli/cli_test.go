@@ -509,6 +509,8 @@ func TestLiveArgumentsAndTargets(t *testing.T) {
 	c.fails("fork requires <thread-id>", "thread", "fork")
 	c.fails("unexpected argument: extra", "thread", "fork", "A", "extra")
 	c.fails("thread not found: A", "thread", "fork", "A")
+	c.fails("--step must be 1 or more", "thread", "fork", "A", "--step", "0")
+	c.fails("--step and --from-role choose the fork point two ways", "thread", "fork", "A", "--step", "2", "--from-role", "x")
 	c.fails("thread not found: A", "thread", "pause", "A")
 }
 

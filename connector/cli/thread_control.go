@@ -149,9 +149,10 @@ func (a *app) controlCmd(verb, short string, needsHost bool, act func(*host.Clie
 
 func (a *app) threadForkCmd() *cobra.Command {
 	var fromRole string
+	var step int
 	cmd := &cobra.Command{
-		Use:   "fork <thread-id> [--from-role <role>]",
-		Short: "Fork a thread, optionally from a specific role",
+		Use:   "fork <thread-id> [--from-role <role> | --step <n>]",
+		Short: "Fork a thread, optionally from a specific role or step",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("fork requires <thread-id>")
@@ -165,13 +166,22 @@ func (a *app) threadForkCmd() *cobra.Command {
 			if cmd.Flags().Changed("from-role") && strings.TrimSpace(fromRole) == "" {
 				return errors.New("--from-role requires a role name")
 			}
+			if cmd.Flags().Changed("step") {
+				if step < 1 {
+					return fmt.Errorf("--step must be 1 or more (role steps are counted from 1), not %d", step)
+				}
+				if cmd.Flags().Changed("from-role") {
+					return errors.New("--step and --from-role choose the fork point two ways: give one")
+				}
+			}
 			return a.callEngine(cmd, true, func(l storage.Layout) (string, error) {
 				return threadID(l, args[0])
 			}, func(c *host.Client, id string) (string, error) {
-				return c.Fork(id, host.ForkRequest{FromRole: fromRole})
+				return c.Fork(id, host.ForkRequest{FromRole: fromRole, Step: step})
 			})
 		},
 	}
 	cmd.Flags().StringVar(&fromRole, "from-role", "", "keep the steps up to and including this role's first step (default: retry the last role)")
+	cmd.Flags().IntVar(&step, "step", 0, "keep the steps up to and including this one (counted from 1, as thread show lists them): a role that ran twice can be forked from its second run")
 	return cmd
 }
