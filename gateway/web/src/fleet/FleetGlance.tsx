@@ -1,4 +1,4 @@
-import { Suspense, useMemo, useState } from "react";
+import { Suspense, useEffect, useMemo, useState } from "react";
 import "./fleet.css";
 import { duration, noMemory, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
@@ -43,6 +43,16 @@ export function FleetGlance() {
   };
   // The range is fixed when the choice is made, so polling does not move the days under the charts.
   const [range, setRange] = useState(() => statsRange(state.days));
+  // A link to another choice (the top bar's Fleet: none) replaces this one.
+  useEffect(() => {
+    const on = () => {
+      const next = glanceFromHash();
+      setState(next);
+      setRange(statsRange(next.days));
+    };
+    window.addEventListener("hashchange", on);
+    return () => window.removeEventListener("hashchange", on);
+  }, []);
   const stats = useApi(() => fleetStats({ by: state.by, ...range }), [state.by, range], 30000);
   const days = useMemo(() => dayRange(range.since, range.until), [range]);
   const groups = stats.data?.groups ?? [];

@@ -1,4 +1,4 @@
-import { cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { json, params, stubFetch } from "../testutil/fetch";
 import { compact, dayRange, FleetGroupStats, money, outcomeOf, series } from "./fleetApi";
@@ -96,6 +96,13 @@ describe("FleetGlance", () => {
     await screen.findByText("review");
     const p2 = params(f, "/api/gateway/stats");
     expect([p2.by, (Date.parse(p2.until) - Date.parse(p2.since)) / 86_400_000]).toEqual(["workflow", 30]);
+    // The top bar's Fleet link: the defaults again.
+    await act(async () => {
+      window.location.hash = "#/fleet";
+      window.dispatchEvent(new HashChangeEvent("hashchange"));
+    });
+    await screen.findByText("ci-box");
+    expect((screen.getByTestId("fleet-by") as HTMLSelectElement).value).toBe("machine");
   });
 
   it("says when there is nothing to show", async () => {
