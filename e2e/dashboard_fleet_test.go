@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -60,26 +61,14 @@ func (b *browser) rows(what string, ids ...string) {
 	b.until(what, fmt.Sprintf(`!document.querySelector("[data-testid=all-threads] [role=status]") && %s === %q`, rowsExpr, strings.Join(ids, ",")))
 }
 
-// fleetStatsGroup is one group of GET /api/gateway/stats.
-type fleetStatsGroup struct {
-	Key              string   `json:"key"`
-	Threads          int      `json:"threads"`
-	Ended            int      `json:"ended"`
-	Completed        int      `json:"completed"`
-	SuccessRate      *float64 `json:"successRate"`
-	MedianDurationMs *int64   `json:"medianDurationMs"`
-	Tokens           int64    `json:"tokens"`
-	Cost             float64  `json:"cost"`
-}
-
-func (g *gatewayEnv) fleetStats(by string) map[string]fleetStatsGroup {
+func (g *gatewayEnv) fleetStats(by string) map[string]server.FleetGroupStats {
 	g.t.Helper()
 	resp, body := g.do("GET", "/api/gateway/stats?by="+by, "")
-	var out struct{ Groups []fleetStatsGroup }
+	var out struct{ Groups []server.FleetGroupStats }
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil {
 		g.t.Fatalf("stats by %s: %d %s", by, resp.StatusCode, body)
 	}
-	m := map[string]fleetStatsGroup{}
+	m := map[string]server.FleetGroupStats{}
 	for _, gr := range out.Groups {
 		m[gr.Key] = gr
 	}
@@ -292,16 +281,7 @@ func TestFleetCountsModelUsage(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t)
 	_, root := g.connector("usage-box", nil)
-	f := newFakeModel(t, false)
-	f.reportUsage = true
-	setupFakeProvider(t, root, f)
-	addPrices(t, root)
-	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
-	workspace := filepath.Join(t.TempDir(), "project")
-	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
-	if s := finished(t, root, id); s.Status != "completed" {
-		t.Fatalf("thread = %+v", s)
-	}
+	f, id := runPricedPlanCodeReview(t, root)
 	calls := len(f.seen())
 	wantTokens := int64(calls * (fakePromptTokens + fakeCompletionTokens))
 	wantCost := float64(calls) * (fakePromptTokens*promptPrice + fakeCompletionTokens*completionPrice) / 1e6

@@ -78,6 +78,24 @@ func addPrices(t *testing.T, root string) {
 	}
 }
 
+// runPricedPlanCodeReview runs plan-code-review on root to its end against
+// a fake model that reports usage, with addPrices' prices for it, and
+// returns the model and the thread's id.
+func runPricedPlanCodeReview(t *testing.T, root string) (*fakeModel, string) {
+	t.Helper()
+	f := newFakeModel(t, false)
+	f.reportUsage = true
+	setupFakeProvider(t, root, f)
+	addPrices(t, root)
+	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
+	workspace := filepath.Join(t.TempDir(), "project")
+	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
+	if s := finished(t, root, id); s.Status != "completed" || roles(s) != "planner,coder,reviewer,coder,reviewer" {
+		t.Fatalf("thread = %+v", s)
+	}
+	return f, id
+}
+
 // wantTotals checks totals for calls calls of the fake model, all priced.
 func wantTotals(t *testing.T, what string, got usageTotals, calls int) {
 	t.Helper()
@@ -122,16 +140,7 @@ func TestModelUsageIsRecordedAndShown(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t)
 	conn, root := g.connector("usage-box", nil)
-	f := newFakeModel(t, false)
-	f.reportUsage = true
-	setupFakeProvider(t, root, f)
-	addPrices(t, root)
-	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
-	workspace := filepath.Join(t.TempDir(), "project")
-	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
-	if s := finished(t, root, id); s.Status != "completed" || roles(s) != "planner,coder,reviewer,coder,reviewer" {
-		t.Fatalf("thread = %+v", s)
-	}
+	f, id := runPricedPlanCodeReview(t, root)
 	calls := len(f.seen())
 	if calls == 0 {
 		t.Fatal("the model was never called")
