@@ -209,3 +209,46 @@ func TestDashboardThreadPage(t *testing.T) {
 	b.until("the thread's last-known summary", `document.querySelector("[data-testid=known-thread]") && document.querySelector("[data-testid=offline-banner]").innerText.includes("last known") && !document.querySelector(".error-box") && !document.querySelector("[data-testid=kill]")`)
 	b.shot("thread-offline-thread")
 }
+
+// The thread page shows the model usage a fake model reported, as the
+// engine recorded it (per step and for the thread, with cost at the
+// configured price), and its timeline marks the model's work that the
+// debug log saw.
+func TestDashboardUsageFromAFakeModel(t *testing.T) {
+	t.Parallel()
+	exe := chromiumPath(t)
+	g := startGateway(t)
+	_, root := g.connector("usage-laptop", nil)
+	f, id := runPricedPlanCodeReview(t, root)
+	calls := len(f.seen())
+	base := dashboardURL(t, g)
+	b := newBrowser(t, exe)
+	b.logInToDashboard(base, g.dash)
+	b.open(base + "/#/m/usage-laptop/threads/" + id)
+
+	tokens := calls * (fakePromptTokens + fakeCompletionTokens)
+	cost := float64(calls) * (fakePromptTokens*promptPrice + fakeCompletionTokens*completionPrice) / 1e6
+	want := fmt.Sprintf("%s tokens (%s in, %s out) · %d calls", thousands(tokens), thousands(calls*fakePromptTokens), thousands(calls*fakeCompletionTokens), calls)
+	b.until("the thread's usage as the fake model reported it: "+want, fmt.Sprintf(`(() => {
+		const total = document.querySelector("[data-testid=thread-usage-total]");
+		return !!total && total.innerText.includes(%q);
+	})()`, want))
+	if shown := eval[string](b, `document.querySelector("[data-testid=thread-usage-total]").innerText`); !strings.Contains(shown, fmt.Sprintf("$%.3f", cost)) && !strings.Contains(shown, fmt.Sprintf("$%.2f", cost)) {
+		t.Fatalf("the thread's usage %q lacks its cost $%.4f", shown, cost)
+	}
+	// Every role step called the model: each card says how much it used.
+	if n := eval[int](b, `document.querySelectorAll("[data-testid=step-usage]").length`); n != 5 {
+		t.Fatalf("%d steps show usage, want all 5", n)
+	}
+	b.until("the timeline's model stretches", `document.querySelectorAll("[data-testid=timeline] .tl-wait.model").length > 0`)
+	b.shot("thread-usage-fake-model")
+}
+
+// thousands writes n with comma separators, as the dashboard does.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
