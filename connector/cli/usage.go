@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,18 +42,28 @@ func (a *app) threadUsageCmd() *cobra.Command {
 	var of outputFlag
 	var since, until, workflow string
 	cmd := &cobra.Command{
-		Use:   "usage",
-		Short: "Model tokens and cost per workflow on this machine",
+		Use:   "usage [thread-id]",
+		Short: "Model tokens and cost per workflow on this machine, or per step of one thread",
 		Long: `Totals of the model calls threads made on this machine — calls, prompt and
 completion tokens, and the cost at workflow.yaml's config.prices — per workflow,
 over a time range. --since and --until take a date (2026-03-01, local time), an
 RFC 3339 time, or an age such as 36h or 7d (that long ago); --until is
 exclusive. -o wide adds the calls whose server reported no usage, the calls of
-unpriced models, and the models; --json (or -o json) prints every field.`,
-		Args: exactArgs(0, 0, "", ""),
+unpriced models, and the models; --json (or -o json) prints every field.
+
+With a thread id: that thread's calls per step (the role steps as thread show
+numbers them, then the end's summary), with a TOTAL row; --json prints
+thread show's usage fields ({threadId, steps: [{step, role, …totals}], total}).`,
+		Args: exactArgs(0, 1, "", "usage takes at most one thread id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := of.apply(&lf); err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				if since != "" || until != "" || workflow != "" {
+					return errors.New("--since, --until and --workflow count a machine's threads: not with a thread id")
+				}
+				return a.printThreadUsage(args[0], lf.json, of.wide())
 			}
 			now := time.Now()
 			var f usage.Filter
@@ -95,6 +106,77 @@ unpriced models, and the models; --json (or -o json) prints every field.`,
 	return cmd
 }
 
+// stepUsage is one step's line of `thread usage <id>`.
+type stepUsage struct {
+	Step int    `json:"step"`
+	Role string `json:"role,omitempty"`
+	usage.Totals
+}
+
+// printThreadUsage prints one thread's model usage per step.
+func (a *app) printThreadUsage(arg string, asJSON, wide bool) error {
+	l, err := a.layout()
+	if err != nil {
+		return err
+	}
+	rec, err := resolveThread(l, arg)
+	if err != nil {
+		return err
+	}
+	recs, err := usage.ReadThread(l, rec.BundleHash, rec.ThreadID)
+	if err != nil {
+		return fmt.Errorf("thread %s: reading its model usage: %w", rec.ThreadID, err)
+	}
+	sum := usage.Summarize(recs, a.prices(l))
+	// The role a step ran, from its calls (a supervisor's or summarizer's
+	// call may not name one).
+	roles := map[int]string{}
+	for _, r := range recs {
+		if roles[r.Step] == "" {
+			roles[r.Step] = r.Role
+		}
+	}
+	steps := make([]stepUsage, 0, len(sum.Steps))
+	for n, t := range sum.Steps {
+		steps = append(steps, stepUsage{Step: n, Role: roles[n], Totals: *t})
+	}
+	slices.SortFunc(steps, func(x, y stepUsage) int { return x.Step - y.Step })
+	if asJSON {
+		return writeJSON(a.out(), struct {
+			ThreadID string       `json:"threadId"`
+			Steps    []stepUsage  `json:"steps"`
+			Total    usage.Totals `json:"total"`
+		}{rec.ThreadID, steps, sum.Total})
+	}
+	if sum.Total.Calls == 0 {
+		fmt.Fprintln(a.out(), "(no model calls recorded)")
+		return nil
+	}
+	header := []string{"STEP", "ROLE", "CALLS", "PROMPT", "COMPLETION", "COST"}
+	if wide {
+		header = append(header, "UNKNOWN", "UNPRICED", "MODELS")
+	}
+	t := newTable(a.out(), header...)
+	for _, s := range steps {
+		role := s.Role
+		if role == "" {
+			role = "-"
+		}
+		t.row(usageCells(strconv.Itoa(s.Step), role, s.Totals, wide)...)
+	}
+	t.row(usageCells("TOTAL", "", sum.Total, wide)...)
+	return t.flush()
+}
+
+// usageCells is a usage table's row: the leading cells, then the totals.
+func usageCells(first, second string, tot usage.Totals, wide bool) []string {
+	cells := []string{first, second, strconv.Itoa(tot.Calls), strconv.FormatInt(tot.PromptTokens, 10), strconv.FormatInt(tot.CompletionTokens, 10), formatCost(tot)}
+	if wide {
+		cells = append(cells, strconv.Itoa(tot.UnknownCalls), strconv.Itoa(tot.UnpricedCalls), strings.Join(tot.Models, ","))
+	}
+	return cells
+}
+
 // writeUsageTable prints the report as a table with a TOTAL row.
 func writeUsageTable(a *app, rep usage.Report, wide bool) error {
 	if rep.Total.Calls == 0 {
@@ -107,11 +189,7 @@ func writeUsageTable(a *app, rep usage.Report, wide bool) error {
 	}
 	t := newTable(a.out(), header...)
 	row := func(name string, threads int, tot usage.Totals) {
-		cells := []string{name, strconv.Itoa(threads), strconv.Itoa(tot.Calls), strconv.FormatInt(tot.PromptTokens, 10), strconv.FormatInt(tot.CompletionTokens, 10), formatCost(tot)}
-		if wide {
-			cells = append(cells, strconv.Itoa(tot.UnknownCalls), strconv.Itoa(tot.UnpricedCalls), strings.Join(tot.Models, ","))
-		}
-		t.row(cells...)
+		t.row(usageCells(name, strconv.Itoa(threads), tot, wide)...)
 	}
 	for _, w := range rep.Workflows {
 		name := w.Workflow

@@ -83,6 +83,39 @@ func TestThreadShowCarriesUsagePerStepAndThread(t *testing.T) {
 	if !strings.Contains(raw, `"usage": {`+"\n"+`    "calls": 0,`) || strings.Count(raw, `"usage"`) != 1 {
 		t.Errorf("a thread without calls:\n%s", raw)
 	}
+	// thread usage <id>: the same numbers as a table, a row per step.
+	table := c.ok("thread", "usage", id)
+	want := []string{
+		"STEP ROLE CALLS PROMPT COMPLETION COST",
+		"1 planner 2 1000 100 $0.0030+",
+		"2 - 1 500 50 $0.0015",
+		"TOTAL 3 1500 150 $0.0045+",
+	}
+	if got := strings.Split(strings.TrimSpace(table), "\n"); len(got) != len(want) {
+		t.Fatalf("thread usage %s:\n%s", id, table)
+	} else {
+		for i := range want {
+			if strings.Join(strings.Fields(got[i]), " ") != want[i] {
+				t.Fatalf("line %d = %q, want %q\n%s", i, got[i], want[i], table)
+			}
+		}
+	}
+	var perStep struct {
+		ThreadID string
+		Steps    []struct {
+			Step         int
+			Role         string
+			PromptTokens int64
+		}
+		Total struct{ Calls int }
+	}
+	if err := json.Unmarshal([]byte(c.ok("thread", "usage", id, "--json")), &perStep); err != nil || perStep.ThreadID != id ||
+		len(perStep.Steps) != 2 || perStep.Steps[0].Role != "planner" || perStep.Steps[1].PromptTokens != 500 || perStep.Total.Calls != 3 {
+		t.Fatalf("thread usage %s --json = %+v (%v)", id, perStep, err)
+	}
+	c.fails("--since, --until and --workflow count a machine's threads", "thread", "usage", id, "--since", "1d")
+	c.fails("usage takes at most one thread id", "thread", "usage", id, id)
+	c.fails("thread not found: NOPE", "thread", "usage", "NOPE")
 	c.ok("thread", "rm", id)
 	if _, err := os.Stat(usage.Path(storage.Layout{Root: c.root}, bundle, id)); !os.IsNotExist(err) {
 		t.Errorf("thread rm left the usage file: %v", err)
@@ -143,7 +176,7 @@ func TestThreadUsageRejectsBadFlags(t *testing.T) {
 	c.fails("--since must be before --until", "thread", "usage", "--since", "2026-05-06", "--until", "2026-05-05")
 	c.fails("-o", "thread", "usage", "-o", "yaml")
 	c.fails("invalid", "thread", "usage", "--workflow", "../x")
-	c.fails("too many arguments", "thread", "usage", "extra")
+	c.fails("thread not found: extra", "thread", "usage", "extra")
 }
 
 func TestParseTimeFlag(t *testing.T) {
