@@ -86,7 +86,7 @@ bench-load:
 bench-load-quick:
 	$(GO) run ./bench/cmd/loadtest -quick -nats -chaos restart,kill-replica
 
-## bench-engine: per-step overhead, bundle load and run-to-first-step latency
+## bench-engine: CLI start vs hello-world, per-step overhead and fsyncs, bundle load, run-to-first-step and 2-step-thread latency (-only cli|steps|run)
 bench-engine:
 	$(GO) run ./bench/cmd/enginebench
 
