@@ -73,7 +73,7 @@ lint:
 bench:
 	$(GO) run ./bench/cmd/storebench -threads 100000 -blobs 200000
 
-## bench-tunnel: gateway + tunnel vs direct (throughput, CPU, latency, memory per idle connector)
+## bench-tunnel: this tunnel vs chisel and frp and direct (throughput, CPU, latency, 100 MB, RSS over time)
 bench-tunnel:
 	$(GO) run ./bench/cmd/tunnelbench
 
