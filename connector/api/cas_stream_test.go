@@ -19,7 +19,8 @@ import (
 // invalid UTF-8, HTML-sensitive characters, control characters and U+2028.
 func TestWriteJSONStringBodyMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
-	alphabet := []string{"a", "é", "€", "𝄞", "<", ">", "&", "\"", "\\", "\n", "\t", "\x00", "\x1f", "\u2028", "\u2029", "\xff", "\xe2\x82", "\xed\xa0\x80", "\xf0\x9d"}
+	alphabet := []string{"a", "é", "€", "𝄞", "<", ">", "&", "\"", "\\", "\n", "\t", "\x00", "\x1f", "\u2028", "\u2029", "\xff", "\xe2\x82", "\xed\xa0\x80", "\xf0\x9d",
+		"\b", "\f", "\r", "\x01", "\x7f", "'", "\u00a0", "\ufeff", "\U0010ffff", "\xf4\x90\x80\x80", "\xc0\x80"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 300 {
 		var sb strings.Builder
