@@ -50,13 +50,19 @@ go-test:
 
 ## web: rebuild the dashboard into gateway/web/dist (commit the result)
 web:
-	cd gateway/web && npm ci --no-audit --no-fund && npm run build
+	cd gateway/web && $(NPM_CI) && npm run build
+
+# NPM_CI installs the dashboard's packages unless node_modules already holds
+# exactly what package-lock.json names: npm ci first deletes node_modules,
+# and the Go tests running beside web-test use its TypeScript compiler.
+NPM_CI = { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
+  { npm ci --no-audit --no-fund && cp package-lock.json node_modules/.installed-lock; }; }
 
 ## web-test: the dashboard's unit tests, and a check that the committed build matches its source.
 ## It builds into a temporary directory: the Go tests running beside it embed gateway/web/dist.
 web-test:
 	@set -o pipefail; out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
-	{ cd gateway/web && npm ci --no-audit --no-fund && npm test && npm run build -- --outDir "$$out" --emptyOutDir && \
+	{ cd gateway/web && $(NPM_CI) && npm test && npm run build -- --outDir "$$out" --emptyOutDir && \
 	  if ! diff -r dist "$$out" >/dev/null; then \
 	    echo "gateway/web/dist does not match its source (run make web and commit):"; diff -rq dist "$$out"; exit 1; \
 	  fi; } 2>&1 | sed -u 's/^/web: /'
