@@ -125,6 +125,19 @@ func (f *fixture) register(name, file string) string {
 
 // startHost runs an engine host for the root in this process until
 // stopHost (or the end of the test).
+// priceModel configures a default model p/m, priced at $1 per million
+// prompt tokens and $2 per million completion tokens.
+func (f *fixture) priceModel() {
+	f.t.Helper()
+	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
+		return r.SetConfig(registry.Config{MaxDepth: 3, Providers: map[string]registry.Provider{"p": {BaseURL: "http://127.0.0.1:1", APIKey: "k"}},
+			Models: map[string]string{"default": "p/m"}, Prices: registry.Prices{"p/m": {Prompt: 1, Completion: 2}}})
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) startHost() {
 	f.t.Helper()
 	h, err := host.Open(host.Options{Layout: f.l, Load: loader(f.l)})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/usage"
 )
 
@@ -36,13 +35,7 @@ func TestThreadDetailAndMachineUsage(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	hash := f.register("linear", "linear.esm.js")
-	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
-		return r.SetConfig(registry.Config{MaxDepth: 3, Providers: map[string]registry.Provider{"p": {BaseURL: "http://127.0.0.1:1", APIKey: "k"}},
-			Models: map[string]string{"default": "p/m"}, Prices: registry.Prices{"p/m": {Prompt: 1, Completion: 2}}})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.priceModel()
 	f.startHost()
 	id := f.run("linear", "build")
 	f.waitStatus(id, "completed")

@@ -79,6 +79,20 @@ func BenchmarkResync1000(b *testing.B) {
 	}
 }
 
+// openBenchHistory opens a store with a history of -store.machines ×
+// -store.threads threads, the oldest a day before base, which it returns.
+func openBenchHistory(b *testing.B, cfg store.Config) (store.Store, time.Time) {
+	b.Helper()
+	s := open(b, cfg)
+	base := time.Now().Add(-24 * time.Hour)
+	for m := range *benchMachines {
+		if err := s.SyncThreads(context.Background(), fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, base
+}
+
 // BenchmarkSearch searches a history of -store.machines ×
 // -store.threads threads, and reports the median and 99th percentile of
 // each kind of query besides the mean.
@@ -86,13 +100,7 @@ func BenchmarkSearch(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := context.Background()
-			s := open(b, be.cfg(b))
-			base := time.Now().Add(-24 * time.Hour)
-			for m := range *benchMachines {
-				if err := s.SyncThreads(ctx, fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, base := openBenchHistory(b, be.cfg(b))
 			queries := []struct {
 				name string
 				q    store.ThreadQuery
@@ -134,13 +142,7 @@ func BenchmarkDeepPage(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := context.Background()
-			s := open(b, be.cfg(b))
-			base := time.Now().Add(-24 * time.Hour)
-			for m := range *benchMachines {
-				if err := s.SyncThreads(ctx, fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, _ := openBenchHistory(b, be.cfg(b))
 			for _, kind := range []struct {
 				name string
 				q    store.ThreadQuery
@@ -200,13 +202,7 @@ func BenchmarkStats(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := context.Background()
-			s := open(b, be.cfg(b))
-			base := time.Now().Add(-24 * time.Hour)
-			for m := range *benchMachines {
-				if err := s.SyncThreads(ctx, fmt.Sprintf("machine-%04d", m), benchThreadsFor(*benchThreads, m, base)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, base := openBenchHistory(b, be.cfg(b))
 			for _, by := range []store.StatsBy{store.StatsByMachine, store.StatsByWorkflow} {
 				b.Run(string(by), func(b *testing.B) {
 					q := store.StatsQuery{By: by, Since: base.Add(-time.Hour), Until: base.Add(48 * time.Hour)}

@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react";
 import { ago, AuditEntry, AuditQuery, fmtTime, gateway, noMemory, useApi } from "../api";
+import { dayStart } from "../common/days";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { loadAllMachines } from "../machines/machines";
@@ -14,15 +15,6 @@ export const AUDIT_PAGE = 50;
 export type AuditFilters = { action: string; machine: string; token: string; since: string; until: string };
 const NONE: AuditFilters = { action: "", machine: "", token: "", since: "", until: "" };
 const KEYS: (keyof AuditFilters)[] = ["action", "machine", "token", "since", "until"];
-
-/** dayStart is the start of a yyyy-mm-dd day in the browser's time zone, days later, as ISO; undefined if it is no date. */
-function dayStart(day: string, days = 0): string | undefined {
-  if (!day) return undefined;
-  const d = new Date(`${day}T00:00:00`);
-  if (Number.isNaN(d.getTime())) return undefined;
-  d.setDate(d.getDate() + days);
-  return d.toISOString();
-}
 
 /**
  * auditQuery turns the filters into the gateway's query; since and until

@@ -1,5 +1,6 @@
 import { FormEvent, useEffect, useState } from "react";
 import { ago, FleetQuery, noMemory, ThreadStatus, useApi } from "../api";
+import { dayStart } from "../common/days";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { searchFleet } from "../fleet/fleetApi";
@@ -16,15 +17,6 @@ export const FLEET_PAGE = 50;
 /** Filters are the fleet view's search; empty fields do not filter. */
 export type Filters = { q: string; machine: string; workflow: string; status: string; since: string; until: string };
 const NONE: Filters = { q: "", machine: "", workflow: "", status: "", since: "", until: "" };
-
-/** dayStart is the start of a yyyy-mm-dd day in the browser's time zone, days later, as ISO; undefined if it is no date. */
-function dayStart(day: string, days = 0): string | undefined {
-  if (!day) return undefined;
-  const d = new Date(`${day}T00:00:00`);
-  if (Number.isNaN(d.getTime())) return undefined;
-  d.setDate(d.getDate() + days);
-  return d.toISOString();
-}
 
 /**
  * fleetQuery turns the filters into the gateway's query. since and until
