@@ -25,7 +25,10 @@ const rowsExpr = `[...document.querySelectorAll("[data-testid=all-threads] tr[da
 // change), for selects and date inputs alike.
 func (b *browser) choose(sel, value string) {
 	b.t.Helper()
-	b.until(sel+" to be there", fmt.Sprintf("document.querySelector(%q)", sel))
+	// A select's options may arrive after it (the machines load on their
+	// own): wait for the one wanted.
+	b.until(sel+" to offer "+value, fmt.Sprintf(`(() => { const e = document.querySelector(%q);
+		return !!e && (!(e instanceof HTMLSelectElement) || [...e.options].some(o => o.value === %q)) })()`, sel, value))
 	got := eval[string](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q);
 		const proto = e instanceof HTMLSelectElement ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
 		Object.getOwnPropertyDescriptor(proto, "value").set.call(e, %q);
