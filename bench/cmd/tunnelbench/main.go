@@ -94,7 +94,10 @@ func main() {
 	key := strings.TrimSpace(out(bin("uncaged-gateway"), nil, "key", "generate"))
 	// The shared secret lets the idle connectors of the memory figure in
 	// without issuing ten thousand tokens.
-	env := []string{"UNCAGED_GATEWAY_KEY=" + key, "WORKFLOW_DASHBOARD_SECRET=" + idleSecret}
+	// The gateway's store lives in the scratch directory: the default,
+	// ~/.uncaged/gateway, is the user's own gateway's, and would keep the
+	// bench's tokens.
+	env := []string{"UNCAGED_GATEWAY_KEY=" + key, "WORKFLOW_DASHBOARD_SECRET=" + idleSecret, "UNCAGED_GATEWAY_DATA_DIR=" + filepath.Join(work, "gateway")}
 	dash := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--dashboard"))
 	connTok := strings.TrimSpace(out(bin("uncaged-gateway"), env, "token", "create", "--connector", "bench"))
 
