@@ -13,7 +13,7 @@ SHIPPED   := CGO_ENABLED=0 GOFLAGS='$(GOFLAGS) -trimpath'
 
 SHELL     := bash
 
-.PHONY: build test go-test web web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
+.PHONY: build test go-test web web-deps web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
 
 ## build: compile the binaries into bin/ (static, as the Dockerfiles build them)
 build:
@@ -39,7 +39,8 @@ test:
 	@$(MAKE) --no-print-directory -j3 lint web-test go-test
 
 ## go-test: every Go test, race detector on, then the list of skipped tests
-go-test:
+## (after web-deps: a test type-checks the scaffold with the dashboard's TypeScript)
+go-test: web-deps
 	@mkdir -p $(BIN)
 	$(GO) tool gotestsum --format pkgname --jsonfile $(TESTJSON) -- -race -count=1 $(PKGS)
 	@skipped="$$(grep -c '"Action":"skip","Package":"[^"]*","Test":' $(TESTJSON) || true)"; \
@@ -58,11 +59,15 @@ web:
 NPM_CI = { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
   { npm ci --no-audit --no-fund && cp package-lock.json node_modules/.installed-lock; }; }
 
+## web-deps: the dashboard's packages (npm ci), unless node_modules already holds them
+web-deps:
+	@set -o pipefail; { cd gateway/web && $(NPM_CI); } 2>&1 | sed -u 's/^/web: /'
+
 ## web-test: the dashboard's unit tests, and a check that the committed build matches its source.
 ## It builds into a temporary directory: the Go tests running beside it embed gateway/web/dist.
-web-test:
+web-test: web-deps
 	@set -o pipefail; out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
-	{ cd gateway/web && $(NPM_CI) && npm test && npm run build -- --outDir "$$out" --emptyOutDir && \
+	{ cd gateway/web && npm test && npm run build -- --outDir "$$out" --emptyOutDir && \
 	  if ! diff -r dist "$$out" >/dev/null; then \
 	    echo "gateway/web/dist does not match its source (run make web and commit):"; diff -rq dist "$$out"; exit 1; \
 	  fi; } 2>&1 | sed -u 's/^/web: /'

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/fleet"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -152,10 +153,18 @@ func TestEventsSnapshotThenLive(t *testing.T) {
 func TestEventsResume(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.LivePoll = 20 * time.Millisecond })
-	f.register("linear", "linear.esm.js")
+	hash := f.register("linear", "linear.esm.js")
 	f.startHost()
 	first := f.run("linear", "one")
 	f.waitStatus(first, "completed")
+	// A finished thread's history line is written before it leaves
+	// threads.json: wait for both, so the snapshot below is its last word
+	// and the resumed stream owes it nothing.
+	testkit.WaitUntil(t, "the first thread to leave threads.json", func() bool {
+		idx, err := threads.ReadIndex(f.l.BundleDir(hash))
+		_, active := idx[first]
+		return err == nil && !active
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	_, d := f.openEvents(ctx, "")
