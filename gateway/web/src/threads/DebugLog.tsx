@@ -1,6 +1,6 @@
 import { useMemo, useState } from "react";
 import { fmtTime } from "../api";
-import { filterLog, LogLine, logTags, logTime } from "./logFormat";
+import { filterLog, LogLine, logTags, logTime, tagName } from "./logFormat";
 
 /**
  * DebugLog shows a thread's debug log as `live --debug` prints it (time,
@@ -29,7 +29,7 @@ export function DebugLog({ lines }: { lines: LogLine[] }) {
         {tags.map(({ tag, count }) => (
           <label key={tag}>
             <input type="checkbox" checked={shown.has(tag)} onChange={() => toggle(tag)} data-log-tag={tag} />
-            <code>{tag}</code> <span className="muted">{count}</span>
+            <code title={tag}>{tagName(tag)}</code> <span className="muted">{count}</span>
           </label>
         ))}
         {shown.size > 0 && (
@@ -43,7 +43,7 @@ export function DebugLog({ lines }: { lines: LogLine[] }) {
         {visible.map((l, i) => (
           <li key={i} className="log-line" data-tag={l.tag}>
             <time className="log-time" title={l.time === null ? undefined : fmtTime(l.time)}>{logTime(l.time)}</time>
-            <span className="log-tag" title={l.tag}>{l.tag}</span>
+            <span className="log-tag" title={l.tag}>{tagName(l.tag)}</span>
             <span className="log-text">{l.text}</span>
           </li>
         ))}

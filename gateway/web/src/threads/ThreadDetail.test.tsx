@@ -132,7 +132,7 @@ describe("ThreadDetail", () => {
     const logBox = screen.getByTestId("debug-log");
     const lines = () => [...logBox.querySelectorAll<HTMLElement>(".log-line")];
     expect(lines().map((l) => [l.querySelector(".log-tag")!.textContent, l.querySelector(".log-text")!.textContent])).toEqual([
-      ["T9HQ2KHM", "thread T started"],
+      ["started", "thread T started"],
       ["model", "a long answer\nover lines"],
       ["model", "done"],
     ]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { filterLog, formatLogLine, logTags, logTime, NO_TAG, parseLogLine } from "./logFormat";
+import { filterLog, formatLogLine, logTags, logTime, NO_TAG, parseLogLine, tagName } from "./logFormat";
 
 // 2026-01-02 03:04:05 local time.
 const T = new Date(2026, 0, 2, 3, 4, 5).getTime();
@@ -58,5 +58,14 @@ describe("filtering by tag", () => {
     expect(filterLog(lines, new Set(), "THINK").map((l) => l.text)).toEqual(["Thinking about it"]);
     expect(filterLog(lines, new Set(["N7BW4YHQ"]), "think")).toEqual([]);
     expect(filterLog(lines, new Set(), "  ")).toEqual(lines);
+  });
+});
+
+describe("tagName", () => {
+  it("names the engine's coded tags and leaves words alone", () => {
+    expect(tagName("N7BW4YHQ")).toBe("step");
+    expect(tagName("R2XK8MDA")).toBe("finished");
+    expect(tagName("model")).toBe("model");
+    expect(tagName("")).toBe("");
   });
 });

@@ -45,6 +45,28 @@ export function formatLogLine(l: LogLine): string {
   return `[${logTime(l.time)}] [${l.tag}] ${l.text.replace(/\r?\n/g, " ")}`;
 }
 
+/**
+ * TAG_NAMES names the engine's coded tags (8 Crockford characters, as the
+ * original's log tags, which `live --debug` prints as they are); other tags
+ * (model, react, agent.out, …) are words already.
+ */
+export const TAG_NAMES: Record<string, string> = {
+  T9HQ2KHM: "started",
+  N7BW4YHQ: "step",
+  R2XK8MDA: "finished",
+  Q3MN8YKW: "error",
+  V8JX4NP2: "killed",
+  S5DT2WQH: "summarizer",
+  Z8KM5QWT: "supervisor",
+  K6PW9NYT: "supervisor skipped",
+  M4QX8VHN: "supervisor killed",
+};
+
+/** tagName is a tag's name for people: its word for a coded tag, else the tag. */
+export function tagName(tag: string): string {
+  return TAG_NAMES[tag] ?? tag;
+}
+
 /** NO_TAG names, in a filter, the lines that carry no tag. */
 export const NO_TAG = "(none)";
 
