@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -122,6 +123,20 @@ func TestConnectStopsOnWhatRetryingCannotFix(t *testing.T) {
 	// A revoked token: the gateway's reason, and whose token it was.
 	revoked := gwCLI(t, g.key, "token", "create", "--connector", "laptop")
 	gwCLI(t, g.key, "token", "revoke", jti(t, revoked))
+	// The running gateway learns of a revocation from its store a moment
+	// later; until then it would take the token, and close the tunnel
+	// when it learns (which connect retries once, then stops on the 401).
+	testkit.WaitUntil(t, "the gateway to know the token is revoked", func() bool {
+		req, _ := http.NewRequest("GET", "http://"+g.addr+"/ws/connect?name=laptop", nil)
+		req.Header.Set("Authorization", "Bearer "+revoked)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized && strings.Contains(string(body), "revoked")
+	})
 	connectGivesUp(t, "http://"+g.addr, []string{"UNCAGED_WORKFLOW_TOKEN=" + revoked}, 11,
 		`gateway refused the connection (401): token revoked [revoked]; the token is for connector "laptop"`, "uncaged-gateway token create --connector laptop")
 
