@@ -55,7 +55,7 @@ const (
 
 // crossOriginCookieMessage is the 403 of a cookie-authenticated request
 // from a listed origin.
-const crossOriginCookieMessage = "cross-origin request refused: the session cookie works only for the dashboard's own pages; a dashboard on another origin sends its token as Authorization: Bearer"
+const crossOriginCookieMessage = crossOriginMessage + "; a dashboard on another origin sends its token as Authorization: Bearer"
 
 // ParseAllowedOrigins reads the --allow-origin values: origins
 // ("https://dash.example.com", "http://127.0.0.1:5173") or "*", each value

@@ -22,8 +22,9 @@ import (
 // to know them. Login is checked whatever it carries, or another site
 // could log the browser in to a session of the attacker's choosing.
 //
-// Dashboards served from another origin would be added here with
-// CrossOriginProtection.AddTrustedOrigin.
+// Dashboards served from another origin (--allow-origin) are not trusted
+// here: they call the API with a bearer token, and a request of theirs
+// that carries the cookie is refused before it gets this far (cors.go).
 
 // crossOriginMessage is the start of a 403 for a cross-origin request.
 const crossOriginMessage = "cross-origin request refused: the session cookie works only for the dashboard's own pages"
