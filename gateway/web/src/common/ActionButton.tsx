@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useAction } from "./useAction";
 
 /**
  * ActionButton acts at once, for what can be undone (pause, resume): no
@@ -6,19 +6,7 @@ import { useState } from "react";
  * ask first (ConfirmButton).
  */
 export function ActionButton({ label, action, className, testid, busyLabel = "Working…" }: { label: string; action: () => Promise<unknown>; className?: string; testid?: string; busyLabel?: string }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const go = async () => {
-    setBusy(true);
-    setError(null);
-    try {
-      await action();
-    } catch (e) {
-      setError((e as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, run: go } = useAction(action);
   return (
     <>
       <button className={className} data-testid={testid} onClick={go} disabled={busy} aria-busy={busy}>

@@ -1,23 +1,11 @@
 import { useState } from "react";
 import { Modal } from "./Modal";
+import { useAction } from "./useAction";
 
 /** ConfirmButton asks before it acts, and shows the action's error. */
 export function ConfirmButton({ label, question, action, className, testid }: { label: string; question: string; action: () => Promise<unknown>; className?: string; testid?: string }) {
   const [asking, setAsking] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const go = async () => {
-    setBusy(true);
-    setError(null);
-    try {
-      await action();
-      setAsking(false);
-    } catch (e) {
-      setError((e as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, run: go } = useAction(action, () => setAsking(false));
   return (
     <>
       <button className={className} data-testid={testid} onClick={() => setAsking(true)}>
