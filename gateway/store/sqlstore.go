@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pressly/goose/v3"
 )
@@ -498,6 +499,64 @@ func (s *sqlStore) TouchMachine(ctx context.Context, name string) (Machine, erro
 		return Machine{}, fmt.Errorf("store: touch machine %s: %w", name, err)
 	}
 	return m, nil
+}
+
+// touchChunk bounds the machines of one TouchMachines statement: with
+// the shared time that is touchChunk+1 parameters, under SQLite's oldest
+// limit (999) and far under PostgreSQL's (65,535), and a statement short
+// enough that 10,000 machines are a score of statements, not one each.
+const touchChunk = 500
+
+// TouchMachines implements Store.
+func (s *sqlStore) TouchMachines(ctx context.Context, names []string) error {
+	for i, name := range names {
+		if err := checkMachineName(name); err != nil {
+			return fmt.Errorf("store: touch machines: name %d: %w", i, err)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	// Sorted and without repeats: PostgreSQL refuses an upsert that meets
+	// the same row twice, and two replicas taking the rows' locks in the
+	// same order cannot deadlock.
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	now := s.tv(s.now())
+	return s.write(ctx, fmt.Sprintf("touch %d machines", len(names)), func(tx *sql.Tx) ([]Change, error) {
+		for chunk := range slices.Chunk(names, touchChunk) {
+			var query strings.Builder
+			query.WriteString(`INSERT INTO machines (name, first_seen, last_seen) VALUES `)
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, now)
+			for i, name := range chunk {
+				if i > 0 {
+					query.WriteString(", ")
+				}
+				fmt.Fprintf(&query, "($%d, $1, $1)", i+2)
+				args = append(args, name)
+			}
+			query.WriteString(` ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen`)
+			if _, err := tx.ExecContext(ctx, s.q(query.String()), args...); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+}
+
+// checkMachineName refuses a name the store cannot keep as it is: empty,
+// or text PostgreSQL refuses (invalid UTF-8, NUL), which would otherwise
+// fail a batch half-way through its statements.
+func checkMachineName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty name")
+	case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
+		return fmt.Errorf("%q is not valid text", name)
+	}
+	return nil
 }
 
 // ListMachines implements Store.

@@ -513,6 +513,13 @@ type Store interface {
 	// TouchMachine marks a machine seen now (recording it if new) and
 	// returns it.
 	TouchMachine(ctx context.Context, name string) (Machine, error)
+	// TouchMachines marks every named machine seen now (recording new
+	// ones) in one transaction: the gateway marks all its connected
+	// machines once a round, and a write per machine would cost the store
+	// thousands of transactions a minute. Repeated names count once; an
+	// empty list writes nothing. A bad name refuses the whole list before
+	// anything is written.
+	TouchMachines(ctx context.Context, names []string) error
 	// ListMachines returns every known machine, by name.
 	ListMachines(ctx context.Context) ([]Machine, error)
 	// GetThread returns one thread summary.
