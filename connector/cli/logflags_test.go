@@ -21,6 +21,7 @@ func TestLogFlags(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 		a.logger().Debug("hello", "k", "v")
+		a.closeLog() // as Run does: what is queued is written
 		return errb.String()
 	}
 	if got := logLine(nil); got != "" {

@@ -41,9 +41,11 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // success, 1 on any error (printed on stderr), a usage error included;
 // commands that report an outcome (live) may return others.
 func Run(args []string, env Env) int {
-	root := (&app{env: env, args: args}).root()
+	a := &app{env: env, args: args}
+	root := a.root()
 	root.SetArgs(args)
 	err := root.Execute()
+	a.closeLog()
 	if err == nil {
 		return 0
 	}
@@ -63,6 +65,11 @@ type app struct {
 	// they parse to, set before any command runs.
 	logFlags logging.Flags
 	log      logging.Options
+	// logged is the logger built from log on first use, writing through
+	// logQueue.
+	logOnce  sync.Once
+	logQueue *logging.Queue
+	logged   *slog.Logger
 	// storageRoot is the root's --storage-root, set from its variables
 	// when not given; "" means the default under the home directory.
 	storageRoot string
@@ -71,9 +78,24 @@ type app struct {
 	args []string
 }
 
-// logger is the one way commands build their logger, so the root's flags
-// decide every command's level and format.
-func (a *app) logger() *slog.Logger { return a.log.New(a.env.Stderr) }
+// logger is the one way commands get their logger, so the root's flags
+// decide every command's level and format. Its lines go through one
+// logging.Queue (a request log's line per request is no system call of
+// its own), which Run flushes before it returns.
+func (a *app) logger() *slog.Logger {
+	a.logOnce.Do(func() {
+		a.logQueue = logging.NewQueue(a.env.Stderr)
+		a.logged = a.log.NewQueued(a.logQueue)
+	})
+	return a.logged
+}
+
+// closeLog writes out what the logger has queued.
+func (a *app) closeLog() {
+	if a.logQueue != nil {
+		a.logQueue.Close()
+	}
+}
 
 // EnvPrefix starts the name of every variable that configures
 // uncaged-workflow itself (not the workflows it runs).

@@ -263,7 +263,7 @@ func (g *Gateway) auditProxied(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Writer = capture
 		}
 		var err error
-		// Deferred: ReverseProxy aborts a response that breaks mid-body
+		// Deferred: the relay aborts a response that breaks mid-body
 		// with a panic (http.ErrAbortHandler); the change may have been
 		// made all the same.
 		defer func() {

@@ -18,7 +18,7 @@ func (g *Gateway) instrument(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		rec := metrics.NewRecorder(c.Response().Writer, time.Now())
 		c.Response().Writer = rec
-		// Deferred: ReverseProxy aborts a response that breaks mid-body
+		// Deferred: the relay aborts a response that breaks mid-body
 		// with a panic (http.ErrAbortHandler); it is counted all the same.
 		defer g.metrics.ProxyDone(rec)
 		if err := next(c); err != nil {

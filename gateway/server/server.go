@@ -1,7 +1,7 @@
 // Package server is the gateway's HTTP side: connectors dial in at
 // /ws/connect, the dashboard lists them at /api/gateway/endpoints and
 // reaches each one's API at /api/clients/<name>/... — proxied through that
-// connector's tunnel with httputil.ReverseProxy, streaming included.
+// connector's tunnel (relay.go), streaming included.
 //
 // A connector that offers the uncaged-workflow.h2 subprotocol gets the
 // HTTP/2 tunnel (shared/tunnel); one that does not is an original
@@ -38,7 +38,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -52,7 +51,6 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
-	"github.com/uncaged/workflow/gateway/internal/proxybuf"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
@@ -170,7 +168,6 @@ type Options struct {
 type Gateway struct {
 	opts          Options
 	presence      *presence.Registry
-	proxy         *httputil.ReverseProxy
 	echo          *echo.Echo
 	metrics       *metrics.Gateway
 	connectLimit  *rateLimiter
@@ -234,15 +231,6 @@ func New(opts Options) *Gateway {
 	g.metrics = metrics.New(g.presence.Online)
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
-	g.proxy = &httputil.ReverseProxy{
-		Rewrite:   g.rewrite,
-		Transport: roundTripperFunc(g.roundTrip),
-		// 0: ReverseProxy flushes event streams and bodies of unknown length
-		// on every write by itself, and batches the rest.
-		FlushInterval: 0,
-		BufferPool:    proxybuf.Pool,
-		ErrorHandler:  g.proxyError,
-	}
 	if opts.Cluster != nil {
 		g.joinCluster()
 	}
@@ -530,8 +518,6 @@ func (g *Gateway) connect(c echo.Context) error {
 	return nil
 }
 
-type ctxKey struct{}
-
 // forward proxies /api/clients/<name>/<rest> to the connector's /api/<rest>.
 func (g *Gateway) forward(c echo.Context) error {
 	name := c.Param("name")
@@ -574,13 +560,13 @@ func (g *Gateway) forward(c echo.Context) error {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody), m: g.metrics}
 	}
-	ctx := context.WithValue(r.Context(), ctxKey{}, conn)
+	ctx := r.Context()
 	if !isStream(r) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()
 	}
-	g.proxy.ServeHTTP(interim{c.Response()}, r.WithContext(ctx))
+	g.relay(interim{c.Response()}, r, ctx, conn)
 	if !c.Response().Committed && timed.cutShort(r.Context()) {
 		return errBodyTimeout
 	}
@@ -624,28 +610,6 @@ func isStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream") || strings.HasSuffix(r.URL.Path, "/live")
 }
 
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	in := pr.In.URL.Path
-	rest := ""
-	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
-		if after, ok := strings.CutPrefix(in, prefix); ok {
-			if i := strings.IndexByte(after, '/'); i >= 0 {
-				rest = after[i:]
-			}
-		}
-	}
-	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = "connector"
-	pr.Out.URL.Path = "/api" + rest
-	pr.Out.URL.RawPath = ""
-	pr.Out.URL.RawQuery = stripCredentialQuery(pr.In.URL.Query()).Encode()
-	pr.Out.Host = "connector"
-	// The dashboard's credentials are for the gateway, not the connector.
-	pr.Out.Header.Del("Authorization")
-	pr.Out.Header.Del("Cookie")
-	pr.SetXForwarded()
-}
-
 func stripCredentialQuery(q url.Values) url.Values {
 	out := url.Values{}
 	for k, v := range q {
@@ -654,14 +618,6 @@ func stripCredentialQuery(q url.Values) url.Values {
 		}
 	}
 	return out
-}
-
-func (g *Gateway) roundTrip(r *http.Request) (*http.Response, error) {
-	conn, ok := r.Context().Value(ctxKey{}).(presence.Conn)
-	if !ok {
-		return nil, errors.New("no connector for request")
-	}
-	return conn.RoundTrip(r)
 }
 
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
@@ -680,7 +636,3 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "{\"error\":%q}\n", msg)
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

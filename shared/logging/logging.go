@@ -42,12 +42,16 @@ func New(w io.Writer, level slog.Level) *slog.Logger {
 
 // New returns a logger writing to w with o's level and format.
 func (o Options) New(w io.Writer) *slog.Logger {
+	return slog.New(o.handler(w, isTerminal(w)))
+}
+
+// handler writes to w in o's format, text for FormatAuto when terminal.
+func (o Options) handler(w io.Writer, terminal bool) slog.Handler {
 	opts := &slog.HandlerOptions{Level: o.Level}
-	text := o.Format == FormatText || (o.Format == FormatAuto && isTerminal(w))
-	if text {
-		return slog.New(slog.NewTextHandler(w, opts))
+	if o.Format == FormatText || (o.Format == FormatAuto && terminal) {
+		return slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.NewJSONHandler(w, opts)
 }
 
 // Flags holds the values of --log-level and --log-format, so that each

@@ -152,7 +152,10 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := logOptions.New(os.Stderr)
+			// One line per request: through a queue, not a system call each.
+			logQueue := logging.NewQueue(os.Stderr)
+			defer logQueue.Close()
+			logger := logOptions.NewQueued(logQueue)
 			a.SetLogger(logger)
 			if len(origins) > 0 {
 				logger.Info("dashboards on other origins may call the API with a token", "origins", origins)

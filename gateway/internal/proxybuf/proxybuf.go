@@ -1,6 +1,6 @@
-// Package proxybuf is the one pool of copy buffers every reverse proxy in
-// the gateway shares (to a connector's tunnel, to another replica):
-// httputil.ReverseProxy otherwise allocates 32 KiB per proxied response.
+// Package proxybuf is the one pool of copy buffers every proxy in the
+// gateway shares (the relay to a connector's tunnel, the reverse proxy to
+// another replica), rather than 32 KiB allocated per proxied response.
 package proxybuf
 
 import "sync"
