@@ -36,9 +36,9 @@ const (
 	// fleetBatch bounds the threads written in one transaction: a resync of
 	// a thousand threads is a couple of transactions, not a thousand.
 	fleetBatch = 500
-	// fleetTouchEvery is how often a connected machine is marked seen
-	// when nothing else is heard from it, so "last seen" of a machine
-	// that goes away silently is at most this old.
+	// fleetTouchEvery is how often the machines whose streams are read
+	// here are marked seen, all in one store write, so "last seen" of a
+	// machine that goes away silently is at most this old.
 	fleetTouchEvery = time.Minute
 	// fleetRetryMin and fleetRetryMax bound the wait before reading the
 	// stream again after it broke while the connector stayed online.
@@ -55,8 +55,16 @@ type fleetMemory struct {
 	st  store.Store
 	log *slog.Logger
 
+	// touchEvery is fleetTouchEvery but for tests, which cannot wait a
+	// minute for a round.
+	touchEvery time.Duration
+
 	mu      sync.Mutex
 	readers map[string]*fleetReader // by connector name
+	// touching is the loop marking the readers' machines seen (touchLoop),
+	// running while there are readers; nil when there are none, so an idle
+	// gateway, or one shut down, keeps no timer.
+	touching *fleetToucher
 	// lastIDs are the last event ids stored, by connector name, so that a
 	// connector whose tunnel broke and came back (a network blip, a
 	// replica moving) resumes instead of sending everything again. Only in
@@ -85,13 +93,25 @@ type fleetReader struct {
 	done chan struct{}
 }
 
+// fleetToucher is a running touchLoop.
+type fleetToucher struct {
+	stop context.CancelFunc
+	done chan struct{} // closed when the loop has returned
+}
+
 // newFleet hooks the fleet's memory to presence, or returns nil when
 // Options.Store is nil.
 func (g *Gateway) newFleet() *fleetMemory {
 	if g.opts.Store == nil {
 		return nil
 	}
-	fl := &fleetMemory{g: g, st: g.opts.Store, log: g.opts.Logger, readers: map[string]*fleetReader{}, lastIDs: map[string]string{}}
+	return g.newFleetOver(g.opts.Store, fleetTouchEvery)
+}
+
+// newFleetOver hooks to presence a fleet's memory kept in st, marking
+// the connected machines seen every touchEvery.
+func (g *Gateway) newFleetOver(st store.Store, touchEvery time.Duration) *fleetMemory {
+	fl := &fleetMemory{g: g, st: st, log: g.opts.Logger, touchEvery: touchEvery, readers: map[string]*fleetReader{}, lastIDs: map[string]string{}}
 	prev := g.presence.OnChange
 	g.presence.OnChange = func(name, status string) {
 		if prev != nil {
@@ -109,6 +129,7 @@ func (fl *fleetMemory) changed(name, status string) {
 	conn, online, _ := fl.g.presence.Get(name)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
+	defer fl.touchWhileReading()
 	r := fl.readers[name]
 	if r != nil && (!online || r.conn != conn) {
 		r.stop()
@@ -172,12 +193,73 @@ func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn
 	}
 }
 
-// touch marks name seen now.
+// touch marks name seen now: when its reader starts and when it ends,
+// so that last seen is exact at both ends of a connection.
 func (fl *fleetMemory) touch(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), fleetWriteTimeout)
 	defer cancel()
 	if _, err := fl.st.TouchMachine(ctx, name); err != nil {
 		fl.log.Warn("fleet: marking a machine seen", "connector", name, "err", err)
+	}
+}
+
+// touchWhileReading starts touchLoop when the first reader has started
+// and stops it when the last one has gone. fl.mu is held.
+func (fl *fleetMemory) touchWhileReading() {
+	switch {
+	case len(fl.readers) > 0 && fl.touching == nil:
+		ctx, stop := context.WithCancel(context.Background())
+		t := &fleetToucher{stop: stop, done: make(chan struct{})}
+		fl.touching = t
+		go func() {
+			defer close(t.done)
+			fl.touchLoop(ctx)
+		}()
+	case len(fl.readers) == 0 && fl.touching != nil:
+		fl.touching.stop()
+		fl.touching = nil
+	}
+}
+
+// touchLoop marks every machine whose stream is read here seen, every
+// touchEvery, in one store write, until ctx ends. One write a round
+// rather than one per machine: at 10,000 connectors a touch per
+// connector a minute was some 170 transactions a second, and a timer each.
+func (fl *fleetMemory) touchLoop(ctx context.Context) {
+	tick := time.NewTicker(fl.touchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fl.touchReading(ctx)
+		}
+	}
+}
+
+// touchReading marks the machines whose readers are running seen now. A
+// reader that has ended (a connector without a stream) stays in the
+// map until its connector goes, but its machine is not being heard.
+func (fl *fleetMemory) touchReading(ctx context.Context) {
+	fl.mu.Lock()
+	names := make([]string, 0, len(fl.readers))
+	for name, r := range fl.readers {
+		select {
+		case <-r.done:
+		default:
+			names = append(names, name)
+		}
+	}
+	fl.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, fleetWriteTimeout)
+	defer cancel()
+	// A round cut short because the last reader went is no failure.
+	if err := fl.st.TouchMachines(wctx, names); err != nil && ctx.Err() == nil {
+		fl.log.Warn("fleet: marking the connected machines seen", "machines", len(names), "err", err)
 	}
 }
 
@@ -234,8 +316,6 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 			}
 		}
 	}()
-	touch := time.NewTicker(fleetTouchEvery)
-	defer touch.Stop()
 	batch := make([]store.Thread, 0, fleetBatch)
 	for {
 		var first received
@@ -243,9 +323,6 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-touch.C:
-			fl.touch(name)
-			continue
 		case first, ok = <-events:
 		}
 		// Take what else has arrived, up to a batch: a resync's threads
