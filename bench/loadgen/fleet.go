@@ -10,6 +10,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/connector/link"
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // LoadPath is the connector route the driver requests; the gateway path is
@@ -193,7 +195,8 @@ func (f *Fleet) Stop() {
 }
 
 // Handler is a simulated connector's API: GET /api/load?seq=N answers
-// ExpectedBody(name, N), /api/healthz {"ok":true}, anything else 404. It is
+// ExpectedBody(name, N), /api/healthz {"ok":true}, the fleet's change
+// stream that of a connector with no threads, anything else 404. It is
 // deterministic so the driver can tell a misrouted answer from a right one.
 func Handler(name string, served *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -204,6 +207,8 @@ func Handler(name string, served *atomic.Int64) http.Handler {
 			fmt.Fprint(w, ExpectedBody(name, r.URL.Query().Get("seq")))
 		case "/api/healthz":
 			fmt.Fprint(w, `{"ok":true}`)
+		case fleet.EventsPath:
+			serveIdleChangeStream(w, r)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprint(w, `{"error":"not found"}`)
@@ -214,4 +219,38 @@ func Handler(name string, served *atomic.Int64) http.Handler {
 // ExpectedBody is what connector name answers to request seq.
 func ExpectedBody(name, seq string) string {
 	return fmt.Sprintf(`{"connector":%q,"seq":%q}`, name, seq)
+}
+
+// LivePing is how often a real connector's change stream sends a ping
+// comment (connector/api's DefaultLivePing), which a gateway holding many
+// connectors pays for even when nothing happens.
+const LivePing = 15 * time.Second
+
+// serveIdleChangeStream is the change stream of a connector with no
+// threads, as a real one sends it: a reset, synced, then a ping comment
+// every LivePing until the gateway goes. Without it the gateway's fleet
+// reader would take the simulated connectors for ones too old to have a
+// stream, and its cost per connector would go unmeasured.
+func serveIdleChangeStream(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	inst := fleet.NewInstance()
+	reset, _ := json.Marshal(fleet.Reset{Instance: inst})
+	buf := fleet.AppendEvent(nil, fleet.Event{ID: fleet.FormatEventID(inst, 0), Name: fleet.EventReset, Data: reset})
+	buf = fleet.AppendEvent(buf, fleet.Event{ID: fleet.FormatEventID(inst, 0), Name: fleet.EventSynced, Data: []byte("{}")})
+	flush := http.NewResponseController(w).Flush
+	if _, err := w.Write(buf); err != nil || flush() != nil {
+		return
+	}
+	ping := time.NewTicker(LivePing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ping.C:
+			if _, err := w.Write([]byte(fleet.Ping)); err != nil || flush() != nil {
+				return
+			}
+		}
+	}
 }

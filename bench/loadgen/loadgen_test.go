@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uncaged/workflow/connector/api"
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 func TestParseStat(t *testing.T) {
@@ -258,5 +262,46 @@ func TestDriveShedsBeyondMaxInFlightAndTimesOut(t *testing.T) {
 	st := Summarize(run.Samples, nil, 0)
 	if st.Requests != 5 || st.ByKind[KindTimeout] != 1 || st.ByKind[KindShed] != 4 {
 		t.Fatalf("stuck gateway: %+v (%s)", st, st.Kinds())
+	}
+}
+
+// The simulated connector's change stream reads as a real connector's with
+// no threads (reset, then synced) and pings as often as a real one, so the
+// gateway's fleet reader costs in a load test what it costs in production.
+func TestHandlerServesAnIdleChangeStream(t *testing.T) {
+	t.Parallel()
+	if LivePing != api.DefaultLivePing {
+		t.Fatalf("LivePing %v, the connector pings every %v", LivePing, api.DefaultLivePing)
+	}
+	srv := httptest.NewServer(Handler("m", new(atomic.Int64)))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+fleet.EventsPath, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	d := fleet.NewDecoder(res.Body)
+	var names []string
+	for range 2 {
+		ev, err := d.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ev.Name)
+		if ev.Name == fleet.EventReset {
+			var r fleet.Reset
+			if err := json.Unmarshal(ev.Data, &r); err != nil || r.Instance == "" {
+				t.Fatalf("reset %s: %v", ev.Data, err)
+			}
+		}
+	}
+	if strings.Join(names, ",") != fleet.EventReset+","+fleet.EventSynced {
+		t.Fatalf("events %v, want reset then synced", names)
 	}
 }

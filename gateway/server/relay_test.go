@@ -79,7 +79,7 @@ func TestRelayPassesTheAnswerAndItsTrailers(t *testing.T) {
 		w.Header().Set("Trailer", "X-Checksum")
 		w.Header().Set("X-Answer", "yes")
 		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, "body")
+		_, _ = io.WriteString(w, "body")
 		w.Header().Set("X-Checksum", "c0ffee")
 		w.Header().Set(http.TrailerPrefix+"X-Late", "undeclared")
 	}))
@@ -106,7 +106,7 @@ func TestRelayAbortsAnAnswerThatBreaks(t *testing.T) {
 	f.connector("m1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// No length: the client's answer is chunked, and ending it cleanly
 		// would pass off the first 100 bytes as the whole body.
-		io.WriteString(w, strings.Repeat("x", 100))
+		_, _ = io.WriteString(w, strings.Repeat("x", 100))
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connector's stream is reset
 	}))
@@ -133,7 +133,7 @@ func TestRelayFlushesEventStreams(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Content-Length", "1000") // a known length does not hold events back
 		for i := range 3 {
-			io.WriteString(w, "data: "+string(rune('a'+i))+"\n\n")
+			_, _ = io.WriteString(w, "data: "+string(rune('a'+i))+"\n\n")
 			w.(http.Flusher).Flush()
 			select {
 			case <-next:
