@@ -65,6 +65,8 @@ type fleetMemory struct {
 	// running while there are readers; nil when there are none, so an idle
 	// gateway, or one shut down, keeps no timer.
 	touching *fleetToucher
+	// closed is set by close: the gateway is shutting down.
+	closed bool
 	// lastIDs are the last event ids stored, by connector name, so that a
 	// connector whose tunnel broke and came back (a network blip, a
 	// replica moving) resumes instead of sending everything again. Only in
@@ -142,27 +144,54 @@ func (fl *fleetMemory) changed(name, status string) {
 	if t, ok := conn.(*tracked); ok && t.protocol == metrics.ProtocolLegacy {
 		return // original clients answer whole bodies: no streams
 	}
+	if fl.closed {
+		return
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	r = &fleetReader{conn: conn, stop: stop, done: make(chan struct{})}
 	fl.readers[name] = r
 	go func() {
 		defer close(r.done)
 		defer stop()
+		fl.touch(name)
 		fl.read(ctx, name, conn)
-	}()
-}
-
-// read keeps reading name's change stream over conn until the connection
-// or ctx ends, reconnecting after breaks with the last id stored.
-func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn) {
-	go func() {
+		// A stream may end before its connection (a connector too old to
+		// have one): the machine is here until the connection goes.
 		select {
 		case <-conn.Done():
 		case <-ctx.Done():
 		}
 		fl.touch(name) // it was here until now
 	}()
-	fl.touch(name)
+}
+
+// close stops every reader and the touch loop, and waits until the
+// readers' last touches are written: Shutdown calls it before the store
+// is closed, which would otherwise refuse them ("database is closed").
+// No reader starts after it. Nil-safe: a gateway without a store has no
+// fleet.
+func (fl *fleetMemory) close() {
+	if fl == nil {
+		return
+	}
+	fl.mu.Lock()
+	fl.closed = true
+	var done []chan struct{}
+	for name, r := range fl.readers {
+		r.stop()
+		done = append(done, r.done)
+		delete(fl.readers, name)
+	}
+	fl.touchWhileReading()
+	fl.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+}
+
+// read keeps reading name's change stream over conn until the connection
+// or ctx ends, reconnecting after breaks with the last id stored.
+func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn) {
 	fl.mu.Lock()
 	lastID := fl.lastIDs[name]
 	fl.mu.Unlock()

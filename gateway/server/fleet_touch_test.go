@@ -202,3 +202,25 @@ func TestFleetTouchFailureLoggedOncePerRound(t *testing.T) {
 		t.Fatalf("the store's error is not in the warning:\n%s", logged)
 	}
 }
+
+// Shutdown returns only once the connectors' last touches are written:
+// the caller closes the store next, which would refuse them.
+func TestShutdownWritesLastSeenBeforeReturning(t *testing.T) {
+	t.Parallel()
+	f, fl, counter := newTouchFixture(t, time.Hour, nil)
+	f.gw.fleet = fl // as New hooks its own fleet when Options.Store is set
+	f.connector("alpha", newFakeConnector())
+	testkit.WaitUntil(t, "alpha's reader to mark it seen", func() bool {
+		single, _ := counter.counts()
+		return len(single) == 1
+	})
+	f.gw.Shutdown()
+	if single, _ := counter.counts(); !slices.Equal(single, []string{"alpha", "alpha"}) {
+		t.Fatalf("when Shutdown returned, machines marked seen: %v; want alpha's first and last touch", single)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.readers) != 0 || fl.touching != nil {
+		t.Fatalf("after Shutdown: readers %v, touch loop %v", fl.readers, fl.touching)
+	}
+}

@@ -190,6 +190,9 @@ type Gateway struct {
 	// Both nil when not configured.
 	cors       *corsPolicy
 	urlClients *urlClients
+	// fleet remembers the connectors' threads in Options.Store (fleet.go);
+	// nil without a store.
+	fleet *fleetMemory
 }
 
 // New builds a gateway.
@@ -257,6 +260,9 @@ func (g *Gateway) Shutdown() {
 	g.shuttingDown.Store(true)
 	g.stopWatching()
 	g.presence.CloseAll(shutdownReason)
+	// The connectors' last-seen times are written before the store the
+	// caller closes next goes.
+	g.fleet.close()
 }
 
 func (g *Gateway) routes() *echo.Echo {
@@ -278,7 +284,8 @@ func (g *Gateway) routes() *echo.Echo {
 	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
 	dash.GET("/gateway/endpoints", g.endpoints)
-	fl := g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
+	g.fleet = g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
+	fl := g.fleet
 	dash.GET("/gateway/threads", fl.searchThreads)
 	dash.GET("/gateway/machines", fl.machines)
 	dash.GET("/gateway/stats", fl.stats)
