@@ -34,8 +34,13 @@ import (
 // Tuning of the change stream's reader.
 const (
 	// fleetBatch bounds the threads written in one transaction: a resync of
-	// a thousand threads is a couple of transactions, not a thousand.
+	// a thousand threads is a few transactions, not a thousand.
 	fleetBatch = 500
+	// fleetQueue is how many decoded events wait for the store. Every
+	// connector online has a queue, almost always empty, so it is small:
+	// a resync's events gather in it while a transaction is written, and
+	// each transaction takes what has gathered.
+	fleetQueue = 64
 	// fleetTouchEvery is how often the machines whose streams are read
 	// here are marked seen, all in one store write, so "last seen" of a
 	// machine that goes away silently is at most this old.
@@ -329,7 +334,7 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 		}
 		return fmt.Errorf("change stream: status %d", resp.StatusCode)
 	}
-	events := make(chan received, fleetBatch)
+	events := make(chan received, fleetQueue)
 	go func() {
 		defer close(events)
 		d := fleet.NewDecoder(resp.Body)
@@ -345,7 +350,9 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 			}
 		}
 	}()
-	batch := make([]store.Thread, 0, fleetBatch)
+	// Grown by the first threads that come, not before: most streams are
+	// of idle connectors, which send none after the first resync.
+	var batch []store.Thread
 	for {
 		var first received
 		var ok bool

@@ -185,7 +185,9 @@ type Decoder struct {
 // NewDecoder reads events from r.
 func NewDecoder(r io.Reader) *Decoder {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxEventSize)
+	// Small at first: a gateway holds a decoder per connector, most of
+	// them idle, and the buffer grows (to MaxEventSize) only for long lines.
+	sc.Buffer(make([]byte, 0, 4<<10), MaxEventSize)
 	return &Decoder{sc: sc}
 }
 
