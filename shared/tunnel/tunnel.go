@@ -182,12 +182,12 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	if maxStreams == 0 {
 		maxStreams = 250
 	}
-	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	srv := &http2.Server{MaxConcurrentStreams: maxStreams, IdleTimeout: 0, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxUploadBufferPerConnection: 4 << 20, MaxUploadBufferPerStream: 1 << 20}
 	// A tunnel torn down mid-handshake is routine (a replaced connection);
 	// the caller reports what matters, so net/http's own log stays quiet.
 	base := &http.Server{ErrorLog: log.New(io.Discard, "", 0)}
-	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	if err := http2.ConfigureServer(base, srv); err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, h http.Handler, opts ServeOp
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+		//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 		srv.ServeConn(conn, &http2.ServeConnOpts{Context: connCtx, Handler: counted, BaseConfig: base})
 	}()
 	select {
@@ -327,7 +327,7 @@ func Accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 type Client struct {
 	ws      *websocket.Conn
 	wc      *wsConn
-	cc      *http2.ClientConn //lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	cc      *http2.ClientConn //lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	conn    *coalescingConn
 	watched *watchedConn
 	done    chan struct{}
@@ -353,10 +353,10 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 	// another, a request beyond the connector's stream limit must wait for
 	// a stream to end; non-strict, the client conn reports itself unusable
 	// and the request failed at once (a 502 under a burst of load).
-	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: true, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10}
 	watched := &watchedConn{Conn: conn, onClose: stop}
-	//lint:ignore SA1019 replaced by net/http's built-in HTTP/2 in the tunnel's performance work; see docs/architecture.md
+	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	cc, err := t.NewClientConn(watched)
 	if err != nil {
 		stop()
