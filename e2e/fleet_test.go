@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/uncaged/workflow/shared/testkit"
 )
@@ -129,8 +130,20 @@ func TestFleetMemoryOfAnOfflineMachine(t *testing.T) {
 	g.waitFleet(q("q", "moderator", "workflow", "hello-world"), hello) // the summary is searched too
 
 	// The machine goes away.
+	stopped := time.Now()
 	laptop.stop(syscall.SIGTERM)
 	g.waitStatus("laptop", "offline")
+	// Its last seen is written as the gateway's reader of its changes
+	// ends, a moment after it shows offline; the answers below must agree
+	// on it.
+	testkit.WaitUntil(t, "laptop's last seen to be written", func() bool {
+		m := g.fleetMachines()["laptop"]
+		if m.LastSeen == nil {
+			return false
+		}
+		at, err := time.Parse(time.RFC3339Nano, *m.LastSeen)
+		return err == nil && !at.Before(stopped.Truncate(time.Millisecond))
+	})
 	offline := func(when string) {
 		t.Helper()
 		m := g.fleetMachines()["laptop"]

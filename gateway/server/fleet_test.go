@@ -136,6 +136,23 @@ func newFleetFixture(t *testing.T) (*fixture, store.Store) {
 	return newFixture(t, time.Hour, func(o *Options) { o.Store = st }), st
 }
 
+// fleetReaderDone is closed when the fleet's reader of name has ended
+// and written the machine's last seen.
+func (f *fixture) fleetReaderDone(name string) <-chan struct{} {
+	f.t.Helper()
+	fl := f.gw.fleet
+	var done chan struct{}
+	testkit.WaitUntil(f.t, "the fleet to read "+name, func() bool {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		if r := fl.readers[name]; r != nil {
+			done = r.done
+		}
+		return done != nil
+	})
+	return done
+}
+
 // searchResult is GET /api/gateway/threads.
 type searchResult struct {
 	Threads    []FleetThread `json:"threads"`
@@ -264,8 +281,19 @@ func TestFleetOfflineMachine(t *testing.T) {
 	if _, body := f.do("GET", "/api/clients/laptop/threads", f.dash, nil); !strings.Contains(body, `"machine":"fake"`) {
 		t.Fatalf("online list: %s", body)
 	}
+	lastTouch := f.fleetReaderDone("laptop")
 	disconnect()
 	f.waitStatus("laptop", "offline")
+	// The machine's last seen is written as its reader ends, a moment
+	// after it goes offline; the answers below must agree on it.
+	testkit.WaitUntil(t, "laptop's last touch", func() bool {
+		select {
+		case <-lastTouch:
+			return true
+		default:
+			return false
+		}
+	})
 
 	var machines struct {
 		Machines []FleetMachine `json:"machines"`
