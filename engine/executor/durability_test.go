@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
@@ -22,11 +23,19 @@ func TestStepSyncsWhatItsDurabilityNeeds(t *testing.T) {
 	var marks []uint64
 	env := Env{OnStep: func(head string) {
 		marks = append(marks, atomicfile.Syncs())
-		// What the index names is already stored.
+		// What the index names is already stored, and so is the content
+		// node the state names (the two are written side by side).
 		if idx, err := threads.ReadIndex(dir); err == nil {
 			if h := idx["SYNCS"].Head; h != "" && h != th.StartHash {
 				if ok, err := e.CAS.Exists(h); err != nil || !ok {
 					t.Errorf("threads.json names %s, which is not stored (%v)", h, err)
+				}
+				n, err := e.CAS.GetNode(h)
+				st, isState := n.(node.State)
+				if err != nil || !isState {
+					t.Errorf("head %s: %T, %v", h, n, err)
+				} else if ok, err := e.CAS.Exists(st.Payload.Content); err != nil || !ok {
+					t.Errorf("the head's content %s is not stored (%v)", st.Payload.Content, err)
 				}
 			}
 		}

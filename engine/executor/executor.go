@@ -367,7 +367,7 @@ func (r *run) appendStep(out *workflow.Output) error {
 			artifacts = append(artifacts, ref)
 		}
 	}
-	content, err := r.CAS().PutNode(node.NewContent(text, artifacts))
+	content, err := node.NewContent(text, artifacts).Marshal()
 	if err != nil {
 		return err
 	}
@@ -375,10 +375,14 @@ func (r *run) appendStep(out *workflow.Output) error {
 	if meta == nil {
 		meta = canonyaml.Map{}
 	}
+	// The content node and the state node that names it are stored side
+	// by side, as __end__'s are (finish): the content's fsync no longer
+	// comes before the state's, and publish syncs both names at once.
+	contentStored := putAsync(r.CAS(), content)
 	return r.publish(node.StatePayload{
-		Role: out.Role, Meta: meta, Start: r.t.StartHash, Content: content,
+		Role: out.Role, Meta: meta, Start: r.t.StartHash, Content: ids.HashBytes(content),
 		Ancestors: r.link(), Timestamp: r.e.now().UnixMilli(), ChildThread: out.ChildThread,
-	}, fmt.Sprintf("thread %s wrote role %s", r.t.ID, out.Role), nil)
+	}, fmt.Sprintf("thread %s wrote role %s", r.t.ID, out.Role), contentStored)
 }
 
 func (r *run) contentText(hash string) (string, error) {
@@ -403,7 +407,7 @@ func (r *run) contentText(hash string) (string, error) {
 // reader sees is one a power cut cannot take back.
 //
 // beside, when not nil, reports a node the state names that is being
-// stored at the same time (the __end__ node's content); the directory sync
+// stored at the same time (its content node); the directory sync
 // waits for it.
 func (r *run) publish(p node.StatePayload, logLine string, beside <-chan error) error {
 	b, err := node.NewState(p).Marshal()
