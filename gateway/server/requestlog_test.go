@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/shared/testkit"
-
+	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/shared/requestid"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // logBuffer collects a logger's JSON lines; handlers log from many
@@ -209,5 +209,27 @@ func TestProxiedConnector(t *testing.T) {
 		if got := proxiedConnector(path); got != want {
 			t.Errorf("proxiedConnector(%q) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// Answers given before routing are logged like the rest: a dashboard on
+// another origin's preflight, and the refusal of a cookie sent from there.
+func TestPreflightsAndOriginRefusalsAreLogged(t *testing.T) {
+	t.Parallel()
+	const listed = "http://127.0.0.1:5173"
+	logs := &logBuffer{}
+	f := newFixture(t, time.Hour, func(o *Options) {
+		o.AllowOrigins = []string{listed}
+		o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	resp, _ := f.corsRequest("OPTIONS", "/api/gateway/endpoints", listed, map[string]string{"Access-Control-Request-Method": "GET"})
+	line := logs.lineFor(t, resp.Header.Get(requestid.Header))
+	if resp.StatusCode != http.StatusNoContent || line == nil || line["method"] != "OPTIONS" || line["status"] != float64(http.StatusNoContent) {
+		t.Fatalf("preflight: %d, log line %v", resp.StatusCode, line)
+	}
+	resp, _ = f.corsRequest("GET", "/api/gateway/endpoints", listed, map[string]string{"Cookie": auth.CookieName + "=whatever", "Sec-Fetch-Site": "same-site"})
+	line = logs.lineFor(t, resp.Header.Get(requestid.Header))
+	if resp.StatusCode != http.StatusForbidden || line == nil || line["status"] != float64(http.StatusForbidden) {
+		t.Fatalf("cookie from another origin: %d, log line %v", resp.StatusCode, line)
 	}
 }

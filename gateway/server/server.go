@@ -271,8 +271,9 @@ func (g *Gateway) routes() *echo.Echo {
 	e.HTTPErrorHandler = jsonErrorHandler
 	echohead.Install(e) // every GET route below answers HEAD too
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
-	e.Pre(g.cors.middleware) // before routing: a preflight has no route
-	e.Use(middleware.Recover(), g.requestLog())
+	// Before routing: a preflight has no route, and the request log must
+	// see it, and the cookie refusals of other origins, like any answer.
+	e.Pre(middleware.Recover(), g.requestLog(), g.cors.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
