@@ -242,6 +242,21 @@ func TestDashboardUsageFromAFakeModel(t *testing.T) {
 	}
 	b.until("the timeline's model stretches", `document.querySelectorAll("[data-testid=timeline] .tl-wait.model").length > 0`)
 	b.shot("thread-usage-fake-model")
+
+	// The fleet's list shows the same tokens and cost beside the thread,
+	// from the gateway's index of it.
+	b.open(base + "/#/threads")
+	wantCell := fmt.Sprintf("%s tok · $%.3f", thousands(tokens), cost)
+	if cost >= 0.1 {
+		wantCell = fmt.Sprintf("%s tok · $%.2f", thousands(tokens), cost)
+	}
+	b.until("the fleet list's usage of the thread: "+wantCell, fmt.Sprintf(`(() => {
+		const cell = document.querySelector('tr[data-thread=%q] td[data-usage]');
+		return !!cell && cell.innerText.trim() === %q;
+	})()`, id, wantCell))
+	// At this window's width the table scrolls sideways: show the column.
+	eval[bool](b, fmt.Sprintf(`(() => { document.querySelector('tr[data-thread=%q] td[data-usage]').scrollIntoView({inline: "end"}); return true; })()`, id))
+	b.shot("fleet-threads-usage")
 }
 
 // thousands writes n with comma separators, as the dashboard does.

@@ -88,6 +88,9 @@ export type FleetThread = {
   returnCode?: number | null;
   summary?: string;
   usage?: unknown;
+  /** the thread's model usage as the gateway indexes it: 0 when none or unknown */
+  tokens?: number;
+  cost?: number;
   online?: boolean;
   lastSeen?: string;
 };

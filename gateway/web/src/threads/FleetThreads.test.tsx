@@ -146,3 +146,40 @@ describe("AllThreads (the gateway's memory)", () => {
     await act(async () => {});
   });
 });
+
+describe("the fleet's model usage column", () => {
+  it("shows each thread's tokens and cost, from the connector's usage or the gateway's totals, and is absent when no thread used a model", async () => {
+    stubFetch([
+      ...machines(),
+      ["/api/gateway/threads", () => json(200, {
+        threads: [
+          ft("laptop", "U1", { usage: { calls: 3, promptTokens: 1000, completionTokens: 234, totalTokens: 1234, models: ["p/m"], costUsd: 0.0123 } }),
+          ft("ci-box", "U2", { online: false, tokens: 2_500_000, cost: 1.5 }),
+          ft("laptop", "U3", { tokens: 40, cost: 0 }),
+          ft("laptop", "U4"),
+        ],
+        total: 4,
+      })],
+    ]);
+    render(<AllThreads />);
+    await screen.findByText("U1");
+    const cell = (id: string) => document.querySelector(`tr[data-thread="${id}"] td[data-usage]`)!;
+    expect(screen.getByRole("columnheader", { name: "Model usage" })).toBeTruthy();
+    expect(cell("U1").textContent).toBe("1,234 tok · $0.012");
+    expect(cell("U1").getAttribute("title")).toContain("3 calls");
+    expect(cell("U2").textContent).toBe("2.50 M tok · $1.50");
+    // Tokens without a price: no "$0.000" passed off as free.
+    expect(cell("U3").textContent).toBe("40 tok");
+    expect(cell("U4").textContent).toBe("—");
+    await act(async () => {});
+  });
+
+  it("has no usage column when no thread used a model", async () => {
+    stubFetch([...machines(), ["/api/gateway/threads", () => json(200, { threads: [ft("laptop", "N1")], total: 1 })]]);
+    render(<AllThreads />);
+    await screen.findByText("N1");
+    expect(screen.queryByRole("columnheader", { name: "Model usage" })).toBeNull();
+    expect(document.querySelector("td[data-usage]")).toBeNull();
+    await act(async () => {});
+  });
+});

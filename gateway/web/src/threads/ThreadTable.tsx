@@ -6,10 +6,21 @@ import { ago, duration, fmtTime, ThreadSummary } from "../api";
  * machine when the table lists several, and what the gateway's memory adds
  * (offline: the machine is offline and this is its last-known state).
  */
-export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number };
+export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number; usage?: unknown };
 import { href } from "../route";
 import { Status } from "./Status";
 import { ariaSort, nextSort, Sort, SortKey, sortThreads, threadDuration } from "./threads";
+import { fmtCost, fmtTokens, readUsage, usageText } from "./usage";
+
+/** usageCell is a row's model usage in a few characters: tokens and cost. */
+export function usageCell(usage: unknown): string {
+  const u = readUsage(usage);
+  if (!u) return "—";
+  const parts: string[] = [];
+  if (u.totalTokens !== undefined) parts.push(`${fmtTokens(u.totalTokens)} tok`);
+  if (u.costUsd !== undefined) parts.push(fmtCost(u.costUsd) + (u.unpricedCalls ? "+" : ""));
+  return parts.join(" · ") || "—";
+}
 
 const COLUMNS: { key: SortKey; label: string }[] = [
   { key: "status", label: "Status" },
@@ -46,6 +57,9 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
   const multi = one === undefined;
   const base = prompts ? [...COLUMNS.slice(0, 2), { key: "prompt" as const, label: "Prompt" }, ...COLUMNS.slice(2)] : COLUMNS;
   const cols: { key: SortKey | "prompt"; label: string }[] = multi ? [base[0], { key: "machine", label: "Machine" }, ...base.slice(1)] : base;
+  // A Usage column only where some thread used a model: most lists of a
+  // machine without one would show a column of dashes.
+  const usage = rows.some((r) => readUsage(r.usage));
   const dirWord = sort.dir === "asc" ? "ascending" : "descending";
   const sortedBy = cols.find((c) => c.key === sort.key)?.label.toLowerCase() ?? sort.key;
   return (
@@ -68,6 +82,7 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
                 </th>
               );
             })}
+            {usage && <th scope="col">Model usage</th>}
           </tr>
         </thead>
         <tbody>
@@ -100,6 +115,11 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
                 <td title={fmtTime(t.startedAt)}>{ago(start, now)}</td>
                 <td title={fmtTime(t.updatedAt)}>{ago(Date.parse(t.updatedAt), now)}</td>
                 <td>{duration(threadDuration(t, now))}</td>
+                {usage && (
+                  <td className="usage-cell" data-usage title={readUsage(t.usage) ? usageText(readUsage(t.usage)!) : "no model calls recorded"}>
+                    {usageCell(t.usage)}
+                  </td>
+                )}
               </tr>
             );
           })}

@@ -149,7 +149,7 @@ export async function lastKnownThread(m: string, id: string): Promise<FleetThrea
 }
 
 /** fleetRow turns a remembered thread into a table row; online says whether its machine is up now. */
-export function fleetRow(t: FleetThread): MachineRow & { offline: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number } {
+export function fleetRow(t: FleetThread): MachineRow & { offline: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number; usage?: unknown } {
   return {
     threadId: t.threadId,
     workflow: t.workflow ?? null,
@@ -164,6 +164,9 @@ export function fleetRow(t: FleetThread): MachineRow & { offline: boolean; lastS
     prompt: t.prompt,
     summary: t.summary,
     durationMs: t.durationMs,
+    // The connector's own usage object when the gateway kept it, else the
+    // totals the gateway indexes (a thread with neither shows none).
+    usage: t.usage ?? (t.tokens || t.cost ? { tokens: t.tokens || undefined, cost: t.cost || undefined } : undefined),
   };
 }
 
