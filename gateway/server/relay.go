@@ -73,7 +73,12 @@ func (g *Gateway) relay(w http.ResponseWriter, in *http.Request, ctx context.Con
 		if isHopByHop(k) || dropped[k] {
 			continue
 		}
-		h[k] = append(h[k], vv...)
+		// The answer's own slices, not copies: res is not read again.
+		if prev := h[k]; len(prev) > 0 {
+			h[k] = append(prev, vv...)
+		} else {
+			h[k] = vv
+		}
 	}
 	announced := len(res.Trailer)
 	if announced > 0 {
