@@ -293,10 +293,8 @@ func errorStatus(err error) int {
 // connectorPath is a proxied request's path on the connector, without
 // "/api": /api/clients/<name>/threads/x → threads/x.
 func connectorPath(path, name string) string {
-	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
-		if rest, ok := strings.CutPrefix(path, prefix+name); ok {
-			return strings.Trim(rest, "/")
-		}
+	if n, rest, ok := splitProxied(path); ok && n == name {
+		return strings.Trim(rest, "/")
 	}
 	return strings.Trim(path, "/")
 }

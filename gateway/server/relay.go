@@ -120,20 +120,28 @@ func (g *Gateway) relay(w http.ResponseWriter, in *http.Request, ctx context.Con
 // /api/clients/<name>/<rest> (or /api/agents/...) → /api/<rest>, with the
 // credentials a client may put in the query (?key=, ?secret=) removed.
 func connectorURL(in *http.Request) *url.URL {
-	rest := ""
-	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
-		if after, ok := strings.CutPrefix(in.URL.Path, prefix); ok {
-			if i := strings.IndexByte(after, '/'); i >= 0 {
-				rest = after[i:]
-			}
-		}
-	}
+	_, rest, _ := splitProxied(in.URL.Path)
 	u := &url.URL{Scheme: "http", Host: "connector", Path: "/api" + rest}
 	if in.URL.RawQuery != "" {
 		// Parsed and encoded again, which also drops what does not parse.
 		u.RawQuery = stripCredentialQuery(in.URL.Query()).Encode()
 	}
 	return u
+}
+
+// splitProxied splits a proxied path, /api/clients/<name>/<rest> or
+// /api/agents/<name>/<rest>, into the connector's name and "/<rest>" (""
+// when the path ends at the name); ok is false for any other path.
+func splitProxied(path string) (name, rest string, ok bool) {
+	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
+		if after, found := strings.CutPrefix(path, prefix); found {
+			if i := strings.IndexByte(after, '/'); i >= 0 {
+				return after[:i], after[i:], true
+			}
+			return after, "", true
+		}
+	}
+	return "", "", false
 }
 
 // relayedRequestHeader is the header the connector gets: the client's,

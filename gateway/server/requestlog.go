@@ -2,7 +2,6 @@ package server
 
 import (
 	"log/slog"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,14 +29,8 @@ func (g *Gateway) requestLog() echo.MiddlewareFunc {
 // proxiedConnector is the connector a proxied path names
 // (/api/clients/<name>/... or /api/agents/<name>/...), "" for other paths.
 func proxiedConnector(path string) string {
-	for _, prefix := range []string{"/api/clients/", "/api/agents/"} {
-		if rest, ok := strings.CutPrefix(path, prefix); ok {
-			name, _, _ := strings.Cut(rest, "/")
-			if presence.ValidName(name) {
-				return name
-			}
-			return ""
-		}
+	if name, _, ok := splitProxied(path); ok && presence.ValidName(name) {
+		return name
 	}
 	return ""
 }
