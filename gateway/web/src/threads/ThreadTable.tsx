@@ -10,11 +10,10 @@ export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; l
 import { href } from "../route";
 import { Status } from "./Status";
 import { ariaSort, nextSort, Sort, SortKey, sortThreads, threadDuration } from "./threads";
-import { fmtCost, fmtTokens, readUsage, usageText } from "./usage";
+import { fmtCost, fmtTokens, readUsage, Usage, usageText } from "./usage";
 
 /** usageCell is a row's model usage in a few characters: tokens and cost. */
-export function usageCell(usage: unknown): string {
-  const u = readUsage(usage);
+function usageCell(u: Usage | null): string {
   if (!u) return "—";
   const parts: string[] = [];
   if (u.totalTokens !== undefined) parts.push(`${fmtTokens(u.totalTokens)} tok`);
@@ -115,16 +114,21 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
                 <td title={fmtTime(t.startedAt)}>{ago(start, now)}</td>
                 <td title={fmtTime(t.updatedAt)}>{ago(Date.parse(t.updatedAt), now)}</td>
                 <td>{duration(threadDuration(t, now))}</td>
-                {usage && (
-                  <td className="usage-cell" data-usage title={readUsage(t.usage) ? usageText(readUsage(t.usage)!) : "no model calls recorded"}>
-                    {usageCell(t.usage)}
-                  </td>
-                )}
+                {usage && <UsageCell u={readUsage(t.usage)} />}
               </tr>
             );
           })}
         </tbody>
       </table>
     </div>
+  );
+}
+
+/** UsageCell is a row's usage cell: the short form, the whole of it on hover. */
+function UsageCell({ u }: { u: Usage | null }) {
+  return (
+    <td className="usage-cell" data-usage title={u ? usageText(u) : "no model calls recorded"}>
+      {usageCell(u)}
+    </td>
   );
 }
