@@ -117,6 +117,10 @@ func (c *coalescingConn) drain() {
 		c.pending = c.spare[:0]
 		c.sending = true
 		c.sends++
+		// The queue has room again: a writer waiting for it goes on now,
+		// not when this send ends (which, to a peer that stopped reading,
+		// is never).
+		c.cond.Broadcast()
 		if c.watchdog != nil && !c.armed {
 			c.armed, c.watched = true, c.sends
 			c.watchdog.Reset(c.writeTimeout)
