@@ -101,20 +101,33 @@ func (a *app) closeLog() {
 // uncaged-workflow itself (not the workflows it runs).
 const EnvPrefix = "UNCAGED_WORKFLOW_"
 
+// layout is the storage root every command that uses one opens: created
+// here when missing, before anything writes below it, so that a new root
+// is private from the start; refused when another user could change it
+// (storage.Layout.Check), before anything is read from it or sent to its
+// engine host.
 func (a *app) layout() (storage.Layout, error) {
-	l, err := a.lookLayout()
+	l, err := a.resolveLayout()
 	if err != nil {
 		return l, err
 	}
-	// Created here, before anything writes below it, so that a new root is
-	// private from the start.
-	return l, l.EnsureRoot()
+	return l, l.Open()
 }
 
-// lookLayout resolves the storage root without creating it, for commands
-// that only look (status). --storage-root (or its variables, which
-// envflag has applied to it) names the root; else it is the default one.
+// lookLayout is layout without creating the root, for commands that only
+// look (status, doctor): a root that is not there passes, one that
+// another user could change is refused all the same.
 func (a *app) lookLayout() (storage.Layout, error) {
+	l, err := a.resolveLayout()
+	if err != nil {
+		return l, err
+	}
+	return l, l.Check()
+}
+
+// resolveLayout names the storage root: --storage-root (or its
+// variables, which envflag has applied to it), else the default one.
+func (a *app) resolveLayout() (storage.Layout, error) {
 	root := a.storageRoot
 	if root == "" {
 		home, err := os.UserHomeDir()

@@ -113,6 +113,12 @@ func Open(opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The host runs the root's bundles with its user's keys and answers
+	// on a socket in it: a root others could change is refused here too,
+	// whoever opens the host.
+	if err := opts.Layout.Open(); err != nil {
+		return nil, err
+	}
 	f, err := atomicfile.TryLock(LockFile(opts.Layout))
 	if errors.Is(err, atomicfile.ErrLocked) {
 		return nil, ErrHostRunning
@@ -154,7 +160,7 @@ func Running(l storage.Layout) bool { return atomicfile.Held(LockFile(l)) }
 // owner's credentials and keys.
 func (h *Host) Serve(ctx context.Context) error {
 	sock := SocketPath(h.opts.Layout)
-	if err := checkSocketDir(h.opts.Layout, sock, true); err != nil {
+	if err := prepareSocketDir(h.opts.Layout, sock); err != nil {
 		h.Close()
 		return err
 	}
