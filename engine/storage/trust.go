@@ -76,7 +76,8 @@ func (l Layout) Open() error {
 type problem struct {
 	path  string
 	mode  fs.FileMode
-	owner int // -1: the owner is fine, the mode is not
+	owner int  // -1: the owner is fine, the mode is not
+	link  bool // the mode is that of the file path links to
 }
 
 // judge reports whether fi, found at path, is not the user's alone.
@@ -99,14 +100,21 @@ func checkEntries(dir string, me int) []problem {
 	var found []problem
 	for _, e := range ents {
 		path := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(path) // a link is judged by its target
+		fi, err := os.Lstat(path)
 		if err != nil {
-			fi, err = os.Lstat(path) // a dangling link: no target to change
-			if err != nil {
-				continue // removed since it was listed
+			continue // removed since it was listed
+		}
+		p, bad := judge(path, fi, me)
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			// A link's own mode means nothing, its owner does; and it is
+			// judged by its target too. A dangling one has none to change.
+			bad = p.owner >= 0
+			if target, err := os.Stat(path); err == nil && !bad {
+				p, bad = judge(path, target, me)
+				p.link = true
 			}
 		}
-		if p, bad := judge(path, fi, me); bad {
+		if bad {
 			found = append(found, p)
 		}
 	}
@@ -144,11 +152,28 @@ func refusal(root string, found []problem) error {
 			"use a storage root of your own (--storage-root or %s), or have it given to you: sudo chown -R %s %s",
 			ErrUntrusted, root, name(p), DescribeUser(p.owner), DescribeUser(me), more(len(owned)-1), EnvRoot, userName(me), shellQuote(root))
 	}
-	p := writable[0]
-	fix := "chmod go-w " + shellQuote(root)
-	if len(writable) > 1 || p.path != root {
-		fix = "chmod -R go-w " + shellQuote(root)
+	// chmod -R leaves alone the links it meets, but follows those it is
+	// given.
+	var links, inside []string
+	for _, q := range writable {
+		if q.link {
+			links = append(links, shellQuote(q.path))
+		} else {
+			inside = append(inside, q.path)
+		}
 	}
+	var fixes []string
+	switch {
+	case len(inside) == 1 && inside[0] == root:
+		fixes = append(fixes, "chmod go-w "+shellQuote(root))
+	case len(inside) > 0:
+		fixes = append(fixes, "chmod -R go-w "+shellQuote(root))
+	}
+	if len(links) > 0 {
+		fixes = append(fixes, "chmod go-w "+strings.Join(links, " "))
+	}
+	fix := strings.Join(fixes, " && ")
+	p := writable[0]
 	return fmt.Errorf("%w %s: %s is writable by others (mode %s)%s: another user could change the workflows the engine runs "+
 		"or put their own server at its socket; run: %s", ErrUntrusted, root, name(p), OctalMode(p.mode), more(len(writable)-1), fix)
 }
