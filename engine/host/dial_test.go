@@ -118,13 +118,22 @@ func TestAClientSendsNothingToASocketThatIsNotItsUsers(t *testing.T) {
 		want  func(root, sock string) string
 	}{
 		{"a link to another socket", false,
-			func(t *testing.T, root, sock, spySock string) string { must(t, os.Symlink(spySock, sock)); return spySock },
+			func(t *testing.T, root, sock, spySock string) string {
+				must(t, os.Symlink(spySock, sock))
+				return spySock
+			},
 			func(root, sock string) string { return "it is a symbolic link (to " }},
 		{"a regular file", false,
-			func(t *testing.T, root, sock, spySock string) string { must(t, os.WriteFile(sock, nil, 0o600)); return spySock },
+			func(t *testing.T, root, sock, spySock string) string {
+				must(t, os.WriteFile(sock, nil, 0o600))
+				return spySock
+			},
 			func(root, sock string) string { return "it is a regular file, not a socket" }},
 		{"a FIFO", false,
-			func(t *testing.T, root, sock, spySock string) string { must(t, syscall.Mkfifo(sock, 0o600)); return spySock },
+			func(t *testing.T, root, sock, spySock string) string {
+				must(t, syscall.Mkfifo(sock, 0o600))
+				return spySock
+			},
 			func(root, sock string) string { return "it is a named pipe (FIFO), not a socket" }},
 		{"a directory", false,
 			func(t *testing.T, root, sock, spySock string) string { must(t, os.Mkdir(sock, 0o700)); return spySock },
@@ -260,4 +269,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
