@@ -3,8 +3,11 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,4 +289,62 @@ func TestARootMadeUnderUmask000IsPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTheLocalAPIAdmitsOnlyTheOriginsItIsGiven sends `serve` what a web
+// page's fetch sends — a text/plain POST that starts a thread, from the
+// page's origin — from the pages the API used to admit unasked (any Vite
+// dev server on the machine, the original's UI port) and others: each is
+// refused and starts nothing. Given one origin (through its variable),
+// the API admits that page and no other.
+func TestTheLocalAPIAdmitsOnlyTheOriginsItIsGiven(t *testing.T) {
+	t.Parallel()
+	root := engineRoot(t)
+	add(t, root, "linear", "linear.esm.js")
+	post := func(api, origin string) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", api+"/api/threads", strings.NewReader(`{"workflow":"linear","prompt":"from a web page"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "text/plain;charset=UTF-8")
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", "same-site")
+		req.Header.Set("Sec-Fetch-Mode", "cors")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), string(b)
+	}
+	pages := []string{"http://localhost:5173", "http://127.0.0.1:5173", "http://localhost:7860", "http://127.0.0.1:7860", "http://[::1]:5173", "null"}
+
+	api := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root}, "uncaged-workflow", "serve", "--listen", "127.0.0.1:0").serving(t)
+	for _, origin := range pages {
+		if code, allow, body := post(api, origin); code != http.StatusForbidden || allow != "" || !strings.Contains(body, "cross-origin request refused") {
+			t.Errorf("a page of %s, no origin given: %d %q %s", origin, code, allow, body)
+		}
+	}
+	if r := run(t, root, "thread", "list"); r.stdout != "(no threads found)\n" {
+		t.Fatalf("a web page started a thread: %+v", r)
+	}
+
+	given := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_ALLOW_ORIGIN=http://localhost:5173"},
+		"uncaged-workflow", "serve", "--listen", "127.0.0.1:0").serving(t)
+	for _, origin := range pages[1:] {
+		if code, allow, body := post(given, origin); code != http.StatusForbidden || allow != "" {
+			t.Errorf("a page of %s, http://localhost:5173 given: %d %q %s", origin, code, allow, body)
+		}
+	}
+	code, allow, body := post(given, "http://localhost:5173")
+	var ref struct{ ThreadID string }
+	if code != http.StatusCreated || allow != "http://localhost:5173" || json.Unmarshal([]byte(body), &ref) != nil || ref.ThreadID == "" {
+		t.Fatalf("the page of the origin given: %d %q %s", code, allow, body)
+	}
+	finished(t, root, ref.ThreadID)
 }

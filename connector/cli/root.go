@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/logging"
@@ -76,6 +77,10 @@ type app struct {
 	// args is the command line being run, which a flag error reads to tell
 	// a mistyped subcommand from a mistyped flag.
 	args []string
+	// allowOrigin is --allow-origin of the commands that serve the API,
+	// and origins what it parses to, set before the API is built.
+	allowOrigin []string
+	origins     api.Origins
 }
 
 // logger is the one way commands get their logger, so the root's flags
