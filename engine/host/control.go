@@ -212,5 +212,5 @@ func (h *Host) ended(rec threads.Record) error {
 	if end != nil {
 		how += fmt.Sprintf(", return code %d", end.ReturnCode())
 	}
-	return fmt.Errorf("thread not running: %s has already ended (%s)", rec.ThreadID, how)
+	return fmt.Errorf("thread not running: %s has already finished (%s)", rec.ThreadID, how)
 }

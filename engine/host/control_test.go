@@ -105,8 +105,8 @@ func TestAControlRequestThatLosesARaceSaysWhatItLostTo(t *testing.T) {
 		beingResumed   = "thread ID is already being resumed by another request"
 		beingKilled    = "thread ID is already being killed by another request"
 		alreadyPaused  = "thread already paused"
-		killedAlready  = "thread not running: ID has already ended (killed, return code 130)"
-		completed      = "thread not running: ID has already ended (completed, return code 0)"
+		killedAlready  = "thread not running: ID has already finished (killed, return code 130)"
+		completed      = "thread not running: ID has already finished (completed, return code 0)"
 		interruptedMsg = "thread not running: ID was interrupted (the host running it stopped); resume it to go on"
 	)
 	for _, tc := range []struct {
