@@ -16,18 +16,28 @@ import (
 // another user could change.
 var ErrUntrusted = errors.New("unsafe storage root")
 
-// checkedEntries are the directories, relative to the root, whose entries
-// Check looks at besides the root's own: where the code that runs
-// (bundles/), the thread indexes (bundles/<hash>/), the logs the engine
-// appends to and the process records the host acts on (engine.agents/)
-// live. The contents of cas/ and of each log directory are not listed —
-// they are many, and once their directory is closed to others nobody
-// else can add, remove or replace an entry in them.
-var checkedEntries = []string{".", "bundles", "bundles/*", "logs", "engine.agents"}
+// checkedDirs are the directories whose entries Check judges: the
+// root's, and where the code that runs (bundles/), the thread indexes
+// (bundles/<hash>/), the logs the engine appends to and the process
+// records the host acts on (engine.agents/) live. The contents of cas/
+// and of each log directory are not listed — they are many, and once
+// their directory is closed to others nobody else can add, remove or
+// replace an entry in them. (Listed rather than globbed: a root's own
+// path may hold a * or a [.)
+func (l Layout) checkedDirs() []string {
+	dirs := []string{l.Root, l.BundlesDir(), filepath.Join(l.Root, "logs"), filepath.Join(l.Root, "engine.agents")}
+	ents, _ := os.ReadDir(l.BundlesDir()) // none when there is no bundles/ yet
+	for _, e := range ents {
+		if e.IsDir() {
+			dirs = append(dirs, l.BundleDir(e.Name()))
+		}
+	}
+	return dirs
+}
 
 // Check refuses a storage root that someone other than its owner could
 // change: the root, or an entry of it the engine writes or obeys (see
-// checkedEntries), that a group or others may write — a sticky bit does
+// checkedDirs), that a group or others may write — a sticky bit does
 // not help, it still lets them add files such as an engine.sock of their
 // own — or that belongs to another user, who could change its mode at any
 // time. Entries owned by root are accepted (root can change anything
@@ -50,11 +60,8 @@ func (l Layout) Check() error {
 	if p, bad := judge(l.Root, fi, me); bad {
 		found = append(found, p)
 	}
-	for _, pattern := range checkedEntries {
-		dirs, _ := filepath.Glob(filepath.Join(l.Root, pattern)) // the pattern is well-formed
-		for _, dir := range dirs {
-			found = append(found, checkEntries(dir, me)...)
-		}
+	for _, dir := range l.checkedDirs() {
+		found = append(found, checkEntries(dir, me)...)
 	}
 	if len(found) == 0 {
 		return nil

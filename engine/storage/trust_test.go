@@ -20,7 +20,7 @@ const nobody = 65534
 // alone, and returns it with the paths Check judges (relative to it).
 func trustRoot(t *testing.T) (root string, judged []string) {
 	t.Helper()
-	root = filepath.Join(t.TempDir(), "root")
+	root = filepath.Join(t.TempDir(), "a [root]*?") // no pattern, a name
 	dirs := []string{"", "bundles", "bundles/H1", "bundles/H1/history", "cas", "logs", "logs/H1", "engine.agents"}
 	files := []string{"workflow.yaml", "engine.lock", "bundles/H1.esm.js", "bundles/H1.yaml", "bundles/H1/threads.json",
 		"bundles/H1/history/2025-01-01.jsonl", "cas/X.txt", "logs/engine.log", "logs/H1/T.info.jsonl", "engine.agents/T-1"}
@@ -164,20 +164,17 @@ func stickyBits(m fs.FileMode) uint32 {
 }
 
 // firstOpened is the opened path Check meets first: the root, then in
-// the order of checkedEntries, each directory's entries by name.
+// the order of checkedDirs, each directory's entries by name.
 func firstOpened(root string, judged []string, opened map[string]fs.FileMode) string {
 	if _, ok := opened[""]; ok {
 		return ""
 	}
-	for _, pattern := range checkedEntries {
-		dirs, _ := filepath.Glob(filepath.Join(root, pattern))
-		for _, dir := range dirs {
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				rel, _ := filepath.Rel(root, filepath.Join(dir, e.Name()))
-				if _, ok := opened[rel]; ok {
-					return rel
-				}
+	for _, dir := range (Layout{Root: root}).checkedDirs() {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			rel, _ := filepath.Rel(root, filepath.Join(dir, e.Name()))
+			if _, ok := opened[rel]; ok {
+				return rel
 			}
 		}
 	}
