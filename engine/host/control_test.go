@@ -52,7 +52,9 @@ func TestAControlRequestThatLosesARaceSaysWhatItLostTo(t *testing.T) {
 		"ending":  ending,
 	})
 	endingHash := strings.ToUpper("ending0000000")
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 20))
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 20))
 
 	// States a thread is put in before the race.
 	started := func(workflow string) string {
