@@ -79,20 +79,29 @@ func TestEngineSocketIsOwnerOnly(t *testing.T) {
 			return runCommand(t, cmd)
 		}
 
-		// The socket's mode keeps the other user out, and the command
-		// says so at once instead of starting a host of its own.
+		// The command sees the socket is not its user's and says so at
+		// once, sending nothing and starting no host of its own.
 		for _, args := range [][]string{{"run", "linear"}, {"engine", "status"}, {"thread", "ps"}} {
-			if r := runAsNobody(args...); r.code != 1 || !strings.Contains(r.stderr, "the engine host refused this connection: the socket "+sock+" is not open to uid 65534") {
-				t.Fatalf("%v as uid 65534 through the 0600 socket: %+v", args, r)
+			if r := runAsNobody(args...); r.code != 1 || !strings.Contains(r.stderr, "refusing the engine socket "+sock+": its directory "+root+" belongs to uid 0") {
+				t.Fatalf("%v as uid 65534: %+v", args, r)
 			}
 		}
-		// With the socket open to everyone, as it was, the host refuses.
+		// A client that checks nothing is kept out by the socket's mode;
+		// with the socket open to everyone, as it was, the host refuses.
+		spy := buildSockspy(t, base)
+		request := func(method, path, body string) result {
+			t.Helper()
+			return runCommand(t, asUser(exec.Command(spy, "request", sock, method, path, body), nobody))
+		}
+		if r := request("GET", "/v1/status", ""); r.code != 1 || !strings.Contains(r.stderr, "permission denied") {
+			t.Fatalf("a request as uid 65534 through the 0600 socket: %+v", r)
+		}
 		if err := os.Chmod(sock, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		for _, args := range [][]string{{"run", "linear"}, {"engine", "status"}, {"thread", "ps"}} {
-			if r := runAsNobody(args...); r.code != 1 || !strings.Contains(r.stderr, "serves only its owner (uid 0); this connection is from uid 65534") {
-				t.Fatalf("%v as uid 65534 through an open socket: %+v", args, r)
+		for _, req := range [][3]string{{"GET", "/v1/status", ""}, {"GET", "/v1/threads", ""}, {"POST", "/v1/threads", `{"workflow":"linear","prompt":"p"}`}} {
+			if r := request(req[0], req[1], req[2]); r.code != 0 || !strings.HasPrefix(r.stdout, "403\n") || !strings.Contains(r.stdout, "serves only its owner (uid 0); this connection is from uid 65534") {
+				t.Fatalf("%v as uid 65534 through an open socket: %+v", req, r)
 			}
 		}
 		testkit.WaitUntil(t, "the host to log the refusal", func() bool {

@@ -100,15 +100,6 @@ const (
 	DefaultLivePing = 15 * time.Second
 )
 
-// AllowedOrigins are the browser origins CORS admits: the dashboard's dev
-// server and the original's local UI port.
-var AllowedOrigins = []string{
-	"http://localhost:5173",
-	"http://127.0.0.1:5173",
-	"http://localhost:7860",
-	"http://127.0.0.1:7860",
-}
-
 // Engine acts on threads. Production passes a HostEngine (the storage
 // root's engine host); reading routes never need one.
 type Engine interface {
@@ -143,6 +134,9 @@ type Options struct {
 	// Logger receives one line per request (info; probes at debug level,
 	// requestlog.go), internal errors and recovered panics (nil: discard).
 	Logger *slog.Logger
+	// AllowOrigins are the browser origins whose pages may call the API
+	// (CORS); none by default (--allow-origin).
+	AllowOrigins Origins
 	// LivePoll and LivePing tune the live route (0: the defaults).
 	LivePoll time.Duration
 	LivePing time.Duration
@@ -168,7 +162,7 @@ var okBody = map[string]bool{"ok": true}
 // New builds the API over opts. Middleware, outermost first: panic recovery
 // (500 {"error":"Internal server error"}), request id and log line
 // (X-Request-Id, requestlog.go), CORS
-// for AllowedOrigins, body limit.
+// for Options.AllowOrigins, body limit.
 func New(opts Options) *echo.Echo {
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
@@ -198,10 +192,11 @@ func New(opts Options) *echo.Echo {
 		}),
 		s.requestLog(),
 		middleware.CORSWithConfig(middleware.CORSConfig{
-			AllowOrigins:  AllowedOrigins,
-			AllowMethods:  []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowHeaders:  []string{echo.HeaderContentType, "X-Client-Token", "Last-Event-ID"},
-			ExposeHeaders: []string{echo.HeaderXRequestID},
+			// A function, not AllowOrigins: an empty list there means "*".
+			AllowOriginFunc: func(origin string) (bool, error) { return opts.AllowOrigins.Admits(origin), nil },
+			AllowMethods:    []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
+			AllowHeaders:    []string{echo.HeaderContentType, "X-Client-Token", "Last-Event-ID"},
+			ExposeHeaders:   []string{echo.HeaderXRequestID},
 		}),
 		s.bodyLimit,
 	)

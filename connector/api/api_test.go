@@ -23,7 +23,11 @@ import (
 func TestOriginalServeSuite(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join(t.TempDir(), "missing")
-	f := newFixture(t, func(o *Options) { o.Layout = storage.Layout{Root: root} })
+	devServer := "http://localhost:5173"
+	f := newFixture(t, func(o *Options) {
+		o.Layout = storage.Layout{Root: root}
+		o.AllowOrigins, _ = ParseOrigins([]string{devServer}) // as --allow-origin would
+	})
 	f.e.GET("/boom", func(echo.Context) error { panic("kaboom") })
 
 	t.Run("healthz", func(t *testing.T) {
@@ -73,13 +77,11 @@ func TestOriginalServeSuite(t *testing.T) {
 		}
 	})
 	t.Run("security", func(t *testing.T) {
-		for _, origin := range AllowedOrigins {
-			rec := f.call(http.MethodGet, "/api/healthz", "", "Origin", origin)
-			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != origin {
-				t.Errorf("origin %s: Allow-Origin %q", origin, got)
-			}
+		rec := f.call(http.MethodGet, "/api/healthz", "", "Origin", devServer)
+		if got := rec.Header().Get("Access-Control-Allow-Origin"); got != devServer {
+			t.Errorf("origin %s: Allow-Origin %q", devServer, got)
 		}
-		rec := f.call(http.MethodGet, "/api/healthz", "", "Origin", "http://evil.example")
+		rec = f.call(http.MethodGet, "/api/healthz", "", "Origin", "http://evil.example")
 		if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "" {
 			t.Errorf("foreign origin allowed: %q", got)
 		}
@@ -612,6 +614,38 @@ func TestWindow(t *testing.T) {
 	} {
 		if got := Window(items, tc.offset, tc.limit); !slices.Equal(got, tc.want) {
 			t.Errorf("Window(offset %d, limit %d) = %v, want %v", tc.offset, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// CORS admits the origins the API was given and no other: none by
+// default, not the dashboard's dev server, not a loopback address for a
+// configured name, another port or scheme, "null". A preflight of an
+// origin not admitted gets no Access-Control-Allow-Origin either, so the
+// browser never sends the request.
+func TestCORSAdmitsOnlyTheOriginsItWasGiven(t *testing.T) {
+	t.Parallel()
+	origins := []string{"http://localhost:5173", "http://127.0.0.1:5173", "http://[::1]:5173", "https://localhost:5173",
+		"http://localhost:5174", "http://localhost", "http://localhost:7860", "http://127.0.0.1:7860", "null", "http://evil.example"}
+	for _, config := range [][]string{nil, {"http://localhost:5173"}, {"http://127.0.0.1:7860", "http://[::1]:5173"}} {
+		allowed, err := ParseOrigins(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, func(o *Options) { o.AllowOrigins = allowed })
+		for _, origin := range origins {
+			want := ""
+			if slices.Contains(config, origin) {
+				want = origin
+			}
+			rec := f.call(http.MethodGet, "/api/healthz", "", "Origin", origin)
+			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != want {
+				t.Errorf("admitting %v: GET from %s: Allow-Origin %q, want %q", config, origin, got, want)
+			}
+			pre := f.call(http.MethodOptions, "/api/threads", "", "Origin", origin, "Access-Control-Request-Method", "POST")
+			if got := pre.Header().Get("Access-Control-Allow-Origin"); got != want {
+				t.Errorf("admitting %v: preflight from %s: Allow-Origin %q, want %q", config, origin, got, want)
+			}
 		}
 	}
 }

@@ -114,6 +114,7 @@ func (a *app) connectCmd() *cobra.Command {
 	envflag.Bind(cmd.Flags(), "token-file", EnvTokenFile)
 	envflag.Bind(cmd.Flags(), "token", EnvToken, EnvSharedSecret)
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
+	a.addAllowOriginFlag(cmd)
 	cmd.Flags().BoolVar(&takeover, "takeover", false, "take the name from another machine (instance) that holds it; that one stops")
 	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/logging"
@@ -76,6 +77,10 @@ type app struct {
 	// args is the command line being run, which a flag error reads to tell
 	// a mistyped subcommand from a mistyped flag.
 	args []string
+	// allowOrigin is --allow-origin of the commands that serve the API,
+	// and origins what it parses to, set before the API is built.
+	allowOrigin []string
+	origins     api.Origins
 }
 
 // logger is the one way commands get their logger, so the root's flags
@@ -101,20 +106,33 @@ func (a *app) closeLog() {
 // uncaged-workflow itself (not the workflows it runs).
 const EnvPrefix = "UNCAGED_WORKFLOW_"
 
+// layout is the storage root every command that uses one opens: created
+// here when missing, before anything writes below it, so that a new root
+// is private from the start; refused when another user could change it
+// (storage.Layout.Check), before anything is read from it or sent to its
+// engine host.
 func (a *app) layout() (storage.Layout, error) {
-	l, err := a.lookLayout()
+	l, err := a.resolveLayout()
 	if err != nil {
 		return l, err
 	}
-	// Created here, before anything writes below it, so that a new root is
-	// private from the start.
-	return l, l.EnsureRoot()
+	return l, l.Open()
 }
 
-// lookLayout resolves the storage root without creating it, for commands
-// that only look (status). --storage-root (or its variables, which
-// envflag has applied to it) names the root; else it is the default one.
+// lookLayout is layout without creating the root, for commands that only
+// look (status, doctor): a root that is not there passes, one that
+// another user could change is refused all the same.
 func (a *app) lookLayout() (storage.Layout, error) {
+	l, err := a.resolveLayout()
+	if err != nil {
+		return l, err
+	}
+	return l, l.Check()
+}
+
+// resolveLayout names the storage root: --storage-root (or its
+// variables, which envflag has applied to it), else the default one.
+func (a *app) resolveLayout() (storage.Layout, error) {
 	root := a.storageRoot
 	if root == "" {
 		home, err := os.UserHomeDir()

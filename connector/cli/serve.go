@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/uncaged/workflow/connector/api"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/gctune"
 )
 
@@ -75,6 +75,9 @@ func (a *app) runEngine(ctx context.Context, l storage.Layout, logger *slog.Logg
 // that ends on SIGINT/SIGTERM, the engine, and the REST API over them. stop
 // ends the engine host if this process started it.
 func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http.Handler, stop func(), err error) {
+	if a.origins, err = api.ParseOrigins(a.allowOrigin); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("--allow-origin: %w", err)
+	}
 	gctune.Start()
 	l, err := a.layout()
 	if err != nil {
@@ -94,7 +97,7 @@ func (a *app) startAPI() (ctx context.Context, logger *slog.Logger, handler http
 
 // apiHandler is the connector's REST API over the storage root.
 func (a *app) apiHandler(l storage.Layout, logger *slog.Logger) http.Handler {
-	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, spawnEngine(l)), Logger: logger})
+	return api.New(api.Options{Layout: l, Engine: api.NewHostEngine(l, spawnEngine(l)), Logger: logger, AllowOrigins: a.origins})
 }
 
 // listen serves h on addr until the returned stop is called.
@@ -103,7 +106,7 @@ func (a *app) listen(addr string, h http.Handler) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: localOnly(h), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localOnly(h, a.origins), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			a.logger().Error("API server stopped", "err", err)
@@ -124,13 +127,15 @@ func (a *app) listen(addr string, h http.Handler) (func(), error) {
 // localOnly guards the API on a local port, which has no credentials,
 // from the web pages its user visits. A page elsewhere may send requests
 // it cannot read the answers of — a text/plain POST /api/threads starts a
-// thread with the page's prompt — so a request from a browser origin CORS
-// does not admit is refused. A page on a name the attacker re-points at
-// this machine (DNS rebinding) is same-origin and could read answers too,
-// so a browser's request (it says where it comes from in Sec-Fetch-Site)
-// must name an IP address or localhost; other clients, a Prometheus
-// scraping a host name among them, may name any host.
-func localOnly(h http.Handler) http.Handler {
+// thread with the page's prompt — so a browser's request from a page of
+// an origin not in origins (--allow-origin; none by default) is refused:
+// one whose Origin header names another, and one from another site's page
+// (Sec-Fetch-Site) that names none. A page on a name the attacker
+// re-points at this machine (DNS rebinding) is same-origin and could read
+// answers too, so a browser's request (it says where it comes from in
+// Sec-Fetch-Site) must name an IP address or localhost; other clients, a
+// Prometheus scraping a host name among them, may name any host.
+func localOnly(h http.Handler, origins api.Origins) http.Handler {
 	refuse := func(w http.ResponseWriter, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
@@ -138,20 +143,34 @@ func localOnly(h http.Handler) http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(api.AllowedOrigins, o) {
-			refuse(w, "cross-origin request refused")
+		origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+		if (origin != "" || site == "cross-site" || site == "same-site") && !origins.Admits(origin) {
+			from := "a page that names no origin"
+			if origin != "" {
+				from = "pages of " + origin
+			}
+			refuse(w, "cross-origin request refused: "+from+" may not use this API (--allow-origin admits an origin)")
 			return
 		}
 		host := r.Host
 		if name, _, err := net.SplitHostPort(host); err == nil {
 			host = name
 		}
-		if r.Header.Get("Sec-Fetch-Site") != "" && host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil {
+		if site != "" && host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil {
 			refuse(w, "host "+r.Host+" refused: reach the local API by IP address or localhost")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// addAllowOriginFlag gives a command that serves the API its
+// --allow-origin.
+func (a *app) addAllowOriginFlag(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&a.allowOrigin, "allow-origin", nil,
+		"origin (scheme://host[:port]) of a web page that may call this API, e.g. the dashboard's dev server http://localhost:5173; "+
+			"repeatable (the variable: comma-separated; default: none, no web page may)")
+	envflag.Bind(cmd.Flags(), "allow-origin", EnvPrefix+"ALLOW_ORIGIN")
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -179,6 +198,7 @@ func (a *app) serveCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7860", "address to serve the API on")
+	a.addAllowOriginFlag(cmd)
 	addMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd
 }

@@ -86,7 +86,10 @@ func collectStatus(l storage.Layout) Status {
 		return s
 	}
 
-	if c, err := host.Dial(l); err == nil {
+	if c, err := host.Dial(l); errors.Is(err, host.ErrRefused) {
+		s.Engine.Running = host.Running(l)
+		problem("engine host", err)
+	} else if err == nil {
 		st, serr := c.Status()
 		list, lerr := c.List()
 		c.Close()

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,5 +96,90 @@ func TestServiceInstallBakesInAFlagStorageRoot(t *testing.T) {
 	unit := s.ok(append(s.install("--dry-run"), "--storage-root", root)...)
 	if want := "\nEnvironment=" + storage.EnvRoot + "=" + root + "\n"; !strings.Contains(unit, want) {
 		t.Fatalf("unit lacks %q:\n%s", want, unit)
+	}
+}
+
+// Every command that reads or writes a storage root refuses one that
+// another user could change — the root itself or a path the engine
+// trusts in it, group- or world-writable, sticky or not — before it reads
+// or changes anything, and says which path, its mode and what to run.
+// Once that has been run, the root is used again.
+func TestEveryCommandRefusesARootOthersCouldChange(t *testing.T) {
+	t.Parallel()
+	const thread = "01JBXYZ0000000000000000000"
+	bundle := filepath.Join(t.TempDir(), "w.esm.js")
+	if err := os.WriteFile(bundle, bundleSource("w"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commands := [][]string{
+		{"thread", "list"}, {"thread", "ps"}, {"thread", "show", thread}, {"thread", "kill", thread},
+		{"thread", "pause", thread}, {"thread", "resume", thread}, {"thread", "fork", thread},
+		{"thread", "usage"}, {"thread", "live", thread}, {"thread", "run", "w", "--prompt", "p"}, {"run", "w"}, {"live", thread},
+		{"workflow", "list"}, {"workflow", "show", "w"}, {"workflow", "history", "w"}, {"workflow", "add", "w", bundle},
+		{"cas", "put", "x"}, {"cas", "get", "SSVQ0RZ55P9Y4"}, {"cas", "list"}, {"cas", "gc"},
+		{"status"}, {"doctor"}, {"engine", "status"}, {"engine", "stop"}, {"engine", "restart"}, {"engine", "serve"},
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"setup", "--provider", "openai", "--base-url", "https://api.openai.com/v1", "--api-key", "sk", "--default-model", "openai/gpt-4o"},
+	}
+	opened := []struct {
+		path string // relative to the root
+		mode os.FileMode
+	}{
+		{"", 0o777}, {"", 0o775}, {"", 0o757}, {"", 0o1777 | os.ModeSticky}, {"", 0o770},
+		{"bundles", 0o777}, {"cas", 0o777}, {"logs", 0o775}, {"workflow.yaml", 0o666},
+	}
+	for i, args := range commands {
+		o := opened[i%len(opened)]
+		c := newCLI(t)
+		c.ok("cas", "put", "x") // a root to refuse, with something in it
+		if err := os.MkdirAll(filepath.Join(c.root, "bundles"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(c.root, "logs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(c.root, "workflow.yaml"), []byte("workflows: {}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(c.root, o.path)
+		if err := os.Chmod(p, o.mode&^0o1000); err != nil {
+			t.Fatal(err)
+		}
+		before := c.snapshot()
+		want := "unsafe storage root " + c.root + ": "
+		if o.path == "" {
+			want += fmt.Sprintf("it is writable by others (mode %s)", storage.OctalMode(o.mode&os.ModeSticky|o.mode.Perm()))
+		} else {
+			want += fmt.Sprintf("%s is writable by others (mode %04o)", p, o.mode.Perm())
+		}
+		out, errs, code := c.run(args...)
+		if code != 1 || !strings.Contains(errs, want) || !strings.Contains(errs, "; run: chmod ") {
+			t.Fatalf("%v on a root with %s at %04o: exit %d\nstdout: %s\nstderr: %s\nwant %q", args, o.path, o.mode.Perm(), code, out, errs, want)
+		}
+		c.unchanged(before)
+		fix := strings.TrimSpace(errs[strings.LastIndex(errs, "; run: ")+len("; run: "):])
+		want = "chmod -R go-w " + c.root
+		if o.path == "" {
+			want = "chmod go-w " + c.root
+		}
+		if fix != want {
+			t.Fatalf("%v: the fix is %q, want %q", args, fix, want)
+		}
+		// What it does, without a process of its own: this package's tests
+		// check locks and pids, which a child holds a moment as it starts.
+		if err := filepath.WalkDir(c.root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Type()&fs.ModeSymlink != 0 || (p != c.root && o.path == "") {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return os.Chmod(p, fi.Mode()&^0o022)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// (thread list: some of the commands above would start a host.)
+		c.ok("thread", "list")
 	}
 }

@@ -106,7 +106,7 @@ func (a *app) callEngine(cmd *cobra.Command, start bool, target func(storage.Lay
 	var c *host.Client
 	if start {
 		c, err = a.engineClient(l, cmd)
-	} else if c, err = host.Dial(l); err != nil {
+	} else if c, err = host.Dial(l); errors.Is(err, host.ErrNoHost) {
 		return fmt.Errorf("thread not running: %s", id)
 	}
 	if err != nil {

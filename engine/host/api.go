@@ -8,12 +8,9 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -139,32 +136,6 @@ func socketDir() string {
 		return filepath.Join(run, "uncaged-workflow")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("uncaged-workflow-%d", os.Getuid()))
-}
-
-// checkSocketDir makes sure a socket outside the storage root lies in a
-// directory that is the user's own and closed to others (creating it, mode
-// 0700, when create is set): in a shared directory such as /tmp another
-// user could otherwise create it first and answer in the engine's place.
-func checkSocketDir(l storage.Layout, sock string, create bool) error {
-	dir := filepath.Dir(sock)
-	if dir == filepath.Clean(l.Root) {
-		return nil
-	}
-	if create {
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("engine socket directory: %w", err)
-		}
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("engine socket directory: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("engine socket directory %s is not this user's private directory (%v): "+
-			"remove it, or use a storage root with a shorter path", dir, fi.Mode())
-	}
-	return nil
 }
 
 // AgentsDir holds a record of each process group the host's agents run

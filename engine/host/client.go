@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,11 @@ import (
 // ErrNoHost is returned by Dial when no host serves the root.
 var ErrNoHost = errors.New("no engine host is running for this storage root")
 
-// ErrRefused is returned when a host serves the root but not this user:
-// the socket is open to the user the host runs as only.
+// ErrRefused is returned when the root's engine socket is not this
+// user's to use: the host serving it refused this user (the socket is
+// open to the user the host runs as only), or the client refused a socket
+// or a process that is not this user's own, before sending anything
+// (dialOwnHost).
 var ErrRefused = errors.New("the engine host refused this connection")
 
 // Client talks to the host of one storage root.
@@ -45,25 +49,32 @@ func (c *Client) callerOr(given *Caller) *Caller {
 	return c.caller()
 }
 
-// Dial connects to the host serving l, if any.
+// Dial connects to the host serving l, if any. Every connection the
+// client makes, the first included, is to the user's own host or none
+// (dialOwnHost).
 func Dial(l storage.Layout) (*Client, error) {
 	sock := SocketPath(l)
-	if err := checkSocketDir(l, sock, false); err != nil {
-		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
-	}
 	c := &Client{http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			return dialOwnHost(ctx, l, sock)
 		},
 	}}}
 	if _, err := c.Status(); err != nil {
 		c.Close()
+		var refused *refusedSocket
 		switch {
+		case errors.As(err, &refused):
+			return nil, refused // without the request's URL: no request was made
 		case errors.Is(err, ErrRefused):
 			return nil, err
 		case errors.Is(err, syscall.EACCES):
 			return nil, fmt.Errorf("%w: the socket %s is not open to uid %d (only the user the host runs as may use it)", ErrRefused, sock, os.Geteuid())
+		case errors.Is(err, ErrNoHost):
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				return nil, ue.Err // what dialOwnHost found, without the request it stopped
+			}
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w (%v)", ErrNoHost, err)
 	}

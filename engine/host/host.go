@@ -75,9 +75,9 @@ type Host struct {
 	lastBusy time.Time
 	// admitting holds the threads a resume is starting, or a kill is
 	// ending without running them, until they are registered or ended:
-	// two requests must never both find a thread idle and both run it.
-	// Each channel is closed when its decision is done.
-	admitting map[string]chan struct{}
+	// two requests must never both find a thread idle and both run it
+	// (control.go).
+	admitting map[string]*claim
 	// stopping is set once Stop agreed: no thread starts after that.
 	stopping bool
 	// quit is closed by Stop to end Serve.
@@ -95,6 +95,10 @@ type handle struct {
 	// env is the thread's environment; a resume replaces it. A child
 	// thread shares its parent's.
 	env *atomic.Pointer[threadenv.Env]
+	// killed is set by the kill that cancels the thread; resumed by a
+	// resume that opened its gate, until it is paused again. Both under
+	// Host.mu, for the messages of requests that lose a race (control.go).
+	killed, resumed bool
 }
 
 // Open takes the root's host lock. It fails with ErrHostRunning when
@@ -112,6 +116,12 @@ func Open(opts Options) (*Host, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// The host runs the root's bundles with its user's keys and answers
+	// on a socket in it: a root others could change is refused here too,
+	// whoever opens the host.
+	if err := opts.Layout.Open(); err != nil {
+		return nil, err
 	}
 	f, err := atomicfile.TryLock(LockFile(opts.Layout))
 	if errors.Is(err, atomicfile.ErrLocked) {
@@ -138,7 +148,7 @@ func Open(opts Options) (*Host, error) {
 	return &Host{
 		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, owner: os.Geteuid(), startedAt: now,
 		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
-		running: map[string]*handle{}, admitting: map[string]chan struct{}{}, lastBusy: now,
+		running: map[string]*handle{}, admitting: map[string]*claim{}, lastBusy: now,
 		quit: make(chan struct{}),
 	}, nil
 }
@@ -154,7 +164,7 @@ func Running(l storage.Layout) bool { return atomicfile.Held(LockFile(l)) }
 // owner's credentials and keys.
 func (h *Host) Serve(ctx context.Context) error {
 	sock := SocketPath(h.opts.Layout)
-	if err := checkSocketDir(h.opts.Layout, sock, true); err != nil {
+	if err := prepareSocketDir(h.opts.Layout, sock); err != nil {
 		h.Close()
 		return err
 	}
@@ -295,7 +305,7 @@ func (h *Host) Run(req RunRequest) (string, error) {
 	if err := h.exec.Begin(&t); err != nil {
 		return "", err
 	}
-	h.start(wf, t, "", env)
+	h.start(wf, t, env, false)
 	return t.ID, nil
 }
 
@@ -331,16 +341,17 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h.start(wf, t, "", env)
+	h.start(wf, t, env, false)
 	return t.ID, nil
 }
 
-// start runs t in the background under the concurrency cap.
-func (h *Host) start(wf workflow.Workflow, t executor.Thread, parent string, env *threadenv.Env) {
+// start runs t, a top-level thread, in the background under the
+// concurrency cap; resumed says a resume starts it.
+func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env, resumed bool) {
 	ctx, cancel := context.WithCancelCause(h.baseCtx)
 	shared := new(atomic.Pointer[threadenv.Env])
 	shared.Store(env)
-	hd := h.register(t, parent, cancel, shared)
+	hd := h.register(t, "", cancel, shared, resumed)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -366,12 +377,12 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 	}
 }
 
-func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env]) *handle {
+func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed bool) *handle {
 	hd := &handle{
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
 			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
 		cancel: cancel, gate: &executor.PauseGate{}, done: make(chan struct{}),
-		unbind: h.procs.Bind(t.ID), env: env,
+		unbind: h.procs.Bind(t.ID), env: env, resumed: resumed,
 	}
 	// Where the environment came from and its size, never the variables:
 	// they hold the caller's keys.
@@ -425,122 +436,6 @@ func (h *Host) get(id string) (*handle, bool) {
 	return hd, ok
 }
 
-// Kill ends a thread with return code 130. A running thread is interrupted
-// (its role's context is cancelled; JS is interrupted, child processes
-// killed) and Kill waits for its __end__ to be written; an interrupted thread
-// is closed the same way without running anything.
-func (h *Host) Kill(id string) error {
-	hd, busy, release := h.claim(id)
-	for busy != nil { // a resume is starting it: kill what it starts
-		<-busy
-		hd, busy, release = h.claim(id)
-	}
-	if hd == nil {
-		defer release()
-		return h.killIdle(id)
-	}
-	hd.cancel(executor.ErrKilled)
-	select {
-	case <-hd.done:
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("thread %s did not stop within 10s", id)
-	}
-	return nil
-}
-
-// claim returns the handle of id when it runs; else, when another request
-// is deciding about it, a channel closed once that is done; else it claims
-// the decision for the caller, who must call release once the thread is
-// registered (start) or ended.
-func (h *Host) claim(id string) (hd *handle, busy chan struct{}, release func()) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if hd, ok := h.running[id]; ok {
-		return hd, nil, nil
-	}
-	if ch, ok := h.admitting[id]; ok {
-		return nil, ch, nil
-	}
-	ch := make(chan struct{})
-	h.admitting[id] = ch
-	return nil, nil, func() {
-		h.mu.Lock()
-		delete(h.admitting, id)
-		h.mu.Unlock()
-		close(ch)
-	}
-}
-
-// killIdle ends a thread no host runs; the caller has claimed it.
-func (h *Host) killIdle(id string) error {
-	_, wf, t, err := h.resumable(id)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(executor.ErrKilled)
-	_, err = h.exec.Run(ctx, wf, t, executor.Env{})
-	return err
-}
-
-// Pause holds a running thread after its current step.
-func (h *Host) Pause(id string) error {
-	hd, ok := h.get(id)
-	if !ok {
-		return fmt.Errorf("thread not running: %s", id)
-	}
-	return hd.gate.Pause()
-}
-
-// Resume lets a paused thread go on, or restarts an interrupted one (whose
-// host died) from its last completed step; either way with the caller's
-// environment from then on.
-func (h *Host) Resume(id string, req ResumeRequest) error {
-	if err := h.admit(); err != nil {
-		return err
-	}
-	env, err := h.threadEnv(req.Caller)
-	if err != nil {
-		return err
-	}
-	hd, busy, release := h.claim(id)
-	switch {
-	case hd != nil:
-		prev := hd.env.Swap(env)
-		if err := hd.gate.Resume(); err != nil {
-			hd.env.CompareAndSwap(env, prev) // not paused: it keeps its own
-			return err
-		}
-		return nil
-	case busy != nil:
-		return fmt.Errorf("thread %s is already being resumed or killed", id)
-	}
-	defer release()
-	_, wf, t, err := h.resumable(id)
-	if err != nil {
-		return err
-	}
-	h.start(wf, t, "", env)
-	return nil
-}
-
-// resumable loads an unfinished thread that no host is running.
-func (h *Host) resumable(id string) (threads.Record, workflow.Workflow, executor.Thread, error) {
-	rec, err := threads.Resolve(h.opts.Layout, id)
-	if err != nil {
-		return rec, nil, executor.Thread{}, err
-	}
-	if end, _ := threads.HeadEnd(h.exec.CAS, rec.Head); end != nil || rec.Source == threads.SourceHistory {
-		return rec, nil, executor.Thread{}, fmt.Errorf("thread not running: %s (it has finished)", id)
-	}
-	t, err := h.exec.ResumeThread(rec)
-	if err != nil {
-		return rec, nil, t, err
-	}
-	wf, err := h.opts.Load(rec.BundleHash)
-	return rec, wf, t, err
-}
-
 // runChild runs a registered workflow as a child of parent, in the caller's
 // goroutine and under the caller's context: killing the parent kills it.
 func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, prompt string) (workflow.ChildResult, error) {
@@ -570,7 +465,7 @@ func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, 
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID))
+	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID), false)
 	defer h.unregister(t.ID, hd)
 	res, err := h.exec.Run(cctx, wf, t, h.env(hd))
 	if err != nil {

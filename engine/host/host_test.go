@@ -97,7 +97,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, maxThreads int, flows map[string]goFlow) *fixture {
-	f := &fixture{t: t, l: storage.Layout{Root: t.TempDir()}, flows: map[string]goFlow{}}
+	f := &fixture{t: t, l: storage.Layout{Root: privateDir(t)}, flows: map[string]goFlow{}}
 	err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
 		for name, flow := range flows {
 			hash := strings.ToUpper(strings.ReplaceAll(name, "-", "") + "0000000000000")[:13]
@@ -111,6 +111,16 @@ func newFixture(t *testing.T, maxThreads int, flows map[string]goFlow) *fixture 
 	}
 	f.startHost(maxThreads)
 	return f
+}
+
+// privateDir is a new directory only its owner may use, as a root the
+// CLI makes is, whatever the umask (t.TempDir's follows it).
+func privateDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func (f *fixture) startHost(maxThreads int) {
@@ -491,7 +501,7 @@ func TestADeepRootsSocketLivesInAPrivateDirectory(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Dial(f.l); !errors.Is(err, ErrNoHost) || !strings.Contains(err.Error(), "not this user's private directory") {
+	if _, err := Dial(f.l); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not this user's private directory") {
 		t.Fatalf("dial through a shared directory: %v", err)
 	}
 	h, err := Open(Options{Layout: f.l, Load: func(string) (workflow.Workflow, error) { return nil, errors.New("none") }})
@@ -511,8 +521,8 @@ func TestASocketInTheRootNeedsNoPrivateDirectory(t *testing.T) {
 	}
 	for _, r := range []string{root, root + "/", root + "/."} {
 		l := storage.Layout{Root: r}
-		if err := checkSocketDir(l, SocketPath(l), false); err != nil {
-			t.Errorf("root %q: %v", r, err)
+		if why, _, err := socketDirProblem(l, SocketPath(l)); why != "" || err != nil {
+			t.Errorf("root %q: %s %v", r, why, err)
 		}
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/uncaged/workflow/engine/storage"
 )
 
 // listenOwnerOnly listens on sock with a socket file only its owner may
@@ -49,6 +52,27 @@ func listenOwnerOnly(sock string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	return ln, nil
+}
+
+// prepareSocketDir makes the directory of a deep root's socket, private
+// to this user (socketDir), and refuses to serve in one that is not: in a
+// shared directory such as /tmp another user could otherwise make it
+// first and answer in the engine's place. A socket in the root needs the
+// root to be safe, which Open has checked.
+func prepareSocketDir(l storage.Layout, sock string) error {
+	if dir := filepath.Dir(sock); dir != filepath.Clean(l.Root) {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("engine socket directory: %w", err)
+		}
+	}
+	why, hint, err := socketDirProblem(l, sock)
+	if err != nil {
+		return fmt.Errorf("engine socket directory: %w", err)
+	}
+	if why != "" {
+		return (&refusedSocket{sock: sock, why: why, hint: hint}).asServer()
+	}
+	return nil
 }
 
 // errPeerUnknown is peerUID's error where the system cannot tell who is

@@ -110,7 +110,7 @@ func TestResumeHandsAPausedThreadTheResumersEnvironment(t *testing.T) {
 	f.waitFor("the second step to begin", func() bool { return waiting.Load() == 1 })
 	// Resuming a thread that is not paused fails and leaves its environment.
 	f.client.SetCaller(func() *Caller { return caller("intruder", "/x") })
-	if err := f.client.Resume(id); err == nil || err.Error() != "thread not paused" {
+	if err := f.client.Resume(id); err == nil || err.Error() != "thread not paused: "+id+" is running" {
 		t.Fatalf("resume of a running thread: %v", err)
 	}
 	if hd, _ := f.host.get(id); hd.env.Load().Getenv("K") != "first" {

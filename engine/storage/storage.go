@@ -56,14 +56,20 @@ type Layout struct {
 }
 
 // EnsureRoot creates the storage root when it is missing, open to its owner
-// only: it holds every prompt, model answer and agent output, and other
-// users of the machine have no business reading them. A root that exists
-// keeps the mode its owner gave it.
+// only (0700, whatever the umask): it holds every prompt, model answer and
+// agent output, and other users of the machine have no business reading
+// them. A root that exists keeps the mode its owner gave it, which Check
+// judges; Open does both.
 func (l Layout) EnsureRoot() error {
 	if _, err := os.Stat(l.Root); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if err := os.MkdirAll(l.Root, 0o700); err != nil {
+		return fmt.Errorf("create the storage root: %w", err)
+	}
+	// The umask can only take bits away, but an odd one (0100) would take
+	// the owner's own.
+	if err := os.Chmod(l.Root, 0o700); err != nil {
 		return fmt.Errorf("create the storage root: %w", err)
 	}
 	return nil
