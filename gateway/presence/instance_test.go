@@ -137,7 +137,7 @@ func TestWhoMayReplaceAnInstance(t *testing.T) {
 	}
 	// same[h][n] says whether newcomer n is the holder h's instance.
 	same := map[string]map[string]bool{
-		"proven": {"same key": true, "same key, another id": true, "same key, no id": true},
+		"proven":  {"same key": true, "same key, another id": true, "same key, no id": true},
 		"id only": {"the holder's id alone": true, "no instance": true},
 		"no instance": {"same key": true, "same key, another id": true, "same key, no id": true, "another key, the holder's id": true,
 			"another key": true, "the holder's id alone": true, "another id": true, "no instance": true},
