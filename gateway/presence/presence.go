@@ -155,10 +155,10 @@ func New(interval time.Duration) *Registry {
 	return &Registry{interval: interval, now: time.Now, entries: map[string]*entry{}}
 }
 
-// Attach makes c the connection for name, unless the name is held by a
-// connection made with a token bound to it (online, or the offline entry
-// the list still shows) and c came with the shared secret: then it returns
-// ErrTokenBound and leaves c to the caller. Nor does it when another
+// Attach makes c the connection for name, unless the name is held online
+// by a connection made with a token bound to it and c came with the
+// shared secret: then it returns ErrTokenBound and leaves c to the caller
+// (the caller has asked its bindings about an offline holder already). Nor does it when another
 // instance holds the name online and c did not ask to take over: then it
 // returns a *ConflictError. An older connection under the name is closed
 // in the background with a reason saying it was replaced (by whom, for a
@@ -173,7 +173,7 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 	e := &entry{conn: c, info: stored, connectedAt: now, lastHeartbeat: now, online: true, stop: stop}
 	r.mu.Lock()
 	old := r.entries[name]
-	if old != nil && takesFromToken(old.info, info) {
+	if old != nil && old.online && takesFromToken(old.info, info) {
 		r.mu.Unlock()
 		stop()
 		return nil, ErrTokenBound
@@ -225,12 +225,15 @@ func (r *Registry) Conflict(name string, info Info) *ConflictError {
 	return &ConflictError{Name: name, Holder: e.info, Since: e.connectedAt}
 }
 
-// HeldByToken says whether Attach would refuse the shared secret name.
+// HeldByToken says whether Attach would refuse the shared secret name:
+// a connection made with a token holds it online. Whether a name a token
+// held before is still the token's, once offline, is the gateway's to
+// say (its bindings outlive this registry).
 func (r *Registry) HeldByToken(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
-	return ok && takesFromToken(e.info, Info{Credential: CredentialSecret})
+	return ok && e.online && takesFromToken(e.info, Info{Credential: CredentialSecret})
 }
 
 // watch pings e until it goes away.

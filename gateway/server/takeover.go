@@ -41,7 +41,7 @@ func (g *Gateway) secretRefusal(name string) error {
 		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
 	case g.opts.Cluster != nil:
 		for _, e := range g.opts.Cluster.Endpoints(nil) {
-			if e.Name == name && e.Credential == presence.CredentialToken {
+			if e.Name == name && e.Status == presence.Online && e.Credential == presence.CredentialToken {
 				return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
 			}
 		}
