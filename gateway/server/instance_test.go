@@ -49,6 +49,12 @@ var (
 func (f *fixture) dialRoot(name string, r root, takeover bool) (*tunnelConn, error) {
 	f.t.Helper()
 	tok, _ := f.auth.Issue(auth.RoleConnector, name, time.Hour)
+	return f.dialRootWith(name, tok, r, takeover)
+}
+
+// dialRootWith dials name as root r with the credential tok.
+func (f *fixture) dialRootWith(name, tok string, r root, takeover bool) (*tunnelConn, error) {
+	f.t.Helper()
 	h := http.Header{}
 	if r.id != "" {
 		h.Set(tunnel.InstanceHeader, r.id)
