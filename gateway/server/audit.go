@@ -44,7 +44,15 @@ import (
 // Any other request that is not GET, HEAD or OPTIONS is recorded as
 // "other" with its method and path, so a route added to the connector is
 // not silently left out. The gateway's own changes are login and logout
-// here; token-create and token-revoke are the token routes' (recordAudit).
+// here; token-create and token-revoke are the token routes' (recordAudit);
+// connect, replace, takeover and connect-refused are the connections'
+// (takeover.go: who, from where, which instance by fingerprint, which it
+// replaced); register and unregister the original clients' registrations
+// (register.go); and refused is every other state-changing request
+// answered 401 or 403, whatever route refused it (auditrefusals.go).
+// Entries others set the pace of (refusals, a storm of replacements) are
+// coalesced: a burst a minute per kind, then one summary counting the
+// rest (auditcoalesce.go).
 //
 // Writing never slows a request: entries go through a bounded queue to one
 // writer goroutine. When the queue is full the entry is dropped, logged

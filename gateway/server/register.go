@@ -214,8 +214,12 @@ func (g *Gateway) verifyConnector(c echo.Context, action, credential, name strin
 	}
 	if p.Shared {
 		if err := g.secretRefusal(name); err != nil {
-			g.opts.Logger.Warn("registration refused", "connector", name, "reason", "held by a token-bound connector")
-			g.auditRegistration(c, action, name, p, errorStatus(err), "refused: held by a token-bound connector")
+			reason := presence.ErrTokenBound.Error()
+			if errorStatus(err) != http.StatusConflict {
+				reason = "name bindings not loaded yet"
+			}
+			g.opts.Logger.Warn("registration refused", "connector", name, "reason", reason)
+			g.auditRegistration(c, action, name, p, errorStatus(err), "refused: "+reason)
 			return p, err
 		}
 	}
