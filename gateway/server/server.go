@@ -456,8 +456,9 @@ func (g *Gateway) connect(c echo.Context) error {
 		return err
 	}
 	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID, Instance: instance, Takeover: takeover}
-	remote, err := g.admit(c, name, p, info)  // takeover.go
-	if err != nil || c.Response().Committed { // refused, maybe answered
+	// Refused (maybe answered already), or bound and let on (takeover.go).
+	remote, err := g.admit(c, name, p, info)
+	if err != nil || c.Response().Committed {
 		return err
 	}
 	var conn presence.Conn
