@@ -15,15 +15,21 @@ import (
 // instanceOf is the instance id connect made for root.
 func instanceOf(t *testing.T, root string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "instance-id"))
+	return rootFile(t, root, "instance-id")
+}
+
+// rootFile is what the file name in root holds, trimmed.
+func rootFile(t *testing.T, root, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
 }
 
-// instances maps each connector name to the instance id the endpoints
-// list shows.
+// instances maps each connector name to the instance the endpoints list
+// shows: its fingerprint.
 func (g *gatewayEnv) instances() map[string]string {
 	var eps []struct{ Name, Instance string }
 	resp, body := g.do("GET", "/api/gateway/endpoints", "")
@@ -38,16 +44,17 @@ func (g *gatewayEnv) instances() map[string]string {
 }
 
 // Two storage roots connecting with one name: the second is refused with
-// 409, naming the holder, and stops (exit 14), while every request still
-// reaches the first; with --takeover it takes the name, and the first is
-// told who replaced it and stops (exit 15). The gateway logs both.
+// 409, naming the holder by fingerprint, and stops (exit 14), while every
+// request still reaches the first; with --takeover it takes the name, and
+// the first is told who replaced it and stops (exit 15). The gateway logs
+// both, and shows neither root's instance id or key anywhere.
 func TestTwoRootsWithOneName(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t)
 	first, firstRoot := g.connector("m1", map[string]string{"slow": "slow.esm.js"})
-	firstID := instanceOf(t, firstRoot)
-	if got := g.instances()["m1"]; got != firstID {
-		t.Fatalf("endpoints show instance %q, want %q", got, firstID)
+	firstID := g.instances()["m1"]
+	if !strings.HasPrefix(firstID, "key:") || firstID == "key:"+instanceOf(t, firstRoot) {
+		t.Fatalf("endpoints show instance %q", firstID)
 	}
 
 	secondRoot := engineRoot(t)
@@ -73,8 +80,8 @@ func TestTwoRootsWithOneName(t *testing.T) {
 
 	taker := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + secondRoot, token},
 		"uncaged-workflow", "connect", "--name", "m1", "--gateway", "http://"+g.addr, "--takeover")
-	secondID := instanceOf(t, secondRoot)
-	testkit.WaitUntil(t, "the second root to take m1", func() bool { return g.instances()["m1"] == secondID })
+	var secondID string
+	testkit.WaitUntil(t, "the second root to take m1", func() bool { secondID = g.instances()["m1"]; return secondID != firstID && secondID != "" })
 	if code := first.exitCode(t); code != 15 {
 		t.Fatalf("the first root exited %d, want 15:\n%s", code, first.logs.String())
 	}
@@ -94,6 +101,14 @@ func TestTwoRootsWithOneName(t *testing.T) {
 			t.Errorf("the gateway did not log %s", want)
 		}
 	}
+	_, endpoints := g.do("GET", "/api/gateway/endpoints", "")
+	for _, root := range []string{firstRoot, secondRoot} {
+		for _, file := range []string{"instance-id", "instance-key"} {
+			if v := rootFile(t, root, file); strings.Contains(logs, v) || strings.Contains(endpoints, v) || strings.Contains(first.logs.String(), v) || strings.Contains(second.logs.String(), v) {
+				t.Errorf("%s of a root is shown", file)
+			}
+		}
+	}
 	if taker.exited() {
 		t.Fatalf("the taker stopped:\n%s", taker.logs.String())
 	}
@@ -107,7 +122,7 @@ func TestTheSameRootReconnectsInPlace(t *testing.T) {
 	// Heartbeats an hour apart: the frozen connection stays online.
 	g := newGateway(t, nil, 0, "--heartbeat", "1h")
 	old, root := g.connector("m1", map[string]string{"slow": "slow.esm.js"})
-	id := instanceOf(t, root)
+	id := g.instances()["m1"]
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

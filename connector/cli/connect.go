@@ -40,11 +40,13 @@ func (a *app) connectCmd() *cobra.Command {
 			"or the shared secret " + EnvSharedSecret + ".\n\n" +
 			"A dropped connection is retried with backoff, each retry line saying why; what\n" +
 			"retrying cannot fix stops connect with its own exit code (below).\n\n" +
-			"Each storage root has an instance id (the file instance-id in the root), sent\n" +
-			"with every connection: the gateway lets this root reconnect in place of its old\n" +
-			"connection, and refuses another machine or root that uses the same name while\n" +
-			"this one is online. --takeover takes the name from it instead; the connector\n" +
-			"that held it is told who replaced it and stops (exit " + fmt.Sprint(ExitConnectTakenOver) + ").\n\n" +
+			"Each storage root is one instance, proved with every connection by its\n" +
+			"instance key (the file instance-key in the root, mode 0600, never shown; the\n" +
+			"gateway shows only its fingerprint): the gateway lets this root reconnect in\n" +
+			"place of its old connection, and refuses another machine or root that uses the\n" +
+			"same name while this one is online. --takeover takes the name from it instead;\n" +
+			"the connector that held it is told who replaced it and stops (exit " + fmt.Sprint(ExitConnectTakenOver) + ").\n" +
+			"A copy of the root with its instance-key is the same instance, not another.\n\n" +
 			connectExitHelp(),
 		Args: exactArgs(0, 0, "", "connect takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,13 +93,17 @@ func (a *app) connectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			key, err := instanceKey(l)
+			if err != nil {
+				return err
+			}
 			rec, err := recordConnect(l, name, gateway)
 			if err != nil {
 				return err
 			}
 			defer rec.close()
 			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger,
-				Version: version.Version, OnState: rec.set, Instance: instance, Takeover: takeover})
+				Version: version.Version, OnState: rec.set, Instance: instance, InstanceKey: key, Takeover: takeover})
 			if err != nil {
 				return a.connectFailed(rec, name, gateway, err)
 			}

@@ -125,3 +125,70 @@ func TestInstanceIDIsStablePerRoot(t *testing.T) {
 		}
 	}
 }
+
+// A root's instance key is made once, kept private (0600 whatever the
+// umask), the same for processes starting at once and another for another
+// root; a damaged or readable-by-others file is an error that changes
+// nothing and never shows what the file holds.
+func TestInstanceKeyIsPrivateAndStablePerRoot(t *testing.T) {
+	t.Parallel()
+	l := storage.Layout{Root: t.TempDir()}
+	keys := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			key, err := instanceKey(l)
+			if err != nil {
+				t.Error(err)
+			}
+			keys <- key
+		})
+	}
+	wg.Wait()
+	close(keys)
+	first := <-keys
+	for key := range keys {
+		if key != first {
+			t.Fatal("two keys for one root")
+		}
+	}
+	if !instanceKeyPattern().MatchString(first) || len(first) < 52 {
+		t.Fatalf("key of %d characters", len(first))
+	}
+	fi, err := os.Stat(instanceKeyFile(l))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi.Mode(), err)
+	}
+	if id, err := instanceID(l); err != nil || id == first {
+		t.Fatalf("the id is the key: %v", err)
+	}
+	if again, err := instanceKey(l); err != nil || again != first {
+		t.Fatalf("again: %v", err)
+	}
+	if other, err := instanceKey(storage.Layout{Root: t.TempDir()}); err != nil || other == first {
+		t.Fatalf("another root: %v", err)
+	}
+
+	// Readable by others: refused, the file left as it is.
+	if err := os.Chmod(instanceKeyFile(l), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := instanceKey(l); err == nil || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), first) {
+		t.Fatalf("a readable key: %v", err)
+	}
+	for _, bad := range []string{"", "short", strings.Repeat("A", 52), first + " extra words", strings.Repeat("a", 129)} {
+		if err := os.WriteFile(instanceKeyFile(l), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(instanceKeyFile(l), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		key, err := instanceKey(l)
+		if err == nil || !strings.Contains(err.Error(), "does not hold an instance key") || (len(bad) > 8 && strings.Contains(err.Error(), bad[:8])) {
+			t.Errorf("%d bytes: %q, %v", len(bad), key, err)
+		}
+		if b, _ := os.ReadFile(instanceKeyFile(l)); string(b) != bad {
+			t.Errorf("%d bytes: the file changed", len(bad))
+		}
+	}
+}

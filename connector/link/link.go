@@ -51,6 +51,10 @@ type Options struct {
 	// Instance is this connector's instance id, sent with every dial
 	// (tunnel.InstanceHeader); empty sends none.
 	Instance string
+	// InstanceKey proves the instance (tunnel.InstanceKeyHeader): a
+	// secret, sent with every dial and never written anywhere else; empty
+	// sends none.
+	InstanceKey string
 	// Takeover asks the gateway to give the name to this connector even
 	// when another instance holds it.
 	Takeover bool
@@ -99,6 +103,9 @@ func Run(ctx context.Context, o Options) error {
 	header := http.Header{"X-Uncaged-Version": {o.Version}}
 	if o.Instance != "" {
 		header.Set(tunnel.InstanceHeader, o.Instance)
+	}
+	if o.InstanceKey != "" {
+		header.Set(tunnel.InstanceKeyHeader, o.InstanceKey)
 	}
 	if o.Takeover {
 		header.Set(tunnel.TakeoverHeader, "1")

@@ -129,7 +129,23 @@ func decode(key []byte, data []byte, mac string, now time.Time) (message, error)
 	if err := m.validate(now); err != nil {
 		return message{}, err
 	}
+	for i := range m.Endpoints {
+		m.Endpoints[i].Instance = announcedInstance(m.Endpoints[i].Instance)
+	}
 	return m, nil
+}
+
+// announcedInstance is an announced connector's instance as this replica
+// keeps it: a fingerprint as it is, and the bare instance id a replica of
+// an older version announces as its fingerprint, so that the two compare
+// as their connections would (presence.Differs) and the id is shown
+// nowhere. validate has refused anything else.
+func announcedInstance(s string) string {
+	if s == "" || presence.ValidFingerprint(s) {
+		return s
+	}
+	fp, _ := presence.InstanceOf(s, "") // validate checked it
+	return fp
 }
 
 func (m message) validate(now time.Time) error {
@@ -164,6 +180,9 @@ func (m message) validate(now time.Time) error {
 		}
 		if e.Status != presence.Online && e.Status != presence.Offline {
 			return fmt.Errorf("replica %s announced %s with status %q", m.Replica, e.Name, e.Status)
+		}
+		if _, err := presence.InstanceOf(e.Instance, ""); e.Instance != "" && !presence.ValidFingerprint(e.Instance) && err != nil {
+			return fmt.Errorf("replica %s announced %s with an invalid instance", m.Replica, e.Name)
 		}
 	}
 	return nil

@@ -79,6 +79,8 @@ func TestDecodeRefusesBadMessages(t *testing.T) {
 		"update in parts":    signed("parts", func(m *message) { m.Kind, m.More = kindUpdate, true }),
 		"empty registration": signed("sealed registration", func(m *message) { m.Kind = kindRegistration }),
 		"sealed snapshot":    signed("sealed registration", func(m *message) { m.Sealed = "x" }),
+		"bad instance":       signed("invalid instance", func(m *message) { m.Endpoints[0].Instance = "a b" }),
+		"bad fingerprint":    signed("invalid instance", func(m *message) { m.Endpoints[0].Instance = "key:" + strings.Repeat("z", 32) }),
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -90,6 +92,32 @@ func TestDecodeRefusesBadMessages(t *testing.T) {
 				t.Fatalf("a refused message leaked content: %+v", m)
 			}
 		})
+	}
+}
+
+// What replicas say of an instance is its fingerprint. One of an older
+// version announces a bare instance id: this replica keeps it as the id's
+// fingerprint, so the two compare as their connections would, and shows
+// the id nowhere.
+func TestAnnouncedInstancesAreFingerprints(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	proven, err := presence.InstanceOf("inst-a", strings.Repeat("a", 52))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID, _ := presence.InstanceOf("inst-a", "")
+	for announced, want := range map[string]string{"": "", proven: proven, byID: byID, "inst-a": byID} {
+		m := validMessage(now)
+		m.Endpoints[0].Instance = announced
+		data, mac, err := encode(testKey, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decode(testKey, data, mac, now)
+		if err != nil || got.Endpoints[0].Instance != want {
+			t.Errorf("announced %q: kept %+v, %v; want %q", announced, got.Endpoints, err, want)
+		}
 	}
 }
 

@@ -9,21 +9,20 @@
 // closed in the background — after the name is shown offline, or after a
 // replacement has taken it.
 //
-// A name belongs to one instance at a time. A connector sends its instance
-// id (one per storage root): a newer connection from the same instance
-// replaces the older one, as after a network blip; one from another
-// instance is refused while the name is online, unless it asks to take
-// over, and then the older one is told who took its place. Connections
-// without an instance id (original clients, older connectors) replace and
-// are replaced as before.
+// A name belongs to one instance at a time. A connector proves its
+// instance (one per storage root) with a key it never shows; the registry
+// knows it only by its fingerprint (instance.go). A newer connection from
+// the same instance replaces the older one, as after a network blip; one
+// from another instance is refused while the name is online, unless it
+// asks to take over, and then the older one is told who took its place.
 package presence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -73,22 +72,15 @@ type Info struct {
 	// shared secret and tokens without an id), so that revoking the token
 	// closes it (CloseTokens). Not shown in the endpoints list.
 	TokenID string
-	// Instance is the connector's instance id (one per storage root, the
-	// same across its restarts); empty for original clients and older
-	// connectors, which are replaced by any newcomer as before.
+	// Instance is the fingerprint of the connector's instance (one per
+	// storage root, the same across its restarts: InstanceOf), never the
+	// key or id it was made from; empty for original clients, which are
+	// replaced by any newcomer as before (Differs).
 	Instance string
 	// Takeover says the newcomer asked to take the name from another
 	// instance (connect --takeover). Not kept.
 	Takeover bool
 }
-
-// instanceRule is what an instance id may be: short, and safe in a log
-// line, a header and a JSON message alike.
-var instanceRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidInstance reports whether id is an instance id the gateway accepts:
-// 1 to 64 letters, digits, '-' and '_'.
-func ValidInstance(id string) bool { return instanceRule.MatchString(id) }
 
 // ConflictError is Attach's refusal of a connection from another instance
 // than the one holding the name online, when it did not ask to take over:
@@ -107,17 +99,16 @@ func (e *ConflictError) Error() string {
 }
 
 // instanceConflict says whether newer, from another instance than held,
-// must be refused the name: both carry an instance id, they differ, and
-// newer did not ask to take over.
+// must be refused the name: it did not ask to take over.
 func instanceConflict(held, newer Info) bool {
-	return held.Instance != "" && newer.Instance != "" && held.Instance != newer.Instance && !newer.Takeover
+	return !newer.Takeover && Differs(held.Instance, newer.Instance)
 }
 
 // TakeoverReason is the close reason of a connection another instance
 // took over; it ends with tunnel.TakeoverMark, which tells the connector
 // to stop reconnecting.
 func TakeoverReason(by Info) string {
-	return fmt.Sprintf("replaced by instance %s from %s (--takeover)", by.Instance, by.Address)
+	return fmt.Sprintf("replaced by instance %s from %s (--takeover)", cmp.Or(by.Instance, "(none)"), by.Address)
 }
 
 // Endpoint is one connector as the endpoints list shows it.
@@ -133,9 +124,9 @@ type Endpoint struct {
 	// Credential is CredentialToken or CredentialSecret; other replicas
 	// read it too, to refuse the shared secret a name a token holds there.
 	Credential string `json:"credential"`
-	// Instance is the connector's instance id (Info.Instance); empty for
-	// original clients and older connectors. Other replicas read it to
-	// refuse a second instance the name.
+	// Instance is the fingerprint of the connector's instance
+	// (Info.Instance); empty for original clients. Other replicas read it
+	// to refuse a second instance the name.
 	Instance string `json:"instance,omitempty"`
 }
 
@@ -164,10 +155,10 @@ func New(interval time.Duration) *Registry {
 	return &Registry{interval: interval, now: time.Now, entries: map[string]*entry{}}
 }
 
-// Attach makes c the connection for name, unless the name is held by a
-// connection made with a token bound to it (online, or the offline entry
-// the list still shows) and c came with the shared secret: then it returns
-// ErrTokenBound and leaves c to the caller. Nor does it when another
+// Attach makes c the connection for name, unless the name is held online
+// by a connection made with a token bound to it and c came with the
+// shared secret: then it returns ErrTokenBound and leaves c to the caller
+// (the caller has asked its bindings about an offline holder already). Nor does it when another
 // instance holds the name online and c did not ask to take over: then it
 // returns a *ConflictError. An older connection under the name is closed
 // in the background with a reason saying it was replaced (by whom, for a
@@ -182,7 +173,7 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 	e := &entry{conn: c, info: stored, connectedAt: now, lastHeartbeat: now, online: true, stop: stop}
 	r.mu.Lock()
 	old := r.entries[name]
-	if old != nil && takesFromToken(old.info, info) {
+	if old != nil && old.online && takesFromToken(old.info, info) {
 		r.mu.Unlock()
 		stop()
 		return nil, ErrTokenBound
@@ -199,7 +190,7 @@ func (r *Registry) Attach(name string, c Conn, info Info) (replaced *Info, err e
 		old.online = false
 		prev := old.info
 		replaced = &prev
-		if prev.Instance != "" && info.Instance != "" && prev.Instance != info.Instance {
+		if Differs(prev.Instance, info.Instance) {
 			reason = TakeoverReason(info)
 		}
 	}
@@ -234,12 +225,15 @@ func (r *Registry) Conflict(name string, info Info) *ConflictError {
 	return &ConflictError{Name: name, Holder: e.info, Since: e.connectedAt}
 }
 
-// HeldByToken says whether Attach would refuse the shared secret name.
+// HeldByToken says whether Attach would refuse the shared secret name:
+// a connection made with a token holds it online. Whether a name a token
+// held before is still the token's, once offline, is the gateway's to
+// say (its bindings outlive this registry).
 func (r *Registry) HeldByToken(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
-	return ok && takesFromToken(e.info, Info{Credential: CredentialSecret})
+	return ok && e.online && takesFromToken(e.info, Info{Credential: CredentialSecret})
 }
 
 // watch pings e until it goes away.

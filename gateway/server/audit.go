@@ -44,7 +44,15 @@ import (
 // Any other request that is not GET, HEAD or OPTIONS is recorded as
 // "other" with its method and path, so a route added to the connector is
 // not silently left out. The gateway's own changes are login and logout
-// here; token-create and token-revoke are the token routes' (recordAudit).
+// here; token-create and token-revoke are the token routes' (recordAudit);
+// connect, replace, takeover and connect-refused are the connections'
+// (takeover.go: who, from where, which instance by fingerprint, which it
+// replaced); register and unregister the original clients' registrations
+// (register.go); and refused is every other state-changing request
+// answered 401 or 403, whatever route refused it (auditrefusals.go).
+// Entries others set the pace of (refusals, a storm of replacements) are
+// coalesced: a burst a minute per kind, then one summary counting the
+// rest (auditcoalesce.go).
 //
 // Writing never slows a request: entries go through a bounded queue to one
 // writer goroutine. When the queue is full the entry is dropped, logged
@@ -73,11 +81,25 @@ const (
 	ActionLogout      = "logout"
 	ActionTokenCreate = "token-create"
 	ActionTokenRevoke = "token-revoke"
+	// Connections (takeover.go): a connector that has its name now, after
+	// nobody, after the same instance, or after another instance
+	// (--takeover); and one refused it.
+	ActionConnect        = "connect"
+	ActionReplace        = "replace"
+	ActionTakeover       = "takeover"
+	ActionConnectRefused = "connect-refused"
+	// Original clients' registrations (register.go).
+	ActionRegister   = "register"
+	ActionUnregister = "unregister"
+	// ActionRefused is any state-changing request refused 401 or 403
+	// (auditrefusals.go).
+	ActionRefused = "refused"
 )
 
 // auditActions are the actions GET /api/gateway/audit may filter on.
 var auditActions = []string{ActionStart, ActionKill, ActionPause, ActionResume, ActionFork, ActionRollback,
-	ActionCASDelete, ActionCASPut, ActionGC, ActionOther, ActionLogin, ActionLogout, ActionTokenCreate, ActionTokenRevoke}
+	ActionCASDelete, ActionCASPut, ActionGC, ActionOther, ActionLogin, ActionLogout, ActionTokenCreate, ActionTokenRevoke,
+	ActionConnect, ActionReplace, ActionTakeover, ActionConnectRefused, ActionRegister, ActionUnregister, ActionRefused}
 
 // Reasons an audit entry is lost (the dropped metric's label).
 const (
@@ -104,6 +126,12 @@ type auditLog struct {
 	closed bool
 	q      chan store.AuditEntry
 	done   chan struct{}
+
+	// coalesce bounds the entries others set the pace of
+	// (auditcoalesce.go); stopSweeping ends its sweeps.
+	coalesce     *coalescer
+	stopSweeping chan struct{}
+	stopOnce     sync.Once
 }
 
 // newAuditLog starts the writer of st's audit log (nil st: nothing is
@@ -120,15 +148,28 @@ func newAuditLog(st store.Store, size int, m *metrics.Gateway, logger *slog.Logg
 	for _, r := range []string{auditDropFull, auditDropStore, auditDropClosed} {
 		a.dropped.WithLabelValues(r) // shown at 0 before the first loss
 	}
-	m.Registry().MustRegister(a.dropped)
+	a.coalesce = newCoalescer(a.add, time.Now, auditWindow)
+	m.Registry().MustRegister(a.dropped, a.coalesce.coalesced)
+	a.stopSweeping = make(chan struct{})
 	if st == nil {
 		a.closed = true
 		close(a.done)
+		a.stopOnce.Do(func() {}) // nothing sweeps
 		return a
 	}
 	a.q = make(chan store.AuditEntry, size)
 	go a.write()
+	go a.coalesce.run(a.stopSweeping)
 	return a
+}
+
+// addCoalesced queues e unless its kind's burst is spent: then it is
+// counted in the kind's summary entry (auditcoalesce.go).
+func (a *auditLog) addCoalesced(kind string, e store.AuditEntry) {
+	if a.st == nil {
+		return
+	}
+	a.coalesce.add(kind, e)
 }
 
 // add queues e without ever blocking.
@@ -179,6 +220,12 @@ func (a *auditLog) write() {
 // close stops taking entries and waits, until ctx ends, for the queued
 // ones to be written.
 func (a *auditLog) close(ctx context.Context) error {
+	// What was counted but not yet summarised is written before the
+	// queue closes.
+	a.stopOnce.Do(func() {
+		close(a.stopSweeping)
+		a.coalesce.flush()
+	})
 	a.mu.Lock()
 	if !a.closed {
 		a.closed = true
@@ -226,8 +273,14 @@ func principalActor(p auth.Principal) (tokenID, actor string) {
 func (g *Gateway) recordAudit(c echo.Context, action, machine, target string, status int) {
 	credential, _ := auth.CredentialFrom(c.Request())
 	tokenID, actor := g.who(credential, auth.RoleDashboard)
-	g.audit.add(store.AuditEntry{TokenID: tokenID, Actor: actor, Source: c.RealIP(),
-		Action: action, Machine: machine, Target: cleanTarget(target), Status: status})
+	markAudited(c)
+	g.audit.add(auditEntry(tokenID, actor, c.RealIP(), action, machine, target, status))
+}
+
+// auditEntry is an entry with its target cleaned.
+func auditEntry(tokenID, actor, source, action, machine, target string, status int) store.AuditEntry {
+	return store.AuditEntry{TokenID: tokenID, Actor: actor, Source: source,
+		Action: action, Machine: machine, Target: cleanTarget(target), Status: status}
 }
 
 // cleanTarget bounds a target and keeps a credential out of it: a client
@@ -398,7 +451,15 @@ func (g *Gateway) auditLogin(next echo.HandlerFunc) echo.HandlerFunc {
 				tokenID, actor = g.who(ck.Value, auth.RoleDashboard)
 			}
 		}
-		g.audit.add(store.AuditEntry{TokenID: tokenID, Actor: actor, Source: c.RealIP(), Action: ActionLogin, Status: status})
+		markAudited(c)
+		e := store.AuditEntry{TokenID: tokenID, Actor: actor, Source: c.RealIP(), Action: ActionLogin, Status: status}
+		if status == http.StatusUnauthorized || status == http.StatusForbidden {
+			// Anyone may try: refusals are coalesced per address, as
+			// every refusal is (auditrefusals.go).
+			g.audit.addCoalesced(ActionLogin+"|"+c.RealIP(), e)
+			return err
+		}
+		g.audit.add(e)
 		return err
 	}
 }
@@ -416,7 +477,13 @@ func (g *Gateway) auditLogout(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status = errorStatus(err)
 		}
-		g.audit.add(store.AuditEntry{TokenID: tokenID, Actor: actor, Source: c.RealIP(), Action: ActionLogout, Status: status})
+		markAudited(c)
+		e := store.AuditEntry{TokenID: tokenID, Actor: actor, Source: c.RealIP(), Action: ActionLogout, Status: status}
+		if status == http.StatusUnauthorized || status == http.StatusForbidden {
+			g.audit.addCoalesced(ActionLogout+"|"+c.RealIP(), e)
+			return err
+		}
+		g.audit.add(e)
 		return err
 	}
 }

@@ -135,7 +135,11 @@ func TestAuditRecordsProxiedChanges(t *testing.T) {
 			t.Fatalf("GET %s: %d", path, resp.StatusCode)
 		}
 	}
-	p := f.waitAudit(len(requests))
+	// And, first, the connector's connection.
+	p := f.waitAudit(len(requests) + 1)
+	if e := p.Entries[len(requests)]; e.Action != ActionConnect || e.Machine != "laptop" || e.Status != 101 {
+		t.Errorf("the connection's entry: %+v", e)
+	}
 	for i, r := range requests {
 		e := p.Entries[len(requests)-1-i] // newest first
 		machine := "laptop"

@@ -115,11 +115,14 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 // endpoints is GET /api/gateway/endpoints: this gateway's connectors, or
 // in cluster mode the whole cluster's, each with the replica holding it.
 func (g *Gateway) endpoints(c echo.Context) error {
+	ctx := c.Request().Context()
 	if g.opts.Cluster == nil {
-		return c.JSON(http.StatusOK, g.withoutUnregistered(g.withURLClients(g.presence.List())))
+		return c.JSON(http.StatusOK, withRemembered(ctx, g, g.withoutUnregistered(g.withURLClients(g.presence.List())), // known.go
+			func(e presence.Endpoint) string { return e.Name }, func(e presence.Endpoint) presence.Endpoint { return e }))
 	}
-	return c.JSON(http.StatusOK, listed(g, g.opts.Cluster.Endpoints(g.withURLClients(g.presence.List())),
-		func(e cluster.Endpoint) (string, string) { return e.Name, e.Protocol }))
+	return c.JSON(http.StatusOK, withRemembered(ctx, g, listed(g, g.opts.Cluster.Endpoints(g.withURLClients(g.presence.List())),
+		func(e cluster.Endpoint) (string, string) { return e.Name, e.Protocol }),
+		func(e cluster.Endpoint) string { return e.Name }, func(e presence.Endpoint) cluster.Endpoint { return cluster.Endpoint{Endpoint: e} }))
 }
 
 // ready is GET /readyz: not ready while a replica is cut off from NATS,

@@ -70,6 +70,9 @@ type FleetMachine struct {
 	Online    bool    `json:"online"`
 	FirstSeen *string `json:"firstSeen"`
 	LastSeen  *string `json:"lastSeen"`
+	// Credential is as in the endpoints list: "token" for a name bound to
+	// a connector token (known.go), else the live connection's.
+	Credential string `json:"credential,omitempty"`
 }
 
 // isoTime formats t as the connector's API does (JavaScript's
@@ -294,8 +297,9 @@ func (fl *fleetMemory) machines(c echo.Context) error {
 			m = &FleetMachine{Name: ep.Name, FirstSeen: isoTimePtr(time.UnixMilli(ep.ConnectedAt))}
 			byName[ep.Name] = m
 		}
-		m.Online, m.LastSeen = true, &now
+		m.Online, m.LastSeen, m.Credential = true, &now, ep.Credential
 	}
+	fl.g.withBindings(byName)
 	out := make([]FleetMachine, 0, len(byName))
 	for _, m := range byName {
 		out = append(out, *m)

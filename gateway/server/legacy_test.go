@@ -397,7 +397,9 @@ func TestRegisterRoutes(t *testing.T) {
 		{`{"name":"old","url":"ws://old","secret":"` + ciTok + `"}`, 403, `{"error":"`},
 		{`{"name":"Bad_Name","url":"ws://x","secret":"shared-secret"}`, 400, `invalid connector name`},
 		{`{"name":"old","url":"ws://old/","secret":"` + oldTok + `","clientToken":"t1"}`, 201, `{"registered":"old"}`},
-		{`{"name":"old","url":"ws://old","secret":"shared-secret"}`, 200, `{"registered":"old"}`},
+		{`{"name":"old","url":"ws://old","secret":"` + oldTok + `"}`, 200, `{"registered":"old"}`},
+		// A token has held old: the secret may not register it now.
+		{`{"name":"old","url":"ws://old","secret":"shared-secret"}`, 409, `held by a token-bound connector`},
 	}
 	for _, c := range cases {
 		if code, body := post(c.body); code != c.code || !strings.Contains(body, c.want) {

@@ -92,21 +92,27 @@ func (g *Gateway) register(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
-	if err := g.verifyConnector(secret, reg.Name); err != nil {
+	p, err := g.verifyConnector(c, ActionRegister, secret, reg.Name)
+	if err != nil {
 		return err
 	}
 	if !presence.ValidName(reg.Name) {
 		return echo.NewHTTPError(http.StatusBadRequest, invalidNameMessage)
 	}
+	if err := g.bindName(c.Request().Context(), reg.Name, p); err != nil {
+		g.auditRegistration(c, ActionRegister, reg.Name, p, errorStatus(err), "refused: the name's binding was not saved")
+		return err
+	}
 	now := time.Now()
 	// With a store, whether the name is new is the store's answer: saving
 	// notifies this process too, and the reload it triggers may record
 	// the registration in memory before Upsert below would have.
-	saved, created := g.keepsRegistrations(), false
+	saved, created, changed := g.keepsRegistrations(), false, false
 	if saved {
 		var err error
-		if created, err = g.saveRegistration(c.Request().Context(), reg, now); err != nil {
+		if created, changed, err = g.saveRegistration(c.Request().Context(), reg, now); err != nil {
 			g.opts.Logger.Error("registration not saved", "connector", reg.Name, "err", err.Error())
+			g.auditRegistration(c, ActionRegister, reg.Name, p, http.StatusServiceUnavailable, "not saved: the store failed")
 			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not saved: the gateway's store failed; retry later")
 		}
 	}
@@ -117,6 +123,14 @@ func (g *Gateway) register(c echo.Context) error {
 	if created {
 		status = http.StatusCreated
 	}
+	// A heartbeat that changes nothing (every 60 s per client) is no
+	// change to record.
+	switch {
+	case created:
+		g.auditRegistration(c, ActionRegister, reg.Name, p, status, "new registration")
+	case changed:
+		g.auditRegistration(c, ActionRegister, reg.Name, p, status, "changed: new URL or client token")
+	}
 	if g.opts.Store == nil {
 		g.shareRegistration(reg)
 	}
@@ -125,24 +139,24 @@ func (g *Gateway) register(c echo.Context) error {
 
 // saveRegistration writes a new or changed registration to the store, or
 // touches it for a heartbeat that changes nothing, and reports whether the
-// store had no registration for the name before. A failed touch is only
-// logged: the registration is saved already.
-func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration, now time.Time) (created bool, err error) {
+// store had no registration for the name before, and whether it changed
+// one. A failed touch is only logged: the registration is saved already.
+func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration, now time.Time) (created, changed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	merged, changed := g.registrations.Merge(reg)
 	if !changed {
 		if err := g.opts.Store.TouchRegistration(ctx, reg.Name, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 			g.opts.Logger.Warn("registration heartbeat not saved", "connector", reg.Name, "err", err.Error())
-			return false, nil
+			return false, false, nil
 		} else if err == nil {
-			return false, nil
+			return false, false, nil
 		}
 		// Not in the store (deleted by another process meanwhile): put it.
 	}
 	sealed, err := legacy.SealToken(g.opts.RegistrationKey, merged.Name, merged.ClientToken)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	registeredAt := now
 	old, err := g.opts.Store.GetRegistration(ctx, reg.Name)
@@ -152,9 +166,9 @@ func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration,
 	case errors.Is(err, store.ErrNotFound):
 		created = true
 	default:
-		return false, err
+		return false, false, err
 	}
-	return created, g.opts.Store.PutRegistration(ctx, store.Registration{
+	return created, changed, g.opts.Store.PutRegistration(ctx, store.Registration{
 		Name: merged.Name, URL: merged.URL, TokenSealed: sealed, RegisteredAt: registeredAt, LastHeartbeat: now,
 	})
 }
@@ -165,7 +179,8 @@ func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration,
 // sharing the store, until it registers again.
 func (g *Gateway) unregister(c echo.Context) error {
 	name := c.Param("name")
-	if err := g.verifyConnector(auth.Credential(c.Request()), name); err != nil {
+	p, err := g.verifyConnector(c, ActionUnregister, auth.Credential(c.Request()), name)
+	if err != nil {
 		return err
 	}
 	if g.keepsRegistrations() {
@@ -173,6 +188,7 @@ func (g *Gateway) unregister(c echo.Context) error {
 		defer cancel()
 		if err := g.opts.Store.DeleteRegistration(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			g.opts.Logger.Error("registration not deleted", "connector", name, "err", err.Error())
+			g.auditRegistration(c, ActionUnregister, name, p, http.StatusServiceUnavailable, "not deleted: the store failed")
 			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not deleted: the gateway's store failed; retry later")
 		}
 	}
@@ -180,23 +196,47 @@ func (g *Gateway) unregister(c echo.Context) error {
 	if g.opts.Store == nil {
 		g.shareRegistration(legacy.Registration{Name: name, Removed: true})
 	}
+	g.auditRegistration(c, ActionUnregister, name, p, http.StatusOK, "")
 	return c.JSON(http.StatusOK, map[string]string{"unregistered": name})
 }
 
-// verifyConnector checks a registration's credential for name. The shared
-// secret may register any name but one a token-bound connector holds: a
-// registration carries the client token the gateway sends to the legacy
-// client holding the name, so a secret's registration would break it.
-func (g *Gateway) verifyConnector(credential, name string) error {
+// verifyConnector checks a registration's credential for name (action is
+// ActionRegister or ActionUnregister). The shared secret may register any
+// name but one a connector token has held (secretRefusal): a registration
+// carries the client token the gateway sends to the legacy client holding
+// the name, so a secret's registration would break it. A refused
+// credential is audited with every refusal (auditrefusals.go); a refused
+// secret here.
+func (g *Gateway) verifyConnector(c echo.Context, action, credential, name string) (auth.Principal, error) {
 	p, err := g.opts.Auth.Verify(credential, auth.RoleConnector, name)
 	if err != nil {
-		return g.refusal(err)
+		return p, g.refusal(err)
 	}
-	if p.Shared && g.heldByToken(name) {
-		g.opts.Logger.Warn("registration refused", "connector", name, "reason", "held by a token-bound connector")
-		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
+	if p.Shared {
+		if err := g.secretRefusal(name); err != nil {
+			reason := presence.ErrTokenBound.Error()
+			if errorStatus(err) != http.StatusConflict {
+				reason = "name bindings not loaded yet"
+			}
+			g.opts.Logger.Warn("registration refused", "connector", name, "reason", reason)
+			g.auditRegistration(c, action, name, p, errorStatus(err), "refused: "+reason)
+			return p, err
+		}
 	}
-	return nil
+	return p, nil
+}
+
+// auditRegistration records a registration's change or refusal, naming
+// the credential (a token by id and note, or the shared secret). The
+// secret may register any free name, as often as it likes: coalesced per
+// name.
+func (g *Gateway) auditRegistration(c echo.Context, action, name string, p auth.Principal, status int, target string) {
+	tokenID, actor := principalActor(p)
+	markAudited(c)
+	if !presence.ValidName(name) {
+		name = ""
+	}
+	g.audit.addCoalesced(action+"|"+name, auditEntry(tokenID, actor, c.RealIP(), action, name, target, status))
 }
 
 // unregistered reports whether requests for name are to be answered 404

@@ -193,6 +193,8 @@ type Gateway struct {
 	// fleet remembers the connectors' threads in Options.Store (fleet.go);
 	// nil without a store.
 	fleet *fleetMemory
+	// bindings are the names connector tokens have held (bindings.go).
+	bindings nameBindings
 }
 
 // New builds a gateway.
@@ -230,7 +232,8 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now, crossOrigin: http.NewCrossOriginProtection()}
+	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now, crossOrigin: http.NewCrossOriginProtection(),
+		bindings: nameBindings{names: map[string]store.NameBinding{}}}
 	g.metrics = metrics.New(g.presence.Online)
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
@@ -242,6 +245,7 @@ func New(opts Options) *Gateway {
 	watchCtx, g.stopWatching = context.WithCancel(context.Background())
 	g.watchRegistrations(watchCtx)
 	g.watchTokens(watchCtx)
+	g.watchBindings(watchCtx)
 	g.echo = g.routes()
 	return g
 }
@@ -273,7 +277,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	// Before routing: a preflight has no route, and the request log must
 	// see it, and the cookie refusals of other origins, like any answer.
-	e.Pre(middleware.Recover(), g.requestLog(), g.cors.middleware)
+	e.Pre(middleware.Recover(), g.requestLog(), g.auditRefusals, g.cors.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
@@ -452,12 +456,10 @@ func (g *Gateway) connect(c echo.Context) error {
 		return err
 	}
 	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID, Instance: instance, Takeover: takeover}
-	if p.Shared && g.heldByToken(name) {
-		g.opts.Logger.Warn("connector refused", "connector", name, "reason", presence.ErrTokenBound.Error(), "address", c.RealIP(), "shared_secret", true)
-		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
-	}
-	if conflict := g.instanceConflict(name, info); conflict != nil {
-		return g.refuseConflict(c, conflict, info)
+	// Refused (maybe answered already), or bound and let on (takeover.go).
+	remote, err := g.admit(c, name, p, info)
+	if err != nil || c.Response().Committed {
+		return err
 	}
 	var conn presence.Conn
 	var client *tunnel.Client
@@ -488,16 +490,11 @@ func (g *Gateway) connect(c echo.Context) error {
 	}
 	t := newTracked(conn, info.Protocol, g.opts.MaxConcurrent)
 	replaced, err := g.presence.Attach(name, t, info)
-	if conflict, ok := errors.AsType[*presence.ConflictError](err); ok {
-		// Another instance took the name since the check above.
-		g.logConflict(conflict, info)
-		go func() { _ = conn.Close(conflict.Error()) }() // dropped either way
-		return nil
-	}
 	if err != nil {
-		// A token-bound connector took the name since the check above.
-		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
-		go func() { _ = conn.Close("name " + presence.ErrTokenBound.Error()) }() // dropped either way
+		// Another instance, or a token-bound connector, took the name
+		// since admit.
+		reason := g.refusedLate(c, name, p, info, err)
+		go func() { _ = conn.Close(reason) }() // dropped either way
 		return nil
 	}
 	if p.TokenID != "" && g.opts.Auth.Revoked(p.TokenID) {
@@ -505,9 +502,7 @@ func (g *Gateway) connect(c echo.Context) error {
 		// may have run before this connection was there to close.
 		g.closeRevoked()
 	}
-	if replaced != nil {
-		g.logReplacement(name, info, replaced)
-	}
+	g.connected(c, name, p, info, replaced, remote)
 	g.metrics.Connected(info.Protocol)
 	go func() {
 		<-t.Done()

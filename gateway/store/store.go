@@ -445,9 +445,13 @@ const (
 	// deleted; read them again (GetRegistration says ErrNotFound for a
 	// deleted one).
 	ChangeRegistration ChangeKind = "registration"
+	// ChangeBinding means the names in IDs were bound (NameBindings). A
+	// binding is released by a revocation, which ChangeRevocation
+	// announces: read the bindings again on either.
+	ChangeBinding ChangeKind = "binding"
 	// ChangeReload means changes may have been missed (the LISTEN
 	// connection was lost, or the subscriber fell behind): re-read the
-	// revoked ids and the registrations.
+	// revoked ids, the registrations and the name bindings.
 	ChangeReload ChangeKind = "reload"
 )
 
@@ -455,8 +459,8 @@ const (
 type Change struct {
 	// Kind is what changed.
 	Kind ChangeKind `json:"kind"`
-	// IDs are the revoked token ids or the registration names; empty for
-	// ChangeReload.
+	// IDs are the revoked token ids, the registration names or the bound
+	// names; empty for ChangeReload.
 	IDs []string `json:"ids,omitempty"`
 }
 
@@ -504,6 +508,9 @@ type Store interface {
 	DeleteRegistration(ctx context.Context, name string) error
 	// ListRegistrations returns every registration, by name.
 	ListRegistrations(ctx context.Context) ([]Registration, error)
+
+	// NameBindings keeps which names connector tokens have held.
+	NameBindings
 
 	// SyncThreads inserts or updates thread summaries of one machine in one
 	// transaction and marks the machine seen now. Each thread's Machine is

@@ -77,6 +77,11 @@ const (
 	// reconnecting after a network blip (same instance) from a second
 	// machine using the same name (another instance).
 	InstanceHeader = "X-Uncaged-Instance"
+	// InstanceKeyHeader carries the connector's instance key: a secret
+	// made once per storage root that proves the instance, which the
+	// gateway knows only by its fingerprint. An instance id can be copied
+	// from wherever it was shown; the key is never shown.
+	InstanceKeyHeader = "X-Uncaged-Instance-Key"
 	// TakeoverHeader, set to "1", asks the gateway to give the name to this
 	// connection even when another instance holds it.
 	TakeoverHeader = "X-Uncaged-Takeover"
