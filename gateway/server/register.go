@@ -92,7 +92,8 @@ func (g *Gateway) register(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
-	if err := g.verifyConnector(secret, reg.Name); err != nil {
+	p, err := g.verifyConnector(secret, reg.Name)
+	if err != nil {
 		return err
 	}
 	if !presence.ValidName(reg.Name) {
@@ -120,6 +121,7 @@ func (g *Gateway) register(c echo.Context) error {
 	if g.opts.Store == nil {
 		g.shareRegistration(reg)
 	}
+	g.registrationHolds.hold(g, p, reg.Name)
 	return c.JSON(status, map[string]string{"registered": reg.Name})
 }
 
@@ -165,7 +167,7 @@ func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration,
 // sharing the store, until it registers again.
 func (g *Gateway) unregister(c echo.Context) error {
 	name := c.Param("name")
-	if err := g.verifyConnector(auth.Credential(c.Request()), name); err != nil {
+	if _, err := g.verifyConnector(auth.Credential(c.Request()), name); err != nil {
 		return err
 	}
 	if g.keepsRegistrations() {
@@ -177,6 +179,7 @@ func (g *Gateway) unregister(c echo.Context) error {
 		}
 	}
 	g.registrations.Remove(name)
+	g.registrationHolds.forget(name)
 	if g.opts.Store == nil {
 		g.shareRegistration(legacy.Registration{Name: name, Removed: true})
 	}
@@ -187,16 +190,16 @@ func (g *Gateway) unregister(c echo.Context) error {
 // secret may register any name but one a token-bound connector holds: a
 // registration carries the client token the gateway sends to the legacy
 // client holding the name, so a secret's registration would break it.
-func (g *Gateway) verifyConnector(credential, name string) error {
+func (g *Gateway) verifyConnector(credential, name string) (auth.Principal, error) {
 	p, err := g.opts.Auth.Verify(credential, auth.RoleConnector, name)
 	if err != nil {
-		return g.refusal(err)
+		return p, g.refusal(err)
 	}
 	if p.Shared && g.heldByToken(name) {
 		g.opts.Logger.Warn("registration refused", "connector", name, "reason", "held by a token-bound connector")
-		return echo.NewHTTPError(http.StatusConflict, heldMessage(name))
+		return p, echo.NewHTTPError(http.StatusConflict, heldMessage(name))
 	}
-	return nil
+	return p, nil
 }
 
 // unregistered reports whether requests for name are to be answered 404
