@@ -56,10 +56,12 @@ type hold struct {
 	once sync.Once
 }
 
-// finish ends h for why, unless it was released or ended already.
-func (h *hold) finish(why *Refusal) {
+// finish ends h for why, unless it was released or ended already. Its
+// timer is stopped: not from the timer itself, which may fire before
+// Hold has even noted how to stop it.
+func (h *hold) finish(why *Refusal, fromTimer bool) {
 	h.once.Do(func() {
-		if h.stopTimer != nil {
+		if !fromTimer && h.stopTimer != nil {
 			h.stopTimer()
 		}
 		h.end(why)
@@ -82,11 +84,11 @@ func (a *Authority) Hold(p Principal, end func(*Refusal)) (release func()) {
 	switch {
 	case h.tokenID != "" && a.revoked[h.tokenID]:
 		a.mu.Unlock()
-		h.finish(revokedRefusal())
+		h.finish(revokedRefusal(), false)
 		return func() {}
 	case !p.Expires.IsZero() && !now.Before(p.Expires):
 		a.mu.Unlock()
-		h.finish(expiredRefusal(p.Expires))
+		h.finish(expiredRefusal(p.Expires), false)
 		return func() {}
 	}
 	if h.tokenID != "" {
@@ -99,7 +101,7 @@ func (a *Authority) Hold(p Principal, end func(*Refusal)) (release func()) {
 		exp := p.Expires
 		h.stopTimer = a.afterFunc(exp.Sub(now), func() {
 			a.forget(h)
-			h.finish(expiredRefusal(exp))
+			h.finish(expiredRefusal(exp), true)
 		})
 	}
 	a.mu.Unlock()
@@ -139,7 +141,7 @@ func (a *Authority) revokedHoldsLocked() []*hold {
 // endHolds ends each of hs as revoked.
 func endHolds(hs []*hold) {
 	for _, h := range hs {
-		h.finish(revokedRefusal())
+		h.finish(revokedRefusal(), false)
 	}
 }
 

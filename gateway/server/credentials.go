@@ -130,6 +130,9 @@ func (rh *registrationHolds) hold(g *Gateway, p auth.Principal, name string) {
 		}
 	})
 	rh.mu.Lock()
+	if rh.holds == nil {
+		rh.holds = map[string]*registrationHold{}
+	}
 	prev, ended := rh.holds[name], h.ended
 	if ended == nil {
 		rh.holds[name] = h
