@@ -15,6 +15,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/internal/fakeclock"
+	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -92,8 +93,12 @@ type presenter struct {
 }
 
 var presenters = []presenter{
-	{"bearer", func(_ *credFixture, req *http.Request, token string) { req.Header.Set("Authorization", "Bearer "+token) }},
-	{"lower-case bearer", func(_ *credFixture, req *http.Request, token string) { req.Header.Set("Authorization", "bearer "+token) }},
+	{"bearer", func(_ *credFixture, req *http.Request, token string) {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}},
+	{"lower-case bearer", func(_ *credFixture, req *http.Request, token string) {
+		req.Header.Set("Authorization", "bearer "+token)
+	}},
 	{"cookie", func(f *credFixture, req *http.Request, token string) { req.AddCookie(f.login(token)) }},
 	{"?key=", func(_ *credFixture, req *http.Request, token string) { req.URL.RawQuery = "key=" + token }},
 }
@@ -393,7 +398,6 @@ func TestRegistrationsEndWithTheirCredential(t *testing.T) {
 	}
 }
 
-
 // tunnelDial connects name's h2 tunnel with token.
 func tunnelDial(url, name, token string) (*websocket.Conn, error) {
 	return tunnel.Dial(context.Background(), url, name, token, nil)
@@ -419,4 +423,63 @@ func rejectedDial(url, name, token string) (int, string) {
 		return 0, fmt.Sprint(err)
 	}
 	return rej.Status, rej.Message
+}
+
+// In cluster mode a dashboard request reaches the connector through
+// another replica; when its token is revoked or expires, it ends all the
+// same, whichever replica learns of it — the one the dashboard reached
+// or the one holding the connector, each checking the credential — and
+// the hop to the connector's replica ends with it.
+func TestRequestsThroughAnotherReplicaEndWithTheirCredential(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Start(t)
+	for _, en := range endings {
+		for _, knows := range []string{"front", "holder"} {
+			for _, path := range []string{"/live", "/stall"} {
+				what := en.name + "/" + knows + " knows" + path
+				t.Run(what, func(t *testing.T) {
+					t.Parallel()
+					dir := t.TempDir()
+					tokens := openSQLite(t, dir)
+					t.Cleanup(func() { _ = tokens.Close() })
+					clocks := map[string]*fakeclock.Clock{}
+					replica := func(role string) *fixture {
+						clocks[role] = fakeclock.New(time.Now().Truncate(time.Second))
+						return newReplica(t, ns.ClientURL(), role+"-"+strings.NewReplacer("/", "-", " ", "-").Replace(what), func(o *Options) {
+							o.Auth.SetClock(clocks[role])
+							o.RequestTimeout = time.Minute
+							// A revocation reaches only the replica that
+							// reads the store.
+							if en.name != "revoked" || role == knows {
+								o.Store = tokens
+							}
+						})
+					}
+					holder, front := replica("holder"), replica("front")
+					reached := make(chan reachedRequest, 4)
+					holder.connector("alpha", stallingAPI(reached))
+					front.waitHeld("alpha", holder.gw.opts.Cluster.ReplicaID())
+					cf := &credFixture{fixture: front, st: tokens, clock: clocks[knows], reached: reached}
+					tok, rec := record(t, front.auth, tokens, auth.RoleDashboard, "", 10*time.Minute)
+					o, served := cf.open(path, func(req *http.Request) { req.Header.Set("Authorization", "Bearer "+tok) })
+					if path == "/live" {
+						<-o.resp
+					}
+					en.do(cf, rec)
+					o.waitOver(t, what)
+					waitCancelled(t, what, served)
+					switch path {
+					case "/live":
+						if o.status != 200 || o.err != nil || !strings.HasPrefix(o.body, "event: record\ndata: {}\n\nevent: error\ndata: {\"error\":\"token "+en.name) {
+							t.Fatalf("stream: %d %q, read error %v", o.status, o.body, o.err)
+						}
+					case "/stall":
+						if _, reason := refusalOf(t, o.body); o.status != 401 || reason != en.reason {
+							t.Fatalf("pending request: %d %s", o.status, o.body)
+						}
+					}
+				})
+			}
+		}
+	}
 }
