@@ -575,13 +575,6 @@ func (a *Authority) Revoke(ids ...string) {
 	endHolds(ended)
 }
 
-// Revoked reports whether the token id is known to be revoked.
-func (a *Authority) Revoked(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.revoked[id]
-}
-
 // dropRevokedLocked empties the verification cache of revoked tokens
 // (a.mu held). Verify checks again on every hit; this frees the memory.
 func (a *Authority) dropRevokedLocked() {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -118,11 +117,11 @@ func (f *credFixture) login(token string) *http.Cookie {
 	return nil
 }
 
-// opened is a dashboard request under way: its response (nil while the
-// gateway has not answered) and, once over, the body and how reading it
-// ended.
+// opened is a dashboard request under way: began is closed once the
+// first bytes of its body arrived, over once it is over; then body and err
+// are what arrived and how reading it ended.
 type opened struct {
-	resp   chan *http.Response
+	began  chan struct{}
 	over   chan struct{}
 	body   string
 	err    error
@@ -134,32 +133,50 @@ type opened struct {
 // connector serves it.
 func (f *credFixture) open(path string, put func(*http.Request)) (*opened, reachedRequest) {
 	f.t.Helper()
+	o, r, err := f.tryOpen(path, put)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return o, r
+}
+
+// tryOpen is open, saying why when the request ended before the
+// connector served it.
+func (f *credFixture) tryOpen(path string, put func(*http.Request)) (*opened, reachedRequest, error) {
 	req, _ := http.NewRequest("GET", f.srv.URL+"/api/clients/alpha"+path, nil)
 	put(req)
-	o := &opened{resp: make(chan *http.Response, 1), over: make(chan struct{})}
+	o := &opened{began: make(chan struct{}), over: make(chan struct{})}
 	go func() {
 		defer close(o.over)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
+			close(o.began)
 			o.err = err
 			return
 		}
 		defer resp.Body.Close()
 		o.status = resp.StatusCode
-		o.resp <- resp
 		var b strings.Builder
-		_, o.err = io.Copy(&b, bufio.NewReader(resp.Body))
+		first := make([]byte, 512)
+		n, err := resp.Body.Read(first)
+		b.Write(first[:n])
+		close(o.began)
+		if err == nil {
+			_, err = io.Copy(&b, resp.Body)
+		}
+		if err != io.EOF {
+			o.err = err
+		}
 		o.body = b.String()
 	}()
 	select {
 	case r := <-f.reached:
-		return o, r
+		return o, r, nil
 	case <-o.over:
-		f.t.Fatalf("GET %s ended before the connector served it: %d %q %v", path, o.status, o.body, o.err)
+		return nil, reachedRequest{}, fmt.Errorf("GET %s ended before the connector served it: %d %q %v", path, o.status, o.body, o.err)
 	case <-time.After(time.Minute):
-		f.t.Fatalf("GET %s never reached the connector", path)
+		return nil, reachedRequest{}, fmt.Errorf("GET %s never reached the connector", path)
 	}
-	return nil, reachedRequest{}
 }
 
 // waitOver waits, up to endDeadline, for the request to be over.
@@ -217,7 +234,7 @@ func TestDashboardRequestsEndWithTheirCredential(t *testing.T) {
 					tok, rec := record(t, f.auth, f.st, auth.RoleDashboard, "", ttl)
 					o, served := f.open(path, func(req *http.Request) { pr.put(f, req, tok) })
 					if path != "/stall" {
-						<-o.resp // the answer has begun
+						<-o.began // the answer is under way
 					}
 					en.do(f, rec)
 					o.waitOver(t, what)
@@ -432,13 +449,15 @@ func rejectedDial(url, name, token string) (int, string) {
 // the hop to the connector's replica ends with it.
 func TestRequestsThroughAnotherReplicaEndWithTheirCredential(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t)
 	for _, en := range endings {
 		for _, knows := range []string{"front", "holder"} {
 			for _, path := range []string{"/live", "/stall"} {
 				what := en.name + "/" + knows + " knows" + path
 				t.Run(what, func(t *testing.T) {
 					t.Parallel()
+					// A cluster of its own: every subtest has a connector
+					// named alpha, which one cluster holds once.
+					ns := natstest.Start(t)
 					dir := t.TempDir()
 					tokens := openSQLite(t, dir)
 					t.Cleanup(func() { _ = tokens.Close() })
@@ -461,9 +480,20 @@ func TestRequestsThroughAnotherReplicaEndWithTheirCredential(t *testing.T) {
 					front.waitHeld("alpha", holder.gw.opts.Cluster.ReplicaID())
 					cf := &credFixture{fixture: front, st: tokens, clock: clocks[knows], reached: reached}
 					tok, rec := record(t, front.auth, tokens, auth.RoleDashboard, "", 10*time.Minute)
-					o, served := cf.open(path, func(req *http.Request) { req.Header.Set("Authorization", "Bearer "+tok) })
+					// The front replica may briefly take a loaded holder
+					// for gone (its announcements are 100 ms apart here).
+					var o *opened
+					var served reachedRequest
+					testkit.WaitUntil(t, "the request to reach the connector through the front replica", func() bool {
+						var err error
+						o, served, err = cf.tryOpen(path, func(req *http.Request) { req.Header.Set("Authorization", "Bearer "+tok) })
+						if err != nil && !strings.Contains(err.Error(), "connector offline") {
+							t.Fatal(err)
+						}
+						return err == nil
+					})
 					if path == "/live" {
-						<-o.resp
+						<-o.began
 					}
 					en.do(cf, rec)
 					o.waitOver(t, what)
@@ -481,5 +511,21 @@ func TestRequestsThroughAnotherReplicaEndWithTheirCredential(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// The session cookie lasts no longer than its token: the browser drops it
+// at the token's expiry; a token that never expires makes a cookie for
+// the browser's session.
+func TestSessionCookieExpiresWithItsToken(t *testing.T) {
+	t.Parallel()
+	f := newCredFixture(t)
+	tok, rec := record(t, f.auth, f.st, auth.RoleDashboard, "", time.Hour)
+	if c := f.login(tok); !c.Expires.Equal(*rec.ExpiresAt) {
+		t.Fatalf("cookie expires %v, the token %v", c.Expires, *rec.ExpiresAt)
+	}
+	forever, _ := record(t, f.auth, f.st, auth.RoleDashboard, "", 0)
+	if c := f.login(forever); !c.Expires.IsZero() || c.MaxAge != 0 {
+		t.Fatalf("cookie of a token without expiry: expires %v, max-age %d", c.Expires, c.MaxAge)
 	}
 }
