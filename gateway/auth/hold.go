@@ -145,9 +145,8 @@ func endHolds(hs []*hold) {
 	}
 }
 
-// Holds counts what is held open by tokens that can be revoked, for
-// tests and metrics.
-func (a *Authority) Holds() int {
+// revocableHolds counts what is held open by tokens that can be revoked.
+func (a *Authority) revocableHolds() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.holds)

@@ -152,8 +152,8 @@ func TestHoldEndsWithTheCredential(t *testing.T) {
 					// Whatever ended it, nothing stays behind.
 					release()
 					done()
-					if a.Holds() != 0 || clock.Pending() != 0 {
-						t.Fatalf("%d holds and %d timers left", a.Holds(), clock.Pending())
+					if a.revocableHolds() != 0 || clock.Pending() != 0 {
+						t.Fatalf("%d holds and %d timers left", a.revocableHolds(), clock.Pending())
 					}
 					// Held again once ended: ended at once, as the credential
 					// can no longer be verified.
@@ -247,7 +247,7 @@ func TestHoldsEndAtTheirExpiryWhateverTheOrder(t *testing.T) {
 			}
 		}
 	}
-	if a.Holds() != 0 || clock.Pending() != 0 {
-		t.Fatalf("%d holds and %d timers left when every token expired", a.Holds(), clock.Pending())
+	if a.revocableHolds() != 0 || clock.Pending() != 0 {
+		t.Fatalf("%d holds and %d timers left when every token expired", a.revocableHolds(), clock.Pending())
 	}
 }
