@@ -150,13 +150,17 @@ type Principal struct {
 	TokenID string
 	// Note is the note recorded with the token, for the audit log.
 	Note string
+	// Expires is when the token expires; zero for none (and for the
+	// shared secret). What the credential opens ends then (Hold).
+	Expires time.Time
 }
 
 // Authority issues and checks credentials.
 type Authority struct {
-	key    []byte
-	secret string
-	now    func() time.Time
+	key       []byte
+	secret    string
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) func() bool
 
 	// verified remembers tokens that passed, so the dashboard's every
 	// request does not re-parse and re-sign its JWT. Entries live at most
@@ -176,6 +180,9 @@ type Authority struct {
 	// warned holds a hash of each token without an id already warned of.
 	warned map[[32]byte]bool
 	logger *slog.Logger
+	// holds are what tokens with an id hold open (hold.go), for their
+	// revocation to end.
+	holds map[*hold]struct{}
 }
 
 type cacheKey struct{ token, role, name string }
@@ -200,7 +207,7 @@ func New(key []byte, sharedSecret string) (*Authority, error) {
 	if len(key) < 32 {
 		return nil, errors.New("gateway signing key must be at least 32 bytes")
 	}
-	return &Authority{key: key, secret: sharedSecret, now: time.Now, verified: map[cacheKey]cacheEntry{},
+	return &Authority{key: key, secret: sharedSecret, now: time.Now, afterFunc: systemAfterFunc, verified: map[cacheKey]cacheEntry{},
 		warned: map[[32]byte]bool{}, logger: slog.New(slog.DiscardHandler)}, nil
 }
 
@@ -357,13 +364,13 @@ func (a *Authority) Verify(credential, role, name string) (Principal, error) {
 // verify checks a JWT's signature and claims and returns its principal
 // (TokenID set from the jti) and expiry (zero: none).
 func (a *Authority) verify(credential, role, name string) (Principal, time.Time, error) {
+	if r := a.malformed(credential); r != nil {
+		return Principal{}, time.Time{}, r
+	}
 	var c Claims
-	t, err := jwt.ParseWithClaims(credential, &c, func(t *jwt.Token) (any, error) { return a.key, nil },
+	_, err := jwt.ParseWithClaims(credential, &c, func(t *jwt.Token) (any, error) { return a.key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithTimeFunc(a.now), jwt.WithIssuer("uncaged-gateway"))
 	if err != nil {
-		if t != nil && (t.Method == nil || t.Method.Alg() != jwt.SigningMethodHS256.Alg()) {
-			return Principal{}, time.Time{}, refuse(ReasonMalformed, "malformed token: not signed the way the gateway signs (HS256)")
-		}
 		return Principal{}, time.Time{}, a.parseRefusal(err, &c)
 	}
 	if c.Role != role {
@@ -373,7 +380,7 @@ func (a *Authority) verify(credential, role, name string) (Principal, time.Time,
 		case c.Role == RoleDashboard && role == RoleConnector:
 			return Principal{}, time.Time{}, refuse(ReasonWrongKind, "this is a dashboard token: a connector needs a connector token (uncaged-gateway token create --connector NAME)")
 		default:
-			return Principal{}, time.Time{}, refuse(ReasonMalformed, "malformed token: unknown role")
+			return Principal{}, time.Time{}, refuse(ReasonMalformed, "malformed token: its role is neither %q nor %q", RoleDashboard, RoleConnector)
 		}
 	}
 	if role == RoleConnector && subtle.ConstantTimeCompare([]byte(c.Subject), []byte(name)) != 1 {
@@ -383,26 +390,24 @@ func (a *Authority) verify(credential, role, name string) (Principal, time.Time,
 	if c.ExpiresAt != nil {
 		exp = c.ExpiresAt.Time
 	}
-	return Principal{Role: c.Role, Name: c.Subject, TokenID: c.ID}, exp, nil
+	return Principal{Role: c.Role, Name: c.Subject, TokenID: c.ID, Expires: exp}, exp, nil
 }
 
-// parseRefusal says why the JWT library refused a token; c holds the
-// claims it read, if it got that far.
+// parseRefusal says why the JWT library refused a token that has the
+// shape of a gateway token (malformed passed it); c holds the claims it
+// read.
 func (a *Authority) parseRefusal(err error, c *Claims) *Refusal {
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired) && c.ExpiresAt != nil:
-		return refuse(ReasonExpired, "token expired at %s", c.ExpiresAt.UTC().Format(time.RFC3339))
+		return expiredRefusal(c.ExpiresAt.Time)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return refuse(ReasonBadSignature, "token signed with another key: it is from another gateway, or this gateway's key has changed since")
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
 		return refuse(ReasonMalformed, "malformed token: not valid yet (is a clock wrong?)")
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer), errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return refuse(ReasonMalformed, "malformed token: not issued by an uncaged gateway")
 	}
-	if a.secret != "" {
-		return refuse(ReasonMalformed, "malformed token: neither a token of this gateway nor the shared secret")
-	}
-	return refuse(ReasonMalformed, "malformed token: not a token of this gateway (paste the whole token)")
+	return refuse(ReasonMalformed, "malformed token: its claims do not read as a gateway token's")
 }
 
 // check applies the ledger to a validly signed token: a token with an id
@@ -516,7 +521,6 @@ func (a *Authority) Load(ctx context.Context, tokens Tokens) error {
 		known[r.ID] = r
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.tokens = tokens
 	if a.revoked == nil {
 		a.revoked = map[string]bool{}
@@ -529,6 +533,9 @@ func (a *Authority) Load(ctx context.Context, tokens Tokens) error {
 		}
 	}
 	a.dropRevokedLocked()
+	ended := a.revokedHoldsLocked()
+	a.mu.Unlock()
+	endHolds(ended)
 	return nil
 }
 
@@ -552,10 +559,10 @@ func (a *Authority) Apply(ctx context.Context, c store.Change) error {
 }
 
 // Revoke marks token ids revoked in memory (the store's revocation is
-// the caller's), effective for every later Verify.
+// the caller's), effective for every later Verify, and ends what they
+// hold open (Hold) before it returns.
 func (a *Authority) Revoke(ids ...string) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.revoked == nil {
 		a.revoked = map[string]bool{}
 	}
@@ -563,13 +570,9 @@ func (a *Authority) Revoke(ids ...string) {
 		a.revoked[id] = true
 	}
 	a.dropRevokedLocked()
-}
-
-// Revoked reports whether the token id is known to be revoked.
-func (a *Authority) Revoked(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.revoked[id]
+	ended := a.revokedHoldsLocked()
+	a.mu.Unlock()
+	endHolds(ended)
 }
 
 // dropRevokedLocked empties the verification cache of revoked tokens
@@ -606,10 +609,8 @@ func Credential(r *http.Request) string {
 
 // CredentialFrom is Credential and where it came from.
 func CredentialFrom(r *http.Request) (string, Source) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok), FromHeader
-		}
+	if tok, ok := BearerToken(r.Header.Get("Authorization")); ok {
+		return tok, FromHeader
 	}
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
 		return c.Value, FromCookie
@@ -622,6 +623,24 @@ func CredentialFrom(r *http.Request) (string, Source) {
 		return s, FromQuery
 	}
 	return "", FromNone
+}
+
+// BearerToken reads the token of an Authorization header of the Bearer
+// scheme, which is case-insensitive as every HTTP authentication scheme
+// is (RFC 9110, 11.1): "Bearer", "bearer" and "BEARER" alike, then spaces
+// or tabs, then the token. ok is false for another scheme or no header;
+// a Bearer header without a token is ok with an empty token, which
+// Verify refuses as missing.
+func BearerToken(header string) (token string, ok bool) {
+	header = strings.Trim(header, " \t")
+	scheme, rest := header, ""
+	if i := strings.IndexAny(header, " \t"); i >= 0 {
+		scheme, rest = header[:i], header[i:]
+	}
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.Trim(rest, " \t"), true
 }
 
 // Status maps a Verify error to its HTTP status: 403 for a good token of

@@ -170,3 +170,59 @@ func TestCachedTokenStillExpires(t *testing.T) {
 		t.Fatalf("expired token served from the cache: %v", err)
 	}
 }
+
+// The Bearer scheme is read in any case, with any run of spaces or tabs
+// before the token; another scheme is not a bearer token, and a Bearer
+// header without a token presents nothing.
+func TestBearerScheme(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		header, token string
+		bearer        bool
+	}{
+		{"Bearer tok", "tok", true},
+		{"bearer tok", "tok", true},
+		{"BEARER tok", "tok", true},
+		{"bEaReR tok", "tok", true},
+		{"Bearer  tok", "tok", true},
+		{"Bearer\ttok", "tok", true},
+		{"Bearer \t tok \t", "tok", true},
+		{" Bearer tok", "tok", true},
+		{"Bearer", "", true},
+		{"Bearer ", "", true},
+		{"bearer\t", "", true},
+		{"Bearertok", "", false},
+		{"Basic dTpw", "", false},
+		{"basic dTpw", "", false},
+		{"Token tok", "", false},
+		{"tok", "", false},
+		{"", "", false},
+	} {
+		tok, ok := BearerToken(c.header)
+		if tok != c.token || ok != c.bearer {
+			t.Errorf("BearerToken(%q) = %q, %v; want %q, %v", c.header, tok, ok, c.token, c.bearer)
+		}
+		// What a request presents follows: a bearer header wins over the
+		// cookie, another scheme leaves the cookie in charge.
+		r := httptest.NewRequest("GET", "/x", nil)
+		r.Header.Set("Authorization", c.header)
+		r.Header.Set("Cookie", CookieName+"=from-cookie")
+		got, src := CredentialFrom(r)
+		switch {
+		case c.bearer && (got != c.token || src != FromHeader):
+			t.Errorf("%q with a cookie: %q from %d, want the header's %q", c.header, got, src, c.token)
+		case !c.bearer && (got != "from-cookie" || src != FromCookie):
+			t.Errorf("%q with a cookie: %q from %d, want the cookie", c.header, got, src)
+		}
+	}
+	// A lower-case scheme authenticates as the canonical one does.
+	a := newAuthority(t, "")
+	tok, _ := a.Issue(RoleDashboard, "", time.Hour)
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER\t"} {
+		r := httptest.NewRequest("GET", "/x", nil)
+		r.Header.Set("Authorization", scheme+tok)
+		if _, err := a.Verify(Credential(r), RoleDashboard, ""); err != nil {
+			t.Errorf("%q: %v", scheme, err)
+		}
+	}
+}

@@ -68,10 +68,6 @@ type Info struct {
 	// Credential is how the connection authenticated: CredentialToken or
 	// CredentialSecret.
 	Credential string
-	// TokenID is the id of the token it authenticated with (empty for the
-	// shared secret and tokens without an id), so that revoking the token
-	// closes it (CloseTokens). Not shown in the endpoints list.
-	TokenID string
 	// Instance is the fingerprint of the connector's instance (one per
 	// storage root, the same across its restarts: InstanceOf), never the
 	// key or id it was made from; empty for original clients, which are
@@ -331,35 +327,6 @@ func (r *Registry) Online() int {
 		}
 	}
 	return n
-}
-
-// CloseTokens closes, with reason, every online connection made with a
-// token for which revoked says true, and returns their names. Each is
-// shown offline at once and closed in the background, like a connection
-// that missed its heartbeats.
-func (r *Registry) CloseTokens(revoked func(tokenID string) bool, reason string) []string {
-	type victim struct {
-		name string
-		e    *entry
-	}
-	var victims []victim
-	r.mu.Lock()
-	for name, e := range r.entries {
-		if e.online && e.info.TokenID != "" && revoked(e.info.TokenID) {
-			e.online = false
-			victims = append(victims, victim{name, e})
-		}
-	}
-	r.mu.Unlock()
-	names := make([]string, 0, len(victims))
-	for _, v := range victims {
-		v.e.stop()
-		r.changed(v.name, Offline)
-		go drop(v.e.conn, reason)
-		names = append(names, v.name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // CloseAll closes every connection (gateway shutdown), all at once, and

@@ -226,33 +226,38 @@ func TestTheSharedSecretCannotTakeATokenBoundName(t *testing.T) {
 	}
 }
 
-// CloseTokens closes the connections of revoked tokens, with the reason,
-// and leaves the others (another token, the shared secret) alone.
-func TestCloseTokens(t *testing.T) {
+// CloseConn closes the one connection whose credential ended, with the
+// reason, shows its name offline, and leaves the others alone; a
+// connection already replaced is closed without touching its successor.
+func TestCloseConn(t *testing.T) {
 	t.Parallel()
 	r := New(time.Hour)
-	revokedConn, keptConn, secretConn := newFake(), newFake(), newFake()
-	attach(t, r, "alpha", revokedConn, Info{Credential: CredentialToken, TokenID: "t1"})
-	attach(t, r, "beta", keptConn, Info{Credential: CredentialToken, TokenID: "t2"})
-	attach(t, r, "gamma", secretConn, Info{Credential: CredentialSecret})
-	closed := r.CloseTokens(func(id string) bool { return id == "t1" || id == "" }, "token revoked")
-	if len(closed) != 1 || closed[0] != "alpha" {
-		t.Fatalf("closed %v, want alpha", closed)
+	ended, kept, older, newer := newFake(), newFake(), newFake(), newFake()
+	attach(t, r, "alpha", ended, Info{Credential: CredentialToken})
+	attach(t, r, "beta", kept, Info{Credential: CredentialToken})
+	attach(t, r, "gamma", older, Info{Credential: CredentialToken})
+	attach(t, r, "gamma", newer, Info{Credential: CredentialToken})
+	if !r.CloseConn("alpha", ended, "token expired at 2030-01-01T00:00:00Z") {
+		t.Fatal("alpha was not online")
 	}
 	if _, online, _ := r.Get("alpha"); online {
 		t.Fatal("alpha still online")
 	}
-	testkit.WaitUntil(t, "alpha's connection to be closed", func() bool { return revokedConn.reason.Load() != nil })
-	if got := revokedConn.reason.Load(); got != "token revoked" {
+	testkit.WaitUntil(t, "alpha's connection to be closed", func() bool { return ended.reason.Load() != nil })
+	if got := ended.reason.Load(); got != "token expired at 2030-01-01T00:00:00Z" {
 		t.Fatalf("close reason %v", got)
 	}
-	for name, c := range map[string]*fakeConn{"beta": keptConn, "gamma": secretConn} {
-		if _, online, _ := r.Get(name); !online || c.reason.Load() != nil {
-			t.Fatalf("%s was closed", name)
-		}
+	if r.CloseConn("gamma", older, "token revoked") {
+		t.Fatal("the replaced connection counted as online")
 	}
-	if again := r.CloseTokens(func(id string) bool { return id == "t1" }, "token revoked"); len(again) != 0 {
-		t.Fatalf("closed again: %v", again)
+	if _, online, _ := r.Get("gamma"); !online || newer.reason.Load() != nil {
+		t.Fatal("closing the replaced connection took its successor down")
+	}
+	if _, online, _ := r.Get("beta"); !online || kept.reason.Load() != nil {
+		t.Fatal("beta was closed")
+	}
+	if r.CloseConn("alpha", ended, "token revoked") {
+		t.Fatal("closed twice")
 	}
 }
 

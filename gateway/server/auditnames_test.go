@@ -151,7 +151,11 @@ func TestRefusedChangesAreAudited(t *testing.T) {
 	if _, err := st.RevokeToken(context.Background(), crec.ID); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitUntil(t, "the revocations to take effect", func() bool { return f.auth.Revoked(rec.ID) && f.auth.Revoked(crec.ID) })
+	testkit.WaitUntil(t, "the revocations to take effect", func() bool {
+		_, derr := f.auth.Verify(revoked, auth.RoleDashboard, "")
+		_, cerr := f.auth.Verify(revokedConnector, auth.RoleConnector, "laptop")
+		return auth.ReasonOf(derr) == auth.ReasonRevoked && auth.ReasonOf(cerr) == auth.ReasonRevoked
+	})
 	expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{Role: auth.RoleDashboard, RegisteredClaims: jwt.RegisteredClaims{
 		Issuer: "uncaged-gateway", IssuedAt: jwt.NewNumericDate(time.Now().Add(-2 * time.Hour)), ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Hour)),
 	}}).SignedString([]byte(strings.Repeat("k", 32)))

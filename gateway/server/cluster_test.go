@@ -19,8 +19,8 @@ import (
 var clusterTestKey = []byte(strings.Repeat("k", 32))
 
 // newReplica is a gateway in cluster mode, served like the binary serves
-// it (HTTP/1 and unencrypted HTTP/2).
-func newReplica(t *testing.T, natsURL, id string) *fixture {
+// it (HTTP/1 and unencrypted HTTP/2); mutate changes its options.
+func newReplica(t *testing.T, natsURL, id string, mutate ...func(*Options)) *fixture {
 	t.Helper()
 	a, err := auth.New(clusterTestKey, "shared-secret")
 	if err != nil {
@@ -32,7 +32,11 @@ func newReplica(t *testing.T, natsURL, id string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl})
+	opts := Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	g := New(opts)
 	g.started = g.started.Add(-RestartGrace) // unknown connectors are 404
 	srv.Config.Handler = g.Handler()
 	srv.Config.Protocols = new(http.Protocols)

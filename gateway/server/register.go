@@ -134,6 +134,7 @@ func (g *Gateway) register(c echo.Context) error {
 	if g.opts.Store == nil {
 		g.shareRegistration(reg)
 	}
+	g.registrationHolds.hold(g, p, reg.Name)
 	return c.JSON(status, map[string]string{"registered": reg.Name})
 }
 
@@ -193,6 +194,7 @@ func (g *Gateway) unregister(c echo.Context) error {
 		}
 	}
 	g.registrations.Remove(name)
+	g.registrationHolds.forget(name)
 	if g.opts.Store == nil {
 		g.shareRegistration(legacy.Registration{Name: name, Removed: true})
 	}

@@ -172,10 +172,10 @@ type Gateway struct {
 	metrics       *metrics.Gateway
 	connectLimit  *rateLimiter
 	registrations legacy.Registrations
-	// crossOrigin refuses cookie-authenticated and login requests from
-	// other origins (csrf.go).
-	crossOrigin  *http.CrossOriginProtection
-	shuttingDown atomic.Bool
+	// registrationHolds end registrations with their credentials
+	// (credentials.go).
+	registrationHolds registrationHolds
+	shuttingDown      atomic.Bool
 	// started is when New ran, for RestartGrace; now is the clock (a
 	// test's own).
 	started time.Time
@@ -232,7 +232,7 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now, crossOrigin: http.NewCrossOriginProtection(),
+	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now,
 		bindings: nameBindings{names: map[string]store.NameBinding{}}}
 	g.metrics = metrics.New(g.presence.Online)
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
@@ -339,15 +339,6 @@ func jsonErrorHandler(err error, c echo.Context) {
 	_ = c.JSON(code, refusalBody(err, code, msg))
 }
 
-// verify checks a credential, counting a refusal in the metrics; the
-// error is the 401/403 to answer, with the refusal's reason (tokens.go).
-func (g *Gateway) verify(credential, role, name string) error {
-	if _, err := g.opts.Auth.Verify(credential, role, name); err != nil {
-		return g.refusal(err)
-	}
-	return nil
-}
-
 // authReason is the metric label of a Verify error.
 func authReason(err error) string {
 	switch {
@@ -371,22 +362,23 @@ func (g *Gateway) requireDashboard(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 		}
-		if err := g.verify(credential, auth.RoleDashboard, ""); err != nil {
-			return err
+		p, err := g.opts.Auth.Verify(credential, auth.RoleDashboard, "")
+		if err != nil {
+			return g.refusal(err)
 		}
-		return next(c)
+		return g.whileValid(c, p, next)
 	}
 }
 
 // serveMetrics is GET /metrics, behind Options.MetricsToken when set.
 func (g *Gateway) serveMetrics(c echo.Context) error {
 	if want := g.opts.MetricsToken; want != "" {
-		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		got, ok := auth.BearerToken(c.Request().Header.Get("Authorization"))
 		switch {
 		case !ok || got == "":
 			g.metrics.AuthFailure(metrics.AuthMissing)
 			return &echo.HTTPError{Code: http.StatusUnauthorized, Message: auth.ErrNoCredentials.Error(), Internal: &auth.Refusal{Reason: auth.ReasonMissing}}
-		case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1:
+		case subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1:
 			g.metrics.AuthFailure(metrics.AuthInvalid)
 			return &echo.HTTPError{Code: http.StatusUnauthorized, Message: "invalid metrics token", Internal: &auth.Refusal{Reason: auth.ReasonUnknown}}
 		}
@@ -407,10 +399,13 @@ func (g *Gateway) login(c echo.Context) error {
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&body); err != nil || body.Token == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, `body must be {"token": "..."}`)
 	}
-	if err := g.verify(body.Token, auth.RoleDashboard, ""); err != nil {
-		return err
+	p, err := g.opts.Auth.Verify(body.Token, auth.RoleDashboard, "")
+	if err != nil {
+		return g.refusal(err)
 	}
-	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: body.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: trustedProxies(g.opts.TrustedProxies).isHTTPS(c.Request())})
+	// The browser drops the cookie when its token expires (zero: a
+	// session cookie, for a token that does not).
+	c.SetCookie(&http.Cookie{Name: auth.CookieName, Value: body.Token, Path: "/", Expires: p.Expires, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: trustedProxies(g.opts.TrustedProxies).isHTTPS(c.Request())})
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
 
@@ -455,7 +450,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), TokenID: p.TokenID, Instance: instance, Takeover: takeover}
+	info := presence.Info{Version: r.Header.Get("X-Uncaged-Version"), Address: c.RealIP(), Credential: credentialOf(p), Instance: instance, Takeover: takeover}
 	// Refused (maybe answered already), or bound and let on (takeover.go).
 	remote, err := g.admit(c, name, p, info)
 	if err != nil || c.Response().Committed {
@@ -497,11 +492,7 @@ func (g *Gateway) connect(c echo.Context) error {
 		go func() { _ = conn.Close(reason) }() // dropped either way
 		return nil
 	}
-	if p.TokenID != "" && g.opts.Auth.Revoked(p.TokenID) {
-		// Revoked between the check above and now: the revocation's sweep
-		// may have run before this connection was there to close.
-		g.closeRevoked()
-	}
+	g.endTunnelWithCredential(p, name, t)
 	g.connected(c, name, p, info, replaced, remote)
 	g.metrics.Connected(info.Protocol)
 	go func() {

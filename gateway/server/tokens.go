@@ -11,16 +11,12 @@ import (
 	"github.com/uncaged/workflow/gateway/store"
 )
 
-// revokedReason is the WebSocket close reason of a connector whose token
-// was revoked; the connector logs it.
-const revokedReason = "token revoked"
-
 // watchTokens gives the authority its ledger (the store's token records)
 // and keeps it current from the store's notifications until ctx ends:
-// each revocation takes effect in the authority, then closes this
-// gateway's connectors that use a revoked token. In a cluster every
-// replica does this for its own connectors. Without a store every
-// validly signed token is accepted, as before tokens were recorded.
+// each revocation takes effect in the authority, which ends what the
+// revoked tokens opened here (credentials.go). In a cluster every
+// replica does this for what it holds. Without a store every validly
+// signed token is accepted, as before tokens were recorded.
 func (g *Gateway) watchTokens(ctx context.Context) {
 	st, a := g.opts.Store, g.opts.Auth
 	if st == nil || a == nil {
@@ -50,16 +46,8 @@ func (g *Gateway) watchTokens(ctx context.Context) {
 				g.opts.Logger.Warn("tokens: reload failed; revocations already known stay in force", "err", err.Error())
 			}
 			cancel()
-			g.closeRevoked()
 		}
 	}()
-}
-
-// closeRevoked disconnects the connectors whose token is revoked.
-func (g *Gateway) closeRevoked() {
-	for _, name := range g.presence.CloseTokens(g.opts.Auth.Revoked, revokedReason) {
-		g.opts.Logger.Info("connector disconnected: token revoked", "connector", name)
-	}
 }
 
 // refusal is the answer to a credential Verify refused, counted in the
