@@ -183,6 +183,29 @@ export function onUnauthorized(fn: Listener): () => void {
   return () => unauthorized.delete(fn);
 }
 
+/** endSession drops the token and tells every listener why, so the login page can say it. */
+function endSession(refusal: ApiError) {
+  setToken(null);
+  unauthorized.forEach((fn) => fn(refusal));
+}
+
+/**
+ * credentialEnded reads the gateway's last event on a stream whose
+ * credential was revoked or expired while it was open: an SSE "error" event
+ * whose data is the refusal, {"error": "...", "reason": "..."}. The browser's
+ * own error events (a dropped connection) carry no data and give null.
+ */
+export function credentialEnded(ev: Event | undefined): ApiError | null {
+  if (!(ev instanceof MessageEvent) || typeof ev.data !== "string" || !ev.data) return null;
+  try {
+    const body = JSON.parse(ev.data) as { error?: unknown; reason?: unknown };
+    if (typeof body?.reason !== "string" || typeof body.error !== "string") return null;
+    return new ApiError(401, body.error, body.reason, body as Record<string, unknown>);
+  } catch {
+    return null;
+  }
+}
+
 /** api fetches a JSON endpoint with the token; errors become ApiError. */
 export async function api<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
@@ -213,10 +236,7 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     const body = data as { error?: unknown; reason?: unknown } | undefined;
     const msg = typeof body?.error === "string" ? body.error : text.slice(0, 200) || res.statusText || `HTTP ${res.status}`;
     const err = new ApiError(res.status, msg, typeof body?.reason === "string" ? body.reason : undefined, body && typeof body === "object" ? (body as Record<string, unknown>) : undefined);
-    if (res.status === 401) {
-      setToken(null);
-      unauthorized.forEach((fn) => fn(err));
-    }
+    if (res.status === 401) endSession(err);
     throw err;
   }
   return data as T;
@@ -458,8 +478,18 @@ export function useLive(url: string | null, generation = 0): LiveState {
         es?.close();
         stopped = true;
       });
-      es.onerror = () => {
+      es.onerror = (ev?: Event) => {
         if (stopped || !es) return;
+        const refusal = credentialEnded(ev);
+        if (refusal) {
+          // The token was revoked or expired: reconnecting would only be
+          // refused, so the session ends here and the login page says why.
+          stopped = true;
+          es.close();
+          dispatch({ type: "error", message: refusal.message });
+          endSession(refusal);
+          return;
+        }
         if (es.readyState === EventSource.CLOSED) {
           dispatch({ type: "error", message: "live stream closed; reconnecting…" });
           attempts++;

@@ -1,6 +1,6 @@
 import { act, renderHook } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { useLive } from "./api";
+import { ApiError, onUnauthorized, TOKEN_KEY, useLive } from "./api";
 
 // FakeEventSource stands in for the browser's EventSource.
 class FakeEventSource {
@@ -8,7 +8,7 @@ class FakeEventSource {
   static CLOSED = 2;
   readyState = 1;
   onopen: (() => void) | null = null;
-  onerror: (() => void) | null = null;
+  onerror: ((e?: Event) => void) | null = null;
   listeners: Record<string, ((e: MessageEvent) => void)[]> = {};
   closed = false;
   constructor(public url: string) {
@@ -68,6 +68,40 @@ describe("useLive", () => {
     expect(result.current.records.map((r) => r.type)).toEqual(["thread-start", "role", "workflow-result"]);
     expect(result.current.done).toBe("completed");
     expect(again.closed).toBe(true);
+  });
+
+  it("ends the session, without reconnecting, when the gateway says the token ended", () => {
+    vi.useFakeTimers();
+    vi.stubGlobal("EventSource", FakeEventSource);
+    localStorage.setItem(TOKEN_KEY, "tok");
+    const heard: ApiError[] = [];
+    const off = onUnauthorized((e) => heard.push(e));
+    const { result } = renderHook(() => useLive("/api/clients/m/threads/T/live"));
+    const es = FakeEventSource.all[0];
+    act(() => {
+      es.onopen?.();
+      es.onerror?.(new MessageEvent("error", { data: JSON.stringify({ error: "token revoked", reason: "revoked" }) }));
+    });
+    off();
+    expect(es.closed).toBe(true);
+    expect(result.current.error).toBe("token revoked");
+    expect(heard.map((e) => [e.status, e.reason])).toEqual([[401, "revoked"]]);
+    expect(localStorage.getItem(TOKEN_KEY)).toBeNull();
+    act(() => void vi.advanceTimersByTime(60000));
+    expect(FakeEventSource.all).toHaveLength(1);
+  });
+
+  it("reconnects after an error event that carries no refusal", () => {
+    vi.useFakeTimers();
+    vi.stubGlobal("EventSource", FakeEventSource);
+    renderHook(() => useLive("/api/clients/m/threads/T/live"));
+    const es = FakeEventSource.all[0];
+    act(() => {
+      es.readyState = 2;
+      es.onerror?.(new Event("error"));
+    });
+    act(() => void vi.advanceTimersByTime(2500));
+    expect(FakeEventSource.all).toHaveLength(2);
   });
 
   it("replaces the thread-start record with a start event, so its head follows the run", () => {
