@@ -226,12 +226,18 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		if !s.flatObject(e.field("updatedAt")) || e.odd {
 			return nil, nil, false
 		}
-		if e.has&(hasHead|hasStart|hasAt) == hasHead|hasStart|hasAt {
+		reason := ""
+		if e.has&(hasHead|hasStart|hasAt) != hasHead|hasStart|hasAt {
+			reason = entryReason(id, e.has)
+		} else if bad := badHashes(e.head, e.start); bad != "" {
+			reason = fmt.Sprintf("thread %q: %s", clip(id), bad)
+		}
+		if reason == "" {
 			idx[id] = Entry{Head: e.head, Start: e.start, UpdatedAt: int64(e.at)}
 		} else {
 			delete(idx, id)
 			if first == nil {
-				first = &flaw{keyAt, entryReason(id, e.has)}
+				first = &flaw{keyAt, reason}
 			}
 		}
 		if s.eat(',') {
@@ -269,6 +275,9 @@ func scanHistoryLine(line []byte) (e HistoryEntry, reason string, ok bool) {
 	const all = hasThreadID | hasHead | hasStart | hasAt
 	if f.has&all != all {
 		return HistoryEntry{}, missingFields(f.has, "completedAt", true), true
+	}
+	if bad := badHashes(f.head, f.start); bad != "" {
+		return HistoryEntry{}, bad, true
 	}
 	return HistoryEntry{ThreadID: f.threadID, Head: f.head, Start: f.start, CompletedAt: int64(f.at)}, "", true
 }
