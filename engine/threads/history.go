@@ -353,3 +353,15 @@ func RemoveHistory(bundleDir, id string) (int, error) {
 	})
 	return removed, err
 }
+
+// RemoveLines removes every line about thread id from a bundle's
+// threads.json and history, and reports whether there was any. A damaged
+// index refuses before anything changes; damaged history lines are kept.
+func RemoveLines(bundleDir, id string) (bool, error) {
+	inIndex, err := Remove(bundleDir, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := RemoveHistory(bundleDir, id)
+	return inIndex || n > 0, err
+}
