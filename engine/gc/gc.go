@@ -209,4 +209,3 @@ func sweep(ctx context.Context, store *cas.Store, garbage []string, remove func(
 	wg.Wait()
 	return deleted, firstErr
 }
-

@@ -69,7 +69,7 @@ func takeCensus(l storage.Layout, without *threads.Record) (*census, error) {
 		return without != nil && ln.BundleHash == without.BundleHash && ln.ThreadID == without.ThreadID
 	}
 	var dropTokens []string
-	named := map[string]bool{} // bundle/thread of every line
+	named := map[string]bool{}   // bundle/thread of every line
 	damaged := map[string]bool{} // bundles whose lines cannot all be read
 	for _, h := range bundles {
 		err := threads.ScanBundle(l, h, threads.BundleVisitor{
