@@ -17,23 +17,46 @@ import (
 	"github.com/uncaged/workflow/engine/threads"
 )
 
-// snapshot reads every file under root, to prove a check changes nothing.
+// snapshot reads every file under root, to prove a check changes nothing:
+// each regular file's bytes and time, each link's target, each other
+// thing's type and mode (a FIFO is never opened).
 func snapshot(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
 		if err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				out[p] = "unreadable"
+				return nil
+			}
 			return err
 		}
 		st, err := d.Info()
 		if err != nil {
 			return err
 		}
-		out[p] = string(b) + "|" + st.ModTime().String()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[p] = "-> " + target
+		case d.IsDir():
+			out[p] = "dir " + st.Mode().String()
+		case !d.Type().IsRegular():
+			out[p] = st.Mode().String()
+		default:
+			b, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrPermission) {
+				out[p] = "unreadable " + st.Mode().String() + "|" + st.ModTime().String()
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out[p] = string(b) + "|" + st.Mode().String() + "|" + st.ModTime().String()
+		}
 		return nil
 	})
 	if err != nil {

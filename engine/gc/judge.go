@@ -192,13 +192,19 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 		return list
 	}
 	// Every line's head and start must be there: reported per line, so
-	// that each thread that lost a node is named.
+	// that each thread that lost a node is named. (A name listed in the
+	// CAS may still be a link to nothing: the walk finds those.)
+	dangling := func(r root) {
+		m.findings = append(m.findings, Finding{Kind: KindDangling, Problem: true, Path: r.line.Path, Line: r.line.LineNo, Thread: r.line.ThreadID, Hash: r.hash,
+			Message: fmt.Sprintf("thread %s names %s %s, which is not in the CAS: the node is gone (`thread rm %s` drops the thread)", r.line.ThreadID, r.field, r.hash, r.line.ThreadID)})
+	}
+	reported := map[string]bool{}
 	for _, r := range roots {
 		if r.line == nil || m.present[r.hash] || m.exists(r.hash) {
 			continue
 		}
-		m.findings = append(m.findings, Finding{Kind: KindDangling, Problem: true, Path: r.line.Path, Line: r.line.LineNo, Thread: r.line.ThreadID, Hash: r.hash,
-			Message: fmt.Sprintf("thread %s names %s %s, which is not in the CAS: the node is gone (`thread rm %s` drops the thread)", r.line.ThreadID, r.field, r.hash, r.line.ThreadID)})
+		dangling(r)
+		reported[r.hash] = true
 	}
 	for _, r := range roots {
 		from := int32(-1)
@@ -252,7 +258,7 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 		st := seen[v.hash]
 		st.missing = true
 		seen[v.hash] = st
-		if st.demanded && !v.root { // a line's own head or start was reported above
+		if st.demanded && !reported[v.hash] {
 			problem(v, describe(v)+" is not in the CAS")
 		}
 	}

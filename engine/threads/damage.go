@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/uncaged/workflow/engine/ids"
@@ -113,8 +114,8 @@ func KeptAside(bundleDir string) ([]string, error) {
 	var out []string
 	for _, dir := range []string{bundleDir, HistoryDir(bundleDir)} {
 		entries, err := os.ReadDir(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // nothing set aside; what is wrong there, the index reader says
 		}
 		if err != nil {
 			return nil, err

@@ -76,6 +76,9 @@ func dirProblem(dir string) string {
 		}
 		return ""
 	}
+	if st.Mode().IsRegular() {
+		return "is a file where a directory is expected"
+	}
 	if !st.IsDir() {
 		return fmt.Sprintf("is not a directory (%v)", st.Mode().Type())
 	}
