@@ -96,6 +96,10 @@ func removeLines(l storage.Layout, bundle, id string, force bool) error {
 	return err
 }
 
+// testHookRemoveWaits, set by tests, is called when a removal waits for
+// another request's decision about the thread.
+var testHookRemoveWaits func()
+
 // Remove removes thread id's lines (see RemoveLines) holding the host's
 // decision about the thread, so that a resume or kill waits until they
 // are gone and then finds no thread to start.
@@ -107,6 +111,9 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 		hd, busy, release := h.claim(id)
 		switch {
 		case busy != nil: // a resume or kill is deciding: see what it decided
+			if testHookRemoveWaits != nil {
+				testHookRemoveWaits()
+			}
 			<-busy
 			continue
 		case hd != nil:
