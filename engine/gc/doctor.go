@@ -332,7 +332,7 @@ func (d *doctor) checkThreads(ctx context.Context, rep *Report, blobs *blobScan)
 	// The blob scan read and checked every blob: its refs are what a
 	// sound refs index holds. A blob it could not vouch for is read again
 	// by the walk and judged there.
-	m := &marker{store: d.store, index: blobs.refs, present: blobs.present, learned: map[string][]string{}}
+	m := &marker{store: d.store, index: blobs.refs, present: blobs.present, learned: map[string][]string{}, rootRefs: map[string][]string{}}
 	if _, _, err := m.reachable(ctx, c.roots(), nil); err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func judge(ctx context.Context, store *cas.Store, c *census, roots []root, prese
 		// A cache that cannot be read: the blobs are read instead.
 		index = map[string][]string{}
 	}
-	m := &marker{store: store, index: index, present: present, readRoots: true, learned: map[string][]string{}}
+	m := &marker{store: store, index: index, present: present, readRoots: true, learned: map[string][]string{}, rootRefs: map[string][]string{}}
 	seen, count, err := m.reachable(ctx, roots, onMarked)
 	if err != nil {
 		return nil, nil, 0, err

@@ -25,7 +25,9 @@ import (
 //     hash, a link to nothing, a file that cannot be read ...);
 //   - no thread's debug log outlives every line naming the thread;
 //   - every head and start a line names is a blob whose bytes hash to its
-//     name;
+//     name, and the head is the start or a state of the start's chain (its
+//     first ref): a line whose head was swapped for another node would
+//     otherwise let the sweep take the thread's real steps;
 //   - every node reached from them is there, and one whose refs are read
 //     from its bytes (not from the checked refs index) hashes to its name:
 //     refs read from a damaged blob may miss what hangs below it.
@@ -41,6 +43,9 @@ const KindLostThread FindingKind = "lost-thread"
 // KindBrokenChain is a node a thread reaches that is missing, cannot be
 // read, or does not hash to its name.
 const KindBrokenChain FindingKind = "broken-chain"
+
+// KindMismatch is a line whose head is not of its start's chain.
+const KindMismatch FindingKind = "mismatch"
 
 // String writes a finding on one line: where, then what.
 func (f Finding) String() string {
@@ -142,6 +147,9 @@ type marker struct {
 	readRoots bool
 	learned   map[string][]string // refs read from blobs the index lacked
 	findings  []Finding
+	// rootRefs are the refs of every root followed, to check each line's
+	// head against its start.
+	rootRefs map[string][]string
 }
 
 // state of a hash the walk has met.
@@ -270,6 +278,9 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 		}
 		var toRead, next []visit
 		follow := func(v visit, refs []string) {
+			if v.root {
+				m.rootRefs[v.hash] = refs
+			}
 			st := seen[v.hash]
 			st.marked = true
 			seen[v.hash] = st
@@ -323,7 +334,30 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 		}
 		frontier = next
 	}
+	m.checkHeads(roots)
 	return seen, marked, nil
+}
+
+// checkHeads finds the lines whose head is neither their start nor a state
+// whose first ref (a state's start, in both implementations) is it. Heads
+// that could not be followed were reported already.
+func (m *marker) checkHeads(roots []root) {
+	for _, r := range roots {
+		if r.line == nil || r.field != "head" || r.hash == r.line.Start {
+			continue
+		}
+		refs, ok := m.rootRefs[r.hash]
+		if !ok {
+			continue
+		}
+		if len(refs) > 0 {
+			if first, err := ids.ParseHash(refs[0]); err == nil && first == r.line.Start {
+				continue
+			}
+		}
+		m.findings = append(m.findings, Finding{Kind: KindMismatch, Problem: true, Path: r.line.Path, Line: r.line.LineNo, Thread: r.line.ThreadID, Hash: r.hash,
+			Message: fmt.Sprintf("thread %s names head %s and start %s, but that head is not a step of that start's chain: the line was changed, and the thread's real steps may hang from neither. Put the line back, or remove the thread (`thread rm %s`)", r.line.ThreadID, r.hash, r.line.Start, r.line.ThreadID)})
+	}
 }
 
 func (m *marker) exists(h string) bool {

@@ -108,20 +108,23 @@ func TestEveryFormOfABadRootRefusesAlikeEverywhere(t *testing.T) {
 		// damage is not about.
 		apply func(t *testing.T, r twoThreads, file, field string) (other string)
 	}
-	lineEdit := func(name string, value func(h string) string) edit {
+	// lineEdit changes the field's value; value gets the hash there and
+	// the other thread's value of the same field.
+	lineEdit := func(name string, value func(h, others string) string) edit {
 		return edit{name, func(t *testing.T, r twoThreads, file, field string) string {
 			h, path, quoted := r.aHead, threads.IndexFile(r.dir), `"`+field+`": "`
+			theirs := r.fHead
 			if field == "start" {
-				h = r.aStart
+				h, theirs = r.aStart, r.fStart
 			}
 			other := "F"
 			if file == "history" {
-				h, path, quoted, other = r.fHead, r.histFile, `"`+field+`":"`, "A"
+				h, path, quoted, other, theirs = r.fHead, r.histFile, `"`+field+`":"`, "A", r.aHead
 				if field == "start" {
-					h = r.fStart
+					h, theirs = r.fStart, r.aStart
 				}
 			}
-			editFile(t, path, quoted+h+`"`, strings.TrimSuffix(quoted, `"`)+value(h))
+			editFile(t, path, quoted+h+`"`, strings.TrimSuffix(quoted, `"`)+value(h, theirs))
 			return other
 		}}
 	}
@@ -140,21 +143,22 @@ func TestEveryFormOfABadRootRefusesAlikeEverywhere(t *testing.T) {
 		}}
 	}
 	edits := []edit{
-		lineEdit("cut to 12 characters", func(h string) string { return quote(h[:12]) }),
-		lineEdit("one character longer", func(h string) string { return quote(h + "0") }),
-		lineEdit("empty", func(string) string { return quote("") }),
-		lineEdit("lower case", func(h string) string { return quote(strings.ToLower(h)) }),
-		lineEdit("a letter outside the alphabet", func(h string) string { return quote("U" + h[1:]) }),
-		lineEdit("one character changed", func(h string) string {
+		lineEdit("cut to 12 characters", func(h, _ string) string { return quote(h[:12]) }),
+		lineEdit("one character longer", func(h, _ string) string { return quote(h + "0") }),
+		lineEdit("empty", func(_, _ string) string { return quote("") }),
+		lineEdit("lower case", func(h, _ string) string { return quote(strings.ToLower(h)) }),
+		lineEdit("a letter outside the alphabet", func(h, _ string) string { return quote("U" + h[1:]) }),
+		lineEdit("one character changed", func(h, _ string) string {
 			c := byte('0')
 			if h[4] == '0' {
 				c = '1'
 			}
 			return quote(h[:4] + string(c) + h[5:])
 		}),
-		lineEdit("a number", func(string) string { return "12" }),
-		lineEdit("null", func(string) string { return "null" }),
-		lineEdit("an object", func(h string) string { return `{"hash": "` + h + `"}` }),
+		lineEdit("the other thread's", func(_, theirs string) string { return quote(theirs) }),
+		lineEdit("a number", func(_, _ string) string { return "12" }),
+		lineEdit("null", func(_, _ string) string { return "null" }),
+		lineEdit("an object", func(h, _ string) string { return `{"hash": "` + h + `"}` }),
 		nodeEdit("its blob deleted", func(t *testing.T, blob string) {
 			if err := os.Remove(blob); err != nil {
 				t.Fatal(err)
