@@ -106,7 +106,7 @@ func takeCensus(l storage.Layout, without *threads.Record) (*census, error) {
 		}
 		for _, p := range kept {
 			c.keptAside = append(c.keptAside, p)
-			b, err := os.ReadFile(p)
+			b, err := threads.ReadKeptAside(p)
 			if err != nil {
 				c.findings = append(c.findings, Finding{Kind: KindKeptAside, Problem: true, Path: p,
 					Message: fmt.Sprintf("a damaged file a repair set aside cannot be read (%v); garbage collection keeps every node it names, so it cannot go on without it: make it readable, or delete it if its threads are not wanted", err)})

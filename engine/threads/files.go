@@ -90,3 +90,16 @@ func dirProblem(dir string) string {
 func unreadable(path, problem string) *DamageError {
 	return &DamageError{Path: path, Reason: problem + "; put back what belongs there (or remove it if it never held threads)", Unreadable: true}
 }
+
+// ReadKeptAside reads a damaged file a repair set aside, refusing anything
+// but a regular file (a FIFO under its name would block the reader).
+func ReadKeptAside(path string) ([]byte, error) {
+	b, missing, problem := readIndexFile(path)
+	if missing {
+		return nil, fs.ErrNotExist
+	}
+	if problem != "" {
+		return nil, errors.New(problem)
+	}
+	return b, nil
+}
