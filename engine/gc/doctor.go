@@ -32,7 +32,7 @@ const (
 	// KindHistory is a history line that cannot be read completely.
 	KindHistory FindingKind = "history"
 	// KindDangling is an index entry or history line whose head or start
-	// is not in the CAS.
+	// is not in the CAS, or does not hash to its name.
 	KindDangling FindingKind = "dangling"
 	// KindRefsIndex is the CAS refs index (cas/refs.idx): lines that
 	// cannot be used, or entries that disagree with their blobs.
@@ -43,8 +43,17 @@ const (
 	// KindTempFile is a temporary file an atomic write or a collection left
 	// behind.
 	KindTempFile FindingKind = "temp-file"
-	// KindKeptAside is a damaged file a repair set aside (a note).
+	// KindKeptAside is a damaged file a repair set aside (a note), or one
+	// that cannot be read (a problem).
 	KindKeptAside FindingKind = "kept-aside"
+	// KindBrokenChain is a node a thread reaches that is missing, cannot
+	// be read, or does not hash to its name.
+	KindBrokenChain FindingKind = "broken-chain"
+	// KindMismatch is a line whose head is not of its start's chain.
+	KindMismatch FindingKind = "mismatch"
+	// KindLostThread is a thread whose debug log remains while no index
+	// or history line names it, or debug logs that cannot be listed.
+	KindLostThread FindingKind = "lost-thread"
 )
 
 // Finding is one thing a check of a storage root found.

@@ -36,17 +36,6 @@ import (
 // them, kept-aside files) is kept when it is a node, and walked the same
 // way, but never demanded.
 
-// KindLostThread is a thread whose debug log remains while no index or
-// history line names it, or logs that cannot be listed.
-const KindLostThread FindingKind = "lost-thread"
-
-// KindBrokenChain is a node a thread reaches that is missing, cannot be
-// read, or does not hash to its name.
-const KindBrokenChain FindingKind = "broken-chain"
-
-// KindMismatch is a line whose head is not of its start's chain.
-const KindMismatch FindingKind = "mismatch"
-
 // String writes a finding on one line: where, then what.
 func (f Finding) String() string {
 	switch {
