@@ -34,7 +34,10 @@ import (
 //
 // What the files name in any other form (hash-like tokens elsewhere in
 // them, kept-aside files) is kept when it is a node, and walked the same
-// way, but never demanded.
+// way, but never demanded. A start a kept-aside file names keeps every
+// step of its chain too (every state whose first ref it is): a repair sets
+// a line aside when it cannot read its head, and the chain must outlive
+// the line until a person deletes the file.
 
 // String writes a finding on one line: where, then what.
 func (f Finding) String() string {
@@ -107,6 +110,7 @@ type root struct {
 	hash  string
 	field string // "head" or "start"
 	line  *threads.Line
+	aside bool // a token of a kept-aside file
 }
 
 // roots lists a census's roots: the head and start of every line, then
@@ -115,14 +119,54 @@ func (c *census) roots() []root {
 	out := make([]root, 0, 2*len(c.lines)+len(c.loose)+len(c.aside))
 	for i := range c.lines {
 		ln := &c.lines[i]
-		out = append(out, root{ln.Head, "head", ln}, root{ln.Start, "start", ln})
+		out = append(out, root{hash: ln.Head, field: "head", line: ln}, root{hash: ln.Start, field: "start", line: ln})
 	}
-	for _, tokens := range [][]string{c.loose, c.aside} {
-		for _, t := range tokens {
-			out = append(out, root{hash: t})
-		}
+	for _, t := range c.loose {
+		out = append(out, root{hash: t})
+	}
+	for _, t := range c.aside {
+		out = append(out, root{hash: t, aside: true})
 	}
 	return out
+}
+
+// chainSteps returns the blobs whose first ref (a state's start) is one
+// of starts, reading those the index does not know.
+func (m *marker) chainSteps(ctx context.Context, starts map[string]bool) ([]string, error) {
+	present := m.present
+	if present == nil {
+		present = map[string]bool{}
+		if err := m.store.Each(func(h string) error {
+			present[h] = true
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("failed to list cas entries: %w", err)
+		}
+	}
+	var out, unknown []visit
+	for h := range present {
+		refs, ok := m.index[h]
+		if !ok {
+			unknown = append(unknown, visit{hash: h})
+			continue
+		}
+		if len(refs) > 0 && starts[refs[0]] {
+			out = append(out, visit{hash: h})
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range readLevel(m.store, unknown, runtime.GOMAXPROCS(0)*4) {
+		if r.sound && len(r.refs) > 0 && starts[r.refs[0]] {
+			out = append(out, unknown[i])
+		}
+	}
+	hashes := make([]string, len(out))
+	for i, v := range out {
+		hashes[i] = v.hash
+	}
+	return hashes, nil
 }
 
 // marker walks refs from roots, judging every node on the way.
@@ -163,6 +207,21 @@ type visit struct {
 // gathered in m.findings; the walk goes on past them, so that every one
 // is reported. Only a cancelled context is an error.
 func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)) (map[string]state, int, error) {
+	starts := map[string]bool{}
+	for _, r := range roots {
+		if r.aside {
+			starts[r.hash] = true
+		}
+	}
+	if len(starts) > 0 {
+		steps, err := m.chainSteps(ctx, starts)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, h := range steps {
+			roots = append(roots, root{hash: h})
+		}
+	}
 	seen := make(map[string]state, len(roots))
 	var lines []*threads.Line
 	lineOf := map[*threads.Line]int32{}

@@ -410,3 +410,39 @@ func TestTheWalkRefusesPastANodeItCannotTrust(t *testing.T) {
 		}
 	})
 }
+
+// A repair that cannot read a line's head sets the line aside and drops
+// it; a collection afterwards keeps the thread's whole chain, which hangs
+// from the start the kept-aside file still names, until a person deletes
+// that file.
+func TestARepairThatSetsALineAsideKeepsItsChain(t *testing.T) {
+	t.Parallel()
+	r := newTwoThreads(t)
+	chainOfF := reachableFrom(r.store, r.fHead, r.fStart)
+	editFile(t, r.histFile, `"head":"`+r.fHead+`"`, `"head":"`+r.fHead[:12]+`"`)
+	rep, err := Doctor(context.Background(), r.l, r.store, DoctorOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Repaired) != 1 || rep.Repaired[0].File == nil || len(rep.Repaired[0].File.Lost) != 1 {
+		t.Fatalf("the repair = %+v; want the line set aside as lost", rep.Repaired)
+	}
+	res, err := Collect(context.Background(), r.l, r.store, Options{})
+	if err != nil || res.DeletedEntries != 1 || res.DeletedHashes[0] != r.orphan {
+		t.Fatalf("Collect = %+v, %v; want only the orphan deleted", res, err)
+	}
+	for h := range chainOfF {
+		if ok, _ := r.store.Exists(h); !ok {
+			t.Fatalf("node %s of the set-aside thread was collected", h)
+		}
+	}
+	aside, _ := threads.KeptAside(r.dir)
+	for _, p := range aside {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := Collect(context.Background(), r.l, r.store, Options{}); err != nil || res.DeletedEntries != len(chainOfF) {
+		t.Fatalf("Collect once the file is deleted = %+v, %v; want the %d nodes of its chain", res, err, len(chainOfF))
+	}
+}
