@@ -215,6 +215,7 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		return idx, nil, s.end()
 	}
 	var first *flaw
+	seen := map[string]bool{}
 	for {
 		s.ws()
 		keyAt := s.i
@@ -226,6 +227,10 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		if !s.flatObject(e.field("updatedAt")) || e.odd {
 			return nil, nil, false
 		}
+		if seen[id] && first == nil {
+			first = &flaw{keyAt, duplicateReason(id)}
+		}
+		seen[id] = true
 		reason := ""
 		if e.has&(hasHead|hasStart|hasAt) != hasHead|hasStart|hasAt {
 			reason = entryReason(id, e.has)
@@ -248,6 +253,13 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		}
 		return idx, first, true
 	}
+}
+
+// duplicateReason says that an index names a thread twice: no writer
+// does (each writes a map), and whichever entry a reader took, the other's
+// nodes would be named by nothing.
+func duplicateReason(id string) string {
+	return fmt.Sprintf("thread %q appears more than once; only one entry can be the thread's", clip(id))
 }
 
 // entryReason says what is wrong with an index entry.

@@ -115,6 +115,7 @@ func decodeIndex(b []byte) (Index, *flaw) {
 	}
 	idx := Index{}
 	var first *flaw
+	seen := map[string]bool{}
 	for dec.More() {
 		keyAt := skipSeparators(b, int(dec.InputOffset()))
 		tok, err := dec.Token()
@@ -126,6 +127,10 @@ func decodeIndex(b []byte) (Index, *flaw) {
 		if err := dec.Decode(&raw); err != nil {
 			return Index{}, syntaxFlaw(b, err)
 		}
+		if seen[id] && first == nil {
+			first = &flaw{keyAt, duplicateReason(id)}
+		}
+		seen[id] = true
 		var e looseEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			delete(idx, id)

@@ -64,16 +64,15 @@ func TestUpsertAndRemove(t *testing.T) {
 // without complaint.
 func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 	t.Parallel()
-	h, st, x := fake("H"), fake("S"), fake("X")
+	h, st := fake("H"), fake("S")
 	cases := map[string]Index{
 		"{}":        {},
 		"{}\n":      {},
 		"{\n}\n":    {},
 		"\n  {} \n": {},
-		"{\n  \"06EZ\": {\n    \"head\": \"" + h + "\",\n    \"start\": \"" + st + "\",\n    \"updatedAt\": 1778000100000\n  }\n}\n":             {"06EZ": {h, st, 1778000100000}},
-		`{"a": {"head": "` + h + `", "start": "` + st + `", "updatedAt": 5, "extra": {"x": [1]}}}`:                                               {"a": {h, st, 5}},
-		`{"a": {"head": "\u0048` + h[1:] + `", "start": "` + st + `", "updatedAt": 5e0}}`:                                                        {"a": {h, st, 5}},
-		`{"a": {"head": "` + x + `", "start": "` + st + `", "updatedAt": 1}, "a": {"head": "` + h + `", "start": "` + st + `", "updatedAt": 2}}`: {"a": {h, st, 2}},
+		"{\n  \"06EZ\": {\n    \"head\": \"" + h + "\",\n    \"start\": \"" + st + "\",\n    \"updatedAt\": 1778000100000\n  }\n}\n": {"06EZ": {h, st, 1778000100000}},
+		`{"a": {"head": "` + h + `", "start": "` + st + `", "updatedAt": 5, "extra": {"x": [1]}}}`:                                   {"a": {h, st, 5}},
+		`{"a": {"head": "\u0048` + h[1:] + `", "start": "` + st + `", "updatedAt": 5e0}}`:                                            {"a": {h, st, 5}},
 	}
 	for in, want := range cases {
 		dir := t.TempDir()
@@ -122,6 +121,9 @@ func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 		{"a start cut short", strings.Replace(canonical, `"start": "`+st+`",
     "updatedAt": 2`, `"start": "`+st[:5]+`",
     "updatedAt": 2`, 1), 7, `start "S0000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		// No writer names a thread twice; either entry's nodes would be
+		// named by nothing.
+		{"a thread named twice", strings.Replace(canonical, `"T2"`, `"T1"`, 1), 7, `thread "T1" appears more than once`, Index{"T1": {h2, st, 2}}},
 		{"a head that is a number", strings.Replace(canonical, `"`+h2+`"`, "12", 1), 7, `thread "T2" lacks head (a string)`, Index{"T1": {h1, st, 1}}},
 	}
 	for _, c := range cases {
