@@ -250,16 +250,13 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 	// Every line's head and start must be there: reported per line, so
 	// that each thread that lost a node is named. (A name listed in the
 	// CAS may still be a link to nothing: the walk finds those.)
-	dangling := func(r root) {
-		m.findings = append(m.findings, Finding{Kind: KindDangling, Problem: true, Path: r.line.Path, Line: r.line.LineNo, Thread: r.line.ThreadID, Hash: r.hash,
-			Message: fmt.Sprintf("thread %s names %s %s, which is not in the CAS: the node is gone (`thread rm %s` drops the thread)", r.line.ThreadID, r.field, r.hash, r.line.ThreadID)})
-	}
 	reported := map[string]bool{}
 	for _, r := range roots {
 		if r.line == nil || m.present[r.hash] || m.exists(r.hash) {
 			continue
 		}
-		dangling(r)
+		m.findings = append(m.findings, Finding{Kind: KindDangling, Problem: true, Path: r.line.Path, Line: r.line.LineNo, Thread: r.line.ThreadID, Hash: r.hash,
+			Message: fmt.Sprintf("thread %s names %s %s, which is not in the CAS: the node is gone (`thread rm %s` drops the thread)", r.line.ThreadID, r.field, r.hash, r.line.ThreadID)})
 		reported[r.hash] = true
 	}
 	for _, r := range roots {
@@ -291,8 +288,8 @@ func (m *marker) reachable(ctx context.Context, roots []root, onMarked func(int)
 			f.Thread, f.Path, f.Line = ln.ThreadID, ln.Path, ln.LineNo
 		}
 		f.Message = what
-		if v.root {
-			f.Kind = KindDangling
+		if v.root && v.from >= 0 {
+			f.Kind = KindDangling // a line's own head or start
 		}
 		m.findings = append(m.findings, f)
 	}
