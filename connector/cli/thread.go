@@ -62,8 +62,11 @@ func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
 // withDoctorHint adds what to do to an error caused by a damaged file, or
 // by anything else that stopped a collection.
 func withDoctorHint(err error) error {
-	if errors.Is(err, threads.ErrDamaged) || errors.Is(err, gc.ErrRefused) {
+	switch {
+	case errors.Is(err, threads.ErrDamaged):
 		return fmt.Errorf("%w\n%s", err, doctorHint)
+	case errors.Is(err, gc.ErrRefused):
+		return fmt.Errorf("%w\n`uncaged-workflow doctor` lists every problem and what to do about each", err)
 	}
 	return err
 }
