@@ -202,11 +202,7 @@ func (a *app) collect() (gc.Result, error) {
 	defer stop()
 	status := a.statusLine()
 	defer status.done()
-	opts := gc.Options{}
-	if host.Running(l) {
-		// A running engine may have stored content it has not linked yet.
-		opts.Grace = gcGraceWhileRunning
-	}
+	opts := a.gcOptions(l)
 	opts.Progress = func(p gc.Phase, n int) {
 		switch p {
 		case gc.PhaseRoots:
@@ -219,6 +215,16 @@ func (a *app) collect() (gc.Result, error) {
 	}
 	res, err := gc.Collect(ctx, l, s, opts)
 	return res, withDoctorHint(err)
+}
+
+// gcOptions are the options of every collection the CLI runs.
+func (a *app) gcOptions(l storage.Layout) gc.Options {
+	opts := gc.Options{}
+	if host.Running(l) {
+		// A running engine may have stored content it has not linked yet.
+		opts.Grace = gcGraceWhileRunning
+	}
+	return opts
 }
 
 // gcGraceWhileRunning spares young unreachable blobs while an engine host

@@ -26,9 +26,11 @@ func (a *app) doctorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor [--repair]",
 		Short: "Check the storage root for damage; --repair rebuilds what the CAS allows",
-		Long: `Checks every threads.json and history line, index entries that name nodes
-missing from the CAS, every blob against its name, the CAS refs index, and
-temporary files left by interrupted writes. Exits 1 while problems remain.
+		Long: `Checks every threads.json and history line, every node each thread reaches
+(missing, damaged, or a head that is not of its start's chain), debug logs of
+threads no line names any more, every blob against its name, the CAS refs
+index, and temporary files left by interrupted writes. Every problem it finds
+is one that makes cas gc and thread rm refuse. Exits 1 while problems remain.
 
 --repair rebuilds damaged index and history files from what is left of them
 and the CAS (the damaged file is kept as <name>.damaged-<time>, never
@@ -121,7 +123,7 @@ func printDoctorReport(a *app, rep gc.Report, repaired bool) {
 	case fixable > 0 && !repaired:
 		summary = append(summary, fmt.Sprintf("%s, %d of them repairable: run `uncaged-workflow doctor --repair`", plural(n, "problem"), fixable))
 	default:
-		summary = append(summary, fmt.Sprintf("%s that --repair cannot fix (the CAS does not hold what they need)", plural(n, "problem")))
+		summary = append(summary, fmt.Sprintf("%s that --repair cannot fix: each says what to do", plural(n, "problem")))
 	}
 	fmt.Fprintln(w, strings.Join(summary, "; "))
 }

@@ -1,10 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -58,10 +59,14 @@ func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
 	return exitError{1}
 }
 
-// withDoctorHint adds what to do to an error caused by a damaged file.
+// withDoctorHint adds what to do to an error caused by a damaged file, or
+// by anything else that stopped a collection.
 func withDoctorHint(err error) error {
-	if errors.Is(err, threads.ErrDamaged) {
+	switch {
+	case errors.Is(err, threads.ErrDamaged):
 		return fmt.Errorf("%w\n%s", err, doctorHint)
+	case errors.Is(err, gc.ErrRefused):
+		return fmt.Errorf("%w\n`uncaged-workflow doctor` lists every problem and what to do about each", err)
 	}
 	return err
 }
@@ -183,12 +188,18 @@ func contentText(store *cas.Store, hash string) string {
 }
 
 func (a *app) threadRmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rm <id>",
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "rm <id> [--force]",
 		Short: "Remove a thread",
-		Args:  exactArgs(1, 1, "rm requires <id>", ""),
+		Long: `Removes a thread's index and history lines and its logs, then collects the
+nodes only it reached (as cas gc does). A running or paused thread is not
+removed: kill it first, or give --force, which kills it and waits until it has
+stopped. Damage anywhere else in the storage root refuses the removal before
+anything changes; doctor shows it.`,
+		Args: exactArgs(1, 1, "rm requires <id>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, _, err := a.store()
+			l, store, err := a.store()
 			if err != nil {
 				return err
 			}
@@ -196,32 +207,25 @@ func (a *app) threadRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The collection that follows must be able to run: check every
-			// index before changing any, so a refusal changes nothing.
-			if _, err := gc.Roots(l); err != nil {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			_, err = gc.RemoveThread(ctx, l, store, rec, gc.RemoveOptions{
+				Collect:     a.gcOptions(l),
+				RemoveLines: func(rec threads.Record) error { return host.RemoveLines(l, rec, force) },
+				Warn:        func(err error) { fmt.Fprintf(a.env.Stderr, "warning: %v\n", err) },
+			})
+			switch {
+			case errors.Is(err, gc.ErrNotRemoved):
 				return withDoctorHint(fmt.Errorf("thread %s was not removed: %w", rec.ThreadID, err))
-			}
-			// Clear both indexes whatever the record said: a host may have
-			// moved the thread to history since it was resolved.
-			dir := l.BundleDir(rec.BundleHash)
-			if _, err := threads.Remove(dir, rec.ThreadID); err != nil {
-				return err
-			}
-			if _, err := threads.RemoveHistory(dir, rec.ThreadID); err != nil {
-				return err
-			}
-			for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), usage.Path(l, rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID)} {
-				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					fmt.Fprintf(a.env.Stderr, "warning: %v\n", err)
-				}
-			}
-			if _, err := a.collect(); err != nil {
+			case err != nil:
 				return withDoctorHint(fmt.Errorf("removed thread %s, but garbage collection failed: %w", rec.ThreadID, err))
 			}
 			fmt.Fprintf(a.out(), "removed thread %s\n", rec.ThreadID)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "kill the thread first if it is running or paused")
+	return cmd
 }
 
 // resolveThread finds a thread by the id a person typed

@@ -227,7 +227,7 @@ func (s *Store) Get(hash string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(s.path(h))
+	b, err := readRegular(s.path(h))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
 	}
@@ -250,8 +250,9 @@ func (s *Store) OpenBlob(hash string) (*os.File, error) {
 }
 
 // ReadInto reads the blob of a canonical hash into buf, growing it as
-// needed, and returns the filled slice. It skips the stat that os.ReadFile
-// makes, for scans that read many blobs with one reused buffer.
+// needed, and returns the filled slice, for scans that read many blobs
+// with one reused buffer. Anything but a regular file under the blob's
+// name is an error.
 func (s *Store) ReadInto(hash string, buf []byte) ([]byte, error) {
 	if !ids.IsHash(hash) {
 		if _, err := ids.ParseHash(hash); err != nil {
@@ -259,7 +260,9 @@ func (s *Store) ReadInto(hash string, buf []byte) ([]byte, error) {
 		}
 		return buf[:0], fmt.Errorf("cas: hash %q is not in canonical upper-case form", hash)
 	}
-	f, err := os.Open(s.path(hash))
+	// Not blocking on open, and the check below: a FIFO or a device
+	// under a blob's name must fail the read, not hang or never end it.
+	f, err := os.OpenFile(s.path(hash), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return buf[:0], fmt.Errorf("%w: %s", ErrNotFound, hash)
 	}
@@ -267,6 +270,9 @@ func (s *Store) ReadInto(hash string, buf []byte) ([]byte, error) {
 		return buf[:0], err
 	}
 	defer func() { _ = f.Close() }() // opened read-only
+	if err := checkRegular(f); err != nil {
+		return buf[:0], err
+	}
 	if cap(buf) < 4096 {
 		buf = make([]byte, 0, 4096)
 	}

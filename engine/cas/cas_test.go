@@ -186,8 +186,10 @@ func TestRefsIndex(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A line without a count or a check, as older versions wrote, is not
+	// trusted: its blob is read instead.
 	idx, _ = s.RefsIndex()
-	if len(idx) != 3 || idx["ZZZZZZZZZZZZY"][0] != "SSVQ0RZ55P9Y4" {
+	if _, ok := idx["ZZZZZZZZZZZZY"]; len(idx) != 2 || ok {
 		t.Fatalf("index with junk = %v", idx)
 	}
 	// A rewrite keeps the given entries and existing appended ones, drops

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -17,20 +19,30 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 )
 
-// The refs index is a cache beside the blobs: one line "HASH N REF...\n"
-// (N: how many refs follow) per blob this store wrote. A blob's refs never
-// change (its name is the hash of its bytes), so an entry never goes stale;
-// it lets garbage collection find what a million blobs point to by reading
-// one file instead of opening every blob. Blobs without an entry (written by
-// another implementation, or whose refs are not all canonical hashes) are
-// simply read.
+// The refs index is a cache beside the blobs: one line
+// "HASH N REF... CHECK\n" per blob this store wrote, where N is how many
+// refs follow and CHECK is the hash (ids.HashBytes) of everything before
+// the space that precedes it. A blob's refs never change (its name is the
+// hash of its bytes), so an entry never goes stale; it lets garbage
+// collection find what a million blobs point to by reading one file
+// instead of opening every blob. Blobs without an entry (written by
+// another implementation — the original never writes this file — or whose
+// refs are not all canonical hashes) are simply read.
 //
-// The count is what makes a torn append harmless. An append cut short (a
-// full disk, a crash) is completed by the next append's line; without the
-// count, "A R1 " + "B R3\n" would read as A pointing at R1, B and R3 — and
-// a collection trusting it would sweep A's real second ref. With it, no
-// such merge is a valid line. Lines written before the count existed
-// ("HASH REF...") are still read.
+// A collection trusts an entry instead of the blob, so a line must never
+// read as an entry it is not. The count makes a torn append harmless: one
+// cut short (a full disk, a crash) is completed by the next append's line,
+// and without the count "A R1 " + "B R3\n" would read as A pointing at R1,
+// B and R3 — a collection trusting it would sweep A's real second ref. The
+// check makes any other change harmless: a flipped byte that turned one
+// ref into another hash, or the entry's own hash into another blob's,
+// would make the sweep take what the blob really points to; with the
+// check, such a line is a flaw, and its blob is read instead.
+//
+// Lines written before the check existed ("HASH N REF..." and, older,
+// "HASH REF...") are read but not trusted: nothing tells a damaged one
+// from a sound one, so their blobs are read, and the next collection's
+// rewrite gives them a check.
 const refsIndexName = "refs.idx"
 
 func (s *Store) refsIndexPath() string { return filepath.Join(s.dir, refsIndexName) }
@@ -43,7 +55,7 @@ func (s *Store) indexRefs(hash string, b []byte) {
 	if !allCanonical(refs) {
 		return
 	}
-	line := appendIndexLine(make([]byte, 0, (ids.HashLen+1)*(1+len(refs))+4), hash, refs)
+	line := appendIndexLine(make([]byte, 0, (ids.HashLen+1)*(2+len(refs))+4), hash, refs)
 	lock, err := s.lockIndex(unix.LOCK_SH)
 	if err != nil {
 		return
@@ -84,10 +96,12 @@ func unlockIndex(f *os.File) {
 	_ = f.Close()
 }
 
-// RefsIndex reads the refs index: hash → the hashes it points to. Torn or
-// malformed lines (a crash mid-append) are skipped.
+// RefsIndex reads the refs index: hash → the hashes it points to, from
+// the lines whose check holds. Torn, damaged or unchecked lines are
+// skipped: their blobs are read instead.
 func (s *Store) RefsIndex() (map[string][]string, error) {
-	return s.readRefsIndex(nil)
+	idx, _, _, err := s.readRefsIndex(nil)
+	return idx, err
 }
 
 // RefsIndexFlaw is a line of the refs index that cannot be used.
@@ -99,32 +113,36 @@ type RefsIndexFlaw struct {
 }
 
 // CheckRefsIndex reads the refs index as RefsIndex does and also returns
-// every line it had to skip, for a check of the store. The index is only a
-// cache, so a skipped line costs a blob read, never a blob.
-func (s *Store) CheckRefsIndex() (map[string][]string, []RefsIndexFlaw, error) {
+// every line it had to skip as damaged, and how many lines an older
+// version wrote without a check (skipped too, but sound as far as anyone
+// knows), for a check of the store. The index is only a cache, so a
+// skipped line costs a blob read, never a blob.
+func (s *Store) CheckRefsIndex() (map[string][]string, []RefsIndexFlaw, int, error) {
 	var flaws []RefsIndexFlaw
-	idx, err := s.readRefsIndex(func(line int, reason string) {
+	idx, unchecked, _, err := s.readRefsIndex(func(line int, reason string) {
 		flaws = append(flaws, RefsIndexFlaw{Line: line, Reason: reason})
 	})
-	return idx, flaws, err
+	return idx, flaws, unchecked, err
 }
 
 // RefsIndexPath is the refs index file, for messages about it.
 func (s *Store) RefsIndexPath() string { return s.refsIndexPath() }
 
-func (s *Store) readRefsIndex(flawed func(line int, reason string)) (map[string][]string, error) {
+// readRefsIndex returns the checked entries, how many unchecked lines an
+// older version wrote, and whether the file exists.
+func (s *Store) readRefsIndex(flawed func(line int, reason string)) (map[string][]string, int, bool, error) {
 	if flawed == nil {
 		flawed = func(int, string) {}
 	}
-	b, err := os.ReadFile(s.refsIndexPath())
+	b, err := readRegular(s.refsIndexPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string][]string{}, nil
+		return map[string][]string{}, 0, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, true, err
 	}
 	idx := make(map[string][]string, bytes.Count(b, []byte{'\n'}))
-	lineNo := 0
+	lineNo, unchecked := 0, 0
 	for len(b) > 0 {
 		lineNo++
 		nl := bytes.IndexByte(b, '\n')
@@ -134,22 +152,26 @@ func (s *Store) readRefsIndex(flawed func(line int, reason string)) (map[string]
 		}
 		line := b[:nl]
 		b = b[nl+1:]
-		hash, refs, reason := parseIndexLine(line)
-		if reason != "" {
+		hash, refs, checked, reason := parseIndexLine(line)
+		switch {
+		case reason != "":
 			flawed(lineNo, reason)
-			continue
+		case !checked:
+			unchecked++
+		default:
+			idx[hash] = refs
 		}
-		idx[hash] = refs
 	}
-	return idx, nil
+	return idx, unchecked, true, nil
 }
 
-// parseIndexLine reads "HASH N REF..." (or an old "HASH REF..."), or says
+// parseIndexLine reads "HASH N REF... CHECK", or an older line without
+// the check ("HASH N REF...", "HASH REF...": checked is false), or says
 // why it cannot.
-func parseIndexLine(line []byte) (hash string, refs []string, reason string) {
+func parseIndexLine(line []byte) (hash string, refs []string, checked bool, reason string) {
 	const width = ids.HashLen + 1 // " REF"
 	if len(line) < ids.HashLen || !ids.IsHash(string(line[:ids.HashLen])) {
-		return "", nil, "does not start with a hash"
+		return "", nil, false, "does not start with a hash"
 	}
 	hash = string(line[:ids.HashLen])
 	rest := line[ids.HashLen:]
@@ -167,18 +189,56 @@ func parseIndexLine(line []byte) (hash string, refs []string, reason string) {
 			rest = rest[1+digits:]
 		}
 	}
-	if len(rest)%width != 0 || (count >= 0 && len(rest)/width != count) {
-		return "", nil, "its refs do not match its count (an append cut short?)"
+	if len(rest)%width != 0 {
+		return "", nil, false, "its refs do not match its count (an append cut short?)"
+	}
+	fields := len(rest) / width
+	switch {
+	case count >= 0 && fields == count+1:
+		check := rest[len(rest)-width:]
+		body := line[:len(line)-width]
+		if check[0] != ' ' || ids.HashBytes(body) != string(check[1:]) {
+			return "", nil, false, "its check does not match its content (the line is damaged)"
+		}
+		checked, rest = true, rest[:len(rest)-width]
+	case count >= 0 && fields != count:
+		return "", nil, false, "its refs do not match its count (an append cut short?)"
 	}
 	refs = make([]string, 0, len(rest)/width)
 	for ; len(rest) > 0; rest = rest[width:] {
 		r := string(rest[1:width])
 		if rest[0] != ' ' || !ids.IsHash(r) {
-			return "", nil, "not a hash followed by hashes"
+			return "", nil, false, "not a hash followed by hashes"
 		}
 		refs = append(refs, r)
 	}
-	return hash, refs, ""
+	return hash, refs, checked, ""
+}
+
+// readRegular reads a file the store keeps beside its blobs, refusing
+// anything but a regular file (a FIFO would block, a device never end).
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read only
+	if err := checkRegular(f); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// checkRegular refuses an open file that is not a regular one.
+func checkRegular(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%v)", f.Name(), st.Mode().Type())
+	}
+	return nil
 }
 
 // RebuildRefsIndex replaces the refs index with entries, which the caller
@@ -272,12 +332,13 @@ func (s *Store) RewriteRefsIndex(entries map[string][]string, deleted []string) 
 // writeIndexLine buffers one line. A bufio.Writer keeps its first error
 // and returns it from Flush, which the callers check.
 func writeIndexLine(w *bufio.Writer, h string, refs []string) {
-	var buf [(ids.HashLen + 1) * 20]byte
+	var buf [(ids.HashLen + 1) * 21]byte
 	_, _ = w.Write(appendIndexLine(buf[:0], h, refs))
 }
 
-// appendIndexLine appends "HASH N REF...\n".
+// appendIndexLine appends "HASH N REF... CHECK\n".
 func appendIndexLine(line []byte, h string, refs []string) []byte {
+	from := len(line)
 	line = append(line, h...)
 	line = append(line, ' ')
 	line = strconv.AppendInt(line, int64(len(refs)), 10)
@@ -285,5 +346,8 @@ func appendIndexLine(line []byte, h string, refs []string) []byte {
 		line = append(line, ' ')
 		line = append(line, r...)
 	}
+	check := ids.HashBytes(line[from:])
+	line = append(line, ' ')
+	line = append(line, check...)
 	return append(line, '\n')
 }

@@ -1,20 +1,20 @@
 // Package gc collects the CAS blobs no thread can reach. Roots are the head
 // and start of every thread in every bundle's threads.json and history; the
-// mark phase follows refs from them and the sweep deletes everything else.
+// mark phase follows refs from them and the sweep deletes everything else —
+// only once nothing a thread may need has been found untrustworthy
+// (judge.go): then it refuses and deletes nothing.
 package gc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/uncaged/workflow/engine/cas"
-	"github.com/uncaged/workflow/engine/ids"
-	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
 )
 
@@ -63,8 +63,10 @@ type Options struct {
 	Grace time.Duration
 }
 
-// Collect runs one mark-and-sweep over the storage root. Nothing reachable
-// from a root is ever deleted; a root or ref whose blob is missing is skipped.
+// Collect runs one mark-and-sweep over the storage root. It sweeps only
+// after the judgement every sweep makes (judge.go) found nothing wrong;
+// otherwise it returns a *RefusedError (ErrRefused) and deletes nothing.
+// Nothing reachable from a root is ever deleted.
 //
 // The blobs present are listed first, so a blob written during the
 // collection is never swept. Refs come from the store's refs index where it
@@ -84,24 +86,20 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 	if err != nil {
 		return Result{}, fmt.Errorf("failed to list cas entries: %w", err)
 	}
-	roots, err := Roots(l)
+	c, err := takeCensus(l, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	progress(PhaseRoots, len(roots))
-	index, err := store.RefsIndex()
+	roots := c.roots()
+	progress(PhaseRoots, 2*len(c.lines))
+	m, marked, count, err := judge(ctx, store, c, roots, present, func(n int) { progress(PhaseMark, n) })
 	if err != nil {
 		return Result{}, err
 	}
-	m := &marker{store: store, index: index, present: present, learned: map[string][]string{}}
-	marked, count, err := m.reachable(ctx, roots, func(n int) { progress(PhaseMark, n) })
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{ScannedThreads: len(roots), ActiveRefs: count, DeletedHashes: []string{}}
+	res := Result{ScannedThreads: 2*len(c.lines) + c.asideOnly(), ActiveRefs: count, DeletedHashes: []string{}}
 	var garbage []string
 	for h := range present {
-		if !marked[h] {
+		if !marked[h].marked {
 			garbage = append(garbage, h)
 		}
 	}
@@ -128,11 +126,11 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 	res.DeletedEntries = len(res.DeletedHashes)
 	// Keep the index to what survived, plus what this collection learned.
 	survivors := make(map[string][]string, count)
-	for h, ok := range marked {
-		if !ok {
+	for h, st := range marked {
+		if !st.marked {
 			continue
 		}
-		if refs, ok := index[h]; ok {
+		if refs, ok := m.index[h]; ok {
 			survivors[h] = refs
 		} else if refs, ok := m.learned[h]; ok {
 			survivors[h] = refs
@@ -142,6 +140,27 @@ func Collect(ctx context.Context, l storage.Layout, store *cas.Store, opts Optio
 		return res, fmt.Errorf("rewrite refs index: %w", err)
 	}
 	return res, nil
+}
+
+// judge makes the judgement every sweep makes (judge.go) over a census:
+// it walks from the roots and returns what it met, or a *RefusedError
+// naming everything that stops a sweep. present is what the CAS held
+// before the census (nil: not listed).
+func judge(ctx context.Context, store *cas.Store, c *census, roots []root, present map[string]bool, onMarked func(int)) (*marker, map[string]state, int, error) {
+	index, err := store.RefsIndex()
+	if err != nil {
+		// A cache that cannot be read: the blobs are read instead.
+		index = map[string][]string{}
+	}
+	m := &marker{store: store, index: index, present: present, readRoots: true, learned: map[string][]string{}, rootRefs: map[string][]string{}}
+	seen, count, err := m.reachable(ctx, roots, onMarked)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if findings := append(slices.Clone(c.findings), m.findings...); len(findings) > 0 {
+		return nil, nil, 0, &RefusedError{Findings: findings}
+	}
+	return m, seen, count, nil
 }
 
 // sweep deletes the garbage with a few goroutines, since each unlink waits
@@ -189,159 +208,4 @@ func sweep(ctx context.Context, store *cas.Store, garbage []string, remove func(
 	}
 	wg.Wait()
 	return deleted, firstErr
-}
-
-// Reachable returns every stored hash reachable from roots (the keys whose
-// value is true; false marks a hash that was referenced but has no blob) and
-// their count. It reads every blob it visits; Collect uses the refs index.
-func Reachable(ctx context.Context, store *cas.Store, roots []string, onMarked func(int)) (map[string]bool, int, error) {
-	m := &marker{store: store, learned: map[string][]string{}}
-	return m.reachable(ctx, roots, onMarked)
-}
-
-// marker walks refs from roots.
-type marker struct {
-	store   *cas.Store
-	index   map[string][]string // refs known without reading the blob
-	present map[string]bool     // blobs listed before marking (nil: unknown)
-	learned map[string][]string // refs read from blobs the index lacked
-}
-
-func (m *marker) reachable(ctx context.Context, roots []string, onMarked func(int)) (map[string]bool, int, error) {
-	// seen maps every hash ever queued to whether its blob exists; one map
-	// serves as both the visited set and the mark set.
-	seen := make(map[string]bool, len(roots))
-	var frontier []string
-	// enqueue keeps hashes in canonical form, so the sweep (which sees file
-	// names) recognises them; a ref that is no hash names no blob.
-	enqueue := func(list []string, r string) []string {
-		h := r
-		if !ids.IsHash(h) {
-			var err error
-			if h, err = ids.ParseHash(r); err != nil {
-				return list
-			}
-		}
-		if _, ok := seen[h]; ok {
-			return list
-		}
-		seen[h] = false
-		return append(list, h)
-	}
-	for _, r := range roots {
-		frontier = enqueue(frontier, r)
-	}
-	workers := runtime.GOMAXPROCS(0) * 4
-	marked := 0
-	for len(frontier) > 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
-		// Hashes the index knows only need to exist; the rest are read.
-		var toRead []string
-		var next []string
-		for _, h := range frontier {
-			refs, known := m.index[h]
-			if !known {
-				toRead = append(toRead, h)
-				continue
-			}
-			if !m.present[h] && !m.exists(h) {
-				continue
-			}
-			seen[h] = true
-			marked++
-			for _, r := range refs {
-				next = enqueue(next, r)
-			}
-		}
-		refs, present, err := readLevel(m.store, toRead, workers)
-		if err != nil {
-			return nil, 0, err
-		}
-		for i, h := range toRead {
-			if !present[i] {
-				continue
-			}
-			seen[h] = true
-			marked++
-			if allHashes(refs[i]) {
-				m.learned[h] = refs[i]
-			}
-			for _, r := range refs[i] {
-				next = enqueue(next, r)
-			}
-		}
-		if onMarked != nil {
-			onMarked(marked)
-		}
-		frontier = next
-	}
-	return seen, marked, nil
-}
-
-func (m *marker) exists(h string) bool {
-	ok, err := m.store.Exists(h)
-	return err == nil && ok
-}
-
-func allHashes(refs []string) bool {
-	for _, r := range refs {
-		if !ids.IsHash(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// readLevel reads the refs of every hash in level concurrently.
-func readLevel(store *cas.Store, level []string, workers int) ([][]string, []bool, error) {
-	refs := make([][]string, len(level))
-	present := make([]bool, len(level))
-	if workers > len(level) {
-		workers = len(level)
-	}
-	var (
-		wg       sync.WaitGroup
-		next     int
-		mu       sync.Mutex
-		firstErr error
-	)
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr != nil || next >= len(level) {
-			return -1
-		}
-		next++
-		return next - 1
-	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte
-			for i := take(); i >= 0; i = take() {
-				b, err := store.ReadInto(level[i], buf)
-				buf = b
-				if errors.Is(err, cas.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					// An unreadable blob must stop the collection before it
-					// sweeps: what it points to is unknown.
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				present[i] = true
-				refs[i] = node.RefsOf(b)
-			}
-		}()
-	}
-	wg.Wait()
-	return refs, present, firstErr
 }

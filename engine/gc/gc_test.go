@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
@@ -84,24 +85,53 @@ func TestForkPrefixSurvives(t *testing.T) {
 	}
 }
 
-func TestRootsFromHistoryAndMissingBlobs(t *testing.T) {
+// A line whose head is not in the CAS, or is no hash at all, stops the
+// collection: the thread's other nodes would go with nothing to say what
+// they were. Nothing is deleted, and each thread is named.
+func TestRefusesPastAMissingOrMalformedRoot(t *testing.T) {
 	t.Parallel()
 	l, store := newRoot(t)
 	kept, _ := store.Put("kept")
-	// A history row pointing at a missing head and an existing start.
+	orphan, _ := store.Put("an orphan")
 	if err := threads.AppendHistory(l.BundleDir("B"), threads.HistoryEntry{ThreadID: "T", Head: "ZZZZZZZZZZZZY", Start: kept, CompletedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	// Invalid refs in roots are ignored, not fatal.
-	if err := threads.Upsert(l.BundleDir("C"), "U", threads.Entry{Head: "../../etc", Start: kept, UpdatedAt: 1}); err != nil {
+	if err := os.MkdirAll(l.BundleDir("C"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(threads.IndexFile(l.BundleDir("C")), []byte(`{"U": {"head": "../../etc", "start": "`+kept+`", "updatedAt": 1}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, l.Root)
 	res, err := Collect(context.Background(), l, store, Options{})
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrRefused) || !errors.Is(err, threads.ErrDamaged) || res.DeletedEntries != 0 {
+		t.Fatalf("Collect = %+v, %v; want a refusal", res, err)
 	}
-	if res.ScannedThreads != 4 || res.ActiveRefs != 1 || res.DeletedEntries != 0 {
-		t.Fatalf("result = %+v", res)
+	for _, want := range []string{"thread T names head ZZZZZZZZZZZZY, which is not in the CAS", `thread "U": head "../../etc" is not a node hash`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if ok, _ := store.Exists(orphan); !ok {
+		t.Fatal("a refused collection deleted a blob")
+	}
+	checkUnchanged(t, before, snapshot(t, l.Root))
+}
+
+// checkUnchanged fails when two snapshots of a root differ.
+func checkUnchanged(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for p, v := range before {
+		if a, ok := after[p]; !ok {
+			t.Fatalf("%s is gone", p)
+		} else if a != v {
+			t.Fatalf("%s changed", p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Fatalf("%s appeared", p)
+		}
 	}
 }
 
@@ -195,18 +225,32 @@ func TestNeverDeletesReachable(t *testing.T) {
 				if err := os.Remove(filepath.Join(store.Dir(), "refs.idx")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					t.Fatal(err)
 				}
-			case "stale-index":
-				if len(allHeads) > 0 {
-					if err := store.Delete(allHeads[rng.Intn(len(allHeads))]); err != nil {
-						t.Fatal(err)
-					}
-				}
 			}
 			for _, r := range roots {
 				mark(r)
 			}
+			lost := false // a node a thread reaches was deleted behind the index's back
+			if mode == "stale-index" && len(allHeads) > 0 {
+				gone := allHeads[rng.Intn(len(allHeads))]
+				lost = reachable[gone]
+				if err := store.Delete(gone); err != nil {
+					t.Fatal(err)
+				}
+				delete(reachable, gone)
+			}
 			before, _ := store.List()
-			if _, err := Collect(context.Background(), l, store, Options{}); err != nil {
+			_, err := Collect(context.Background(), l, store, Options{})
+			if lost {
+				// What hung below the lost node is unknown: nothing goes.
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("a collection past a lost node = %v", err)
+				}
+				if after, _ := store.List(); len(after) != len(before) {
+					t.Fatalf("a refused collection deleted %d blobs", len(before)-len(after))
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			for _, h := range before {

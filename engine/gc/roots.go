@@ -4,85 +4,199 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
+	"strings"
+	"syscall"
 
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
-// ErrRefused is matched (errors.Is) by a collection that stopped before its
-// sweep because an index or history file could not be read completely; the
-// error also matches threads.ErrDamaged and names every damaged place.
+// ErrRefused is matched (errors.Is) by a collection, or a thread removal,
+// that stopped before its sweep because something a thread may need could
+// not be trusted; nothing was deleted. The error is a *RefusedError that
+// names every such place, and it also matches threads.ErrDamaged when a
+// damaged index or history file is among them.
 var ErrRefused = errors.New("garbage collection refused to sweep; nothing was deleted")
 
-// Roots returns the head and start of every thread, in bundle order. A
-// thread's hashes appear once per index row that names them. Every hash in
-// a damaged file a repair has kept aside (threads.KeptAside) that no thread
-// names already follows them: whatever such a file named may still be
-// wanted.
+// census is everything in a storage root that names nodes, as one reading
+// found it: the roots of a collection, and what makes one refuse before it
+// looks at a node.
+type census struct {
+	// lines are the intact index entries and history lines; each names a
+	// head and a start that must be nodes (strict roots).
+	lines []threads.Line
+	// loose are the hash-like tokens of every index and history file read
+	// (HashLikeTokens), and aside those of the kept-aside files: whatever
+	// else those files name, in whatever form, is kept when it is a node;
+	// it is never demanded.
+	loose, aside []string
+	// findings are the places that refuse a sweep outright: damaged
+	// index and history files, kept-aside files that cannot be read,
+	// debug logs of threads no line names any more.
+	findings []Finding
+	// keptAside are the damaged files repairs have set aside.
+	keptAside []string
+	// bundles, indexFiles and historyFiles count what was read.
+	bundles, indexFiles, historyFiles int
+}
+
+// takeCensus reads every bundle's index and history files and the
+// kept-aside files through threads.ScanBundle — the reader listings use
+// too, so a collection sees exactly the threads they show — and the debug
+// logs. without, when set, is a thread being removed: its lines are left
+// out, and so are its own head and start among the loose tokens.
 //
-// A threads.json or history line that cannot be read completely is an
-// error matching ErrRefused and threads.ErrDamaged: read as empty it would
-// let a sweep delete every node of the threads it names.
-func Roots(l storage.Layout) ([]string, error) {
+// The logs are listed first. A thread's log is created after its first
+// index line, and the engine removes a thread's lines only to move it to
+// history or, in `thread rm`, before its log; so a log found first whose
+// thread no line names afterwards means a line was lost (or a removal is
+// under way): a refusal either way.
+func takeCensus(l storage.Layout, without *threads.Record) (*census, error) {
+	logs, logsErr := threadLogs(l)
 	bundles, err := threads.BundleHashes(l)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read bundles directory: %w", err)
+		return nil, fmt.Errorf("failed to read the bundles directory: %w", err)
 	}
-	var roots, aside []string
-	var damaged []error
+	c := &census{bundles: len(bundles)}
+	if logsErr != nil {
+		c.findings = append(c.findings, Finding{Kind: KindLostThread, Problem: true, Path: l.LogsDir(""),
+			Message: fmt.Sprintf("the debug logs cannot be listed (%v): a thread's log is how a lost index line is noticed, so garbage collection cannot go on without them; make the directory readable", logsErr)})
+	}
+	skip := func(ln threads.Line) bool {
+		return without != nil && ln.BundleHash == without.BundleHash && ln.ThreadID == without.ThreadID
+	}
+	var dropTokens []string
+	named := map[string]bool{}   // bundle/thread of every line
+	damaged := map[string]bool{} // bundles whose lines cannot all be read
 	for _, h := range bundles {
-		dir := l.BundleDir(h)
-		idx, d, err := threads.ReadIndexTolerant(dir)
+		err := threads.ScanBundle(l, h, threads.BundleVisitor{
+			Line: func(ln threads.Line) error {
+				if skip(ln) {
+					dropTokens = append(dropTokens, ln.Head, ln.Start)
+					return nil
+				}
+				named[h+"/"+ln.ThreadID] = true
+				c.lines = append(c.lines, ln)
+				return nil
+			},
+			Damaged: func(d *threads.DamageError) {
+				damaged[h] = true
+				c.findings = append(c.findings, damageFinding(d))
+			},
+			File: func(path string, b []byte) {
+				if strings.HasSuffix(path, ".jsonl") {
+					c.historyFiles++
+				} else {
+					c.indexFiles++
+				}
+				c.loose = append(c.loose, HashLikeTokens(b)...)
+			},
+		})
 		if err != nil {
 			return nil, err
 		}
-		if d != nil {
-			damaged = append(damaged, d)
-		}
-		ids := make([]string, 0, len(idx))
-		for id := range idx {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			roots = append(roots, idx[id].Head, idx[id].Start)
-		}
-		err = threads.EachHistoryTolerant(dir, func(e threads.HistoryEntry) error {
-			roots = append(roots, e.Head, e.Start)
-			return nil
-		}, func(d *threads.DamageError) { damaged = append(damaged, d) })
+		kept, err := threads.KeptAside(l.BundleDir(h))
 		if err != nil {
-			return nil, err
+			c.findings = append(c.findings, Finding{Kind: KindKeptAside, Problem: true, Path: l.BundleDir(h),
+				Message: fmt.Sprintf("the damaged files a repair set aside cannot be listed (%v); garbage collection keeps every node they name, so it cannot go on without them", err)})
+			continue
 		}
-		keptFiles, err := threads.KeptAside(dir)
-		if err != nil {
-			return nil, fmt.Errorf("failed to list damaged files kept aside in %s: %w", dir, err)
-		}
-		for _, p := range keptFiles {
-			b, err := os.ReadFile(p)
+		for _, p := range kept {
+			c.keptAside = append(c.keptAside, p)
+			b, err := threads.ReadKeptAside(p)
 			if err != nil {
-				return nil, fmt.Errorf("failed to read damaged file kept aside %s: %w", p, err)
+				c.findings = append(c.findings, Finding{Kind: KindKeptAside, Problem: true, Path: p,
+					Message: fmt.Sprintf("a damaged file a repair set aside cannot be read (%v); garbage collection keeps every node it names, so it cannot go on without it: make it readable, or delete it if its threads are not wanted", err)})
+				continue
 			}
-			aside = append(aside, HashLikeTokens(b)...)
+			c.aside = append(c.aside, HashLikeTokens(b)...)
 		}
 	}
-	if len(damaged) > 0 {
-		return nil, fmt.Errorf("%w:\n%w", ErrRefused, errors.Join(damaged...))
+	if len(dropTokens) > 0 {
+		c.loose = slicesDelete(c.loose, dropTokens)
 	}
-	// What a repair recovered is named twice; count it once.
-	seen := make(map[string]bool, len(roots)+len(aside))
-	for _, r := range roots {
-		seen[r] = true
+	for _, lg := range logs {
+		if named[lg.bundle+"/"+lg.thread] || damaged[lg.bundle] || (without != nil && lg.bundle == without.BundleHash && lg.thread == without.ThreadID) {
+			continue // named, or maybe in a damaged file, reported already
+		}
+		c.findings = append(c.findings, Finding{Kind: KindLostThread, Problem: true, Path: lg.path, Thread: lg.thread,
+			Message: fmt.Sprintf("thread %s has a debug log, but no index or history line of bundle %s names it: its line may have been lost, and with it what its nodes are. "+
+				"Put the line back (from a backup), or, if the thread was removed on purpose, delete this log", lg.thread, lg.bundle)})
 	}
-	for _, r := range aside {
-		if !seen[r] {
-			seen[r] = true
-			roots = append(roots, r)
+	return c, nil
+}
+
+// asideOnly counts the distinct kept-aside tokens no line names: the
+// roots a collection scanned beyond the lines' heads and starts.
+func (c *census) asideOnly() int {
+	named := make(map[string]bool, 2*len(c.lines))
+	for _, ln := range c.lines {
+		named[ln.Head], named[ln.Start] = true, true
+	}
+	n := 0
+	for _, tok := range c.aside {
+		if !named[tok] {
+			named[tok] = true
+			n++
 		}
 	}
-	return roots, nil
+	return n
+}
+
+// slicesDelete returns list without any value in drop.
+func slicesDelete(list, drop []string) []string {
+	gone := make(map[string]bool, len(drop))
+	for _, d := range drop {
+		gone[d] = true
+	}
+	out := list[:0]
+	for _, s := range list {
+		if !gone[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// threadLog is a thread's debug log (logs/<bundle>/<thread>.info.jsonl).
+type threadLog struct{ bundle, thread, path string }
+
+// threadLogs lists the debug logs of every bundle. A logs directory that
+// cannot be read is an error: the check it serves cannot be made. (A
+// bundle's logs directory that is no directory holds no log.)
+func threadLogs(l storage.Layout) ([]threadLog, error) {
+	logsDir := l.LogsDir("")
+	entries, err := os.ReadDir(logsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the logs directory: %w", err)
+	}
+	var out []threadLog
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			continue // the engine's own log
+		}
+		bundle := e.Name()
+		files, err := os.ReadDir(l.LogsDir(bundle))
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to read the logs of bundle %s: %w", bundle, err)
+		}
+		for _, f := range files {
+			if id, ok := strings.CutSuffix(f.Name(), ".info.jsonl"); ok && threads.CheckRef(id) == nil {
+				out = append(out, threadLog{bundle: bundle, thread: id, path: l.InfoLog(bundle, id)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out, nil
 }
 
 // HashLikeTokens returns every run of exactly 13 letters and digits in b:

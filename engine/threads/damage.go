@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/uncaged/workflow/engine/ids"
 )
 
 // ErrDamaged is matched (errors.Is) by every error about an index or history
@@ -28,10 +31,17 @@ type DamageError struct {
 	Line int `json:"line"`
 	// Reason says what is wrong there.
 	Reason string `json:"reason"`
+	// Unreadable marks a file (Line 0) or directory that could not be read
+	// at all, rather than content that could not be parsed: a repair has
+	// nothing to rebuild it from.
+	Unreadable bool `json:"-"`
 }
 
 // Error names the file, the line and what is wrong.
 func (e *DamageError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("damaged %s: %s", e.Path, e.Reason)
+	}
 	return fmt.Sprintf("damaged file %s, line %d: %s", e.Path, e.Line, e.Reason)
 }
 
@@ -97,23 +107,48 @@ func KeptAsideName(path string, at time.Time) string {
 }
 
 // KeptAside lists the damaged files a repair has set aside in a bundle
-// directory and its history directory, sorted.
+// directory and its history directory, sorted: every entry so named,
+// whatever it is, so that one that cannot be read is an error for the
+// caller rather than a file passed over.
 func KeptAside(bundleDir string) ([]string, error) {
 	var out []string
 	for _, dir := range []string{bundleDir, HistoryDir(bundleDir)} {
 		entries, err := os.ReadDir(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // nothing set aside; what is wrong there, the index reader says
 		}
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range entries {
-			if !e.IsDir() && strings.Contains(e.Name(), keptAsideMarker) {
+			if strings.Contains(e.Name(), keptAsideMarker) {
 				out = append(out, filepath.Join(dir, e.Name()))
 			}
 		}
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// badHashes says what is wrong with the head and start a line names, or ""
+// when both are hashes in the CAS's own form (ids.IsHash). A value in any
+// other form — cut, lengthened, lower case, empty, with a letter the
+// alphabet lacks — names no node, and the thread's chain would be
+// unreachable from it: whatever acts on every thread must see the line as
+// damaged, not as a thread whose nodes are gone.
+func badHashes(head, start string) string {
+	var bad []string
+	for _, f := range [...]struct{ name, value string }{{"head", head}, {"start", start}} {
+		if !ids.IsHash(f.value) {
+			bad = append(bad, fmt.Sprintf("%s %q", f.name, clip(f.value)))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	what := " is not a node hash"
+	if len(bad) == 2 {
+		what = " are not node hashes"
+	}
+	return strings.Join(bad, " and ") + what + " (13 characters of 0-9 and upper-case A-Z, as the CAS names its files)"
 }

@@ -12,9 +12,9 @@ import (
 )
 
 const (
-	lineA = `{"threadId":"A","head":"HA","start":"S","completedAt":1}`
-	lineB = `{"threadId":"B","head":"HB","start":"S","completedAt":2}`
-	lineC = `{"threadId":"C","head":"HC","start":"S","completedAt":3}`
+	lineA = `{"threadId":"A","head":"HA00000000000","start":"S000000000000","completedAt":1}`
+	lineB = `{"threadId":"B","head":"HB00000000000","start":"S000000000000","completedAt":2}`
+	lineC = `{"threadId":"C","head":"HC00000000000","start":"S000000000000","completedAt":3}`
 )
 
 func writeHistory(t *testing.T, bundleDir, name, content string) string {
@@ -64,9 +64,9 @@ func TestHistoryDamageNamesFileAndLine(t *testing.T) {
 	cases := []struct {
 		name, line, reason string
 	}{
-		{"a quote removed", strings.Replace(lineB, `"HB"`, `"HB`, 1), "not valid JSON"},
-		{"a field missing", `{"threadId":"B","head":"HB","completedAt":2}`, "lacks start (a string)"},
-		{"a wrong type", `{"threadId":5,"head":"HB","start":"S","completedAt":2}`, "lacks threadId (a string)"},
+		{"a quote removed", strings.Replace(lineB, `"HB00000000000"`, `"HB00000000000`, 1), "not valid JSON"},
+		{"a field missing", `{"threadId":"B","head":"HB00000000000","completedAt":2}`, "lacks start (a string)"},
+		{"a wrong type", `{"threadId":5,"head":"HB00000000000","start":"S000000000000","completedAt":2}`, "lacks threadId (a string)"},
 		{"not an object", `["B"]`, "not a JSON object"},
 	}
 	for _, c := range cases {
@@ -98,7 +98,7 @@ func TestTornLastLineIsDamageAndLaterAppendsStayReadable(t *testing.T) {
 	if !reflect.DeepEqual(ids, []string{"A"}) || len(damaged) != 1 || damaged[0].Line != 2 || !strings.Contains(damaged[0].Reason, "cut short") {
 		t.Fatalf("torn end: %v, %+v", ids, damaged)
 	}
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "C", Head: "HC", Start: "S", CompletedAt: 3}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "C", Head: fake("HC"), Start: fake("S"), CompletedAt: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ids, damaged = historyIDs(t, dir)
@@ -112,18 +112,18 @@ func TestTornLastLineIsDamageAndLaterAppendsStayReadable(t *testing.T) {
 func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
 	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
-	if err := Upsert(l.BundleDir("GOOD"), "G", Entry{Head: "HG", Start: "S", UpdatedAt: 1}); err != nil {
+	if err := Upsert(l.BundleDir("GOOD"), "G", Entry{Head: fake("HG"), Start: fake("S"), UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	bad := l.BundleDir("BAD")
-	if err := Upsert(bad, "X", Entry{Head: "HX", Start: "S", UpdatedAt: 2}); err != nil {
+	if err := Upsert(bad, "X", Entry{Head: fake("HX"), Start: fake("S"), UpdatedAt: 2}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(IndexFile(bad))
 	if err := os.WriteFile(IndexFile(bad), b[:len(b)-3], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeHistory(t, bad, "2026-05-09.jsonl", lineA+"\n"+strings.Replace(lineB, `"HB"`, `"HB`, 1)+"\n")
+	writeHistory(t, bad, "2026-05-09.jsonl", lineA+"\n"+strings.Replace(lineB, `"HB00000000000"`, `"HB00000000000`, 1)+"\n")
 
 	recs, damaged, err := ListTolerant(l)
 	if err != nil || len(recs) != 2 || recs[0].ThreadID != "A" || recs[1].ThreadID != "G" {
@@ -143,7 +143,7 @@ func TestListingReportsDamageInsteadOfHidingIt(t *testing.T) {
 	}
 	// Resolve finds what can be read, and says a thread it cannot find may
 	// be in a damaged file.
-	if r, err := Resolve(l, "G"); err != nil || r.Head != "HG" {
+	if r, err := Resolve(l, "G"); err != nil || r.Head != fake("HG") {
 		t.Fatalf("Resolve G = %+v, %v", r, err)
 	}
 	_, err = Resolve(l, "X")

@@ -215,6 +215,7 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		return idx, nil, s.end()
 	}
 	var first *flaw
+	seen := map[string]bool{}
 	for {
 		s.ws()
 		keyAt := s.i
@@ -226,12 +227,22 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		if !s.flatObject(e.field("updatedAt")) || e.odd {
 			return nil, nil, false
 		}
-		if e.has&(hasHead|hasStart|hasAt) == hasHead|hasStart|hasAt {
+		if seen[id] && first == nil {
+			first = &flaw{keyAt, duplicateReason(id)}
+		}
+		seen[id] = true
+		reason := ""
+		if e.has&(hasHead|hasStart|hasAt) != hasHead|hasStart|hasAt {
+			reason = entryReason(id, e.has)
+		} else if bad := badHashes(e.head, e.start); bad != "" {
+			reason = fmt.Sprintf("thread %q: %s", clip(id), bad)
+		}
+		if reason == "" {
 			idx[id] = Entry{Head: e.head, Start: e.start, UpdatedAt: int64(e.at)}
 		} else {
 			delete(idx, id)
 			if first == nil {
-				first = &flaw{keyAt, entryReason(id, e.has)}
+				first = &flaw{keyAt, reason}
 			}
 		}
 		if s.eat(',') {
@@ -242,6 +253,13 @@ func scanIndex(b []byte) (Index, *flaw, bool) {
 		}
 		return idx, first, true
 	}
+}
+
+// duplicateReason says that an index names a thread twice: no writer
+// does (each writes a map), and whichever entry a reader took, the other's
+// nodes would be named by nothing.
+func duplicateReason(id string) string {
+	return fmt.Sprintf("thread %q appears more than once; only one entry can be the thread's", clip(id))
 }
 
 // entryReason says what is wrong with an index entry.
@@ -269,6 +287,9 @@ func scanHistoryLine(line []byte) (e HistoryEntry, reason string, ok bool) {
 	const all = hasThreadID | hasHead | hasStart | hasAt
 	if f.has&all != all {
 		return HistoryEntry{}, missingFields(f.has, "completedAt", true), true
+	}
+	if bad := badHashes(f.head, f.start); bad != "" {
+		return HistoryEntry{}, bad, true
 	}
 	return HistoryEntry{ThreadID: f.threadID, Head: f.head, Start: f.start, CompletedAt: int64(f.at)}, "", true
 }

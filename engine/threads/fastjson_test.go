@@ -6,9 +6,10 @@ import (
 )
 
 var indexSeeds = []string{
-	"{}", "{\n}\n", `{"a":{"head":"H","start":"S","updatedAt":1}}`,
-	"{\n  \"06EZ\": {\n    \"head\": \"H\",\n    \"start\": \"S\",\n    \"updatedAt\": 1778000100000\n  }\n}\n",
-	`{"a":{"head":"H","start":"S","updatedAt":1},"a":{"head":"H"}}`,
+	"{}", "{\n}\n", `{"a":{"head":"H000000000000","start":"S000000000000","updatedAt":1}}`,
+	"{\n  \"06EZ\": {\n    \"head\": \"H000000000000\",\n    \"start\": \"S000000000000\",\n    \"updatedAt\": 1778000100000\n  }\n}\n",
+	`{"a":{"head":"H000000000000","start":"S000000000000","updatedAt":1},"a":{"head":"H000000000000"}}`,
+	`{"a":{"head":"H","start":"S","updatedAt":1}}`, `{"a":{"head":"h000000000000","start":"S000000000000","updatedAt":1}}`,
 	`{"a":{"head":1,"start":"S","updatedAt":1},"b":{"head":"H","start":"S","updatedAt":2.5}}`,
 	`{"a":{"head":"H","start":"S","updatedAt":1,"extra":"x"}}`,
 	`{"a":{"head":"H\u00e9","start":"S","updatedAt":1}}`,
@@ -38,6 +39,7 @@ func FuzzIndexFastPathAgrees(f *testing.F) {
 func FuzzHistoryFastPathAgrees(f *testing.F) {
 	for _, s := range []string{
 		`{"threadId":"T","head":"H","start":"S","completedAt":1778000002000}`,
+		`{"threadId":"T","head":"H000000000000","start":"S000000000000","completedAt":1778000002000}`,
 		`{"threadId":"T","head":"H","start":"S"}`, `{"threadId":5,"head":"H","start":"S","completedAt":1}`,
 		`{"completedAt":1,"start":"S","head":"H","threadId":"T","x":"y"}`, `{"threadId":"T\n"}`, `not json`, `{}`,
 	} {
@@ -66,7 +68,7 @@ func TestFastPathTakesTheCommonLayouts(t *testing.T) {
 	if len(idx) != 0 || fl == nil {
 		t.Errorf("invalid later duplicate must drop the entry and be damage: %v %v", idx, fl)
 	}
-	if _, _, ok := scanHistoryLine([]byte(`{"threadId":"T","head":"H","start":"S","completedAt":1}`)); !ok {
+	if _, reason, ok := scanHistoryLine([]byte(`{"threadId":"T","head":"H000000000000","start":"S000000000000","completedAt":1}`)); !ok || reason != "" {
 		t.Error("fast path refused a canonical history line")
 	}
 }

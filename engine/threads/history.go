@@ -92,19 +92,33 @@ func endsMidLine(f *os.File) (bool, error) {
 	return last[0] != '\n', nil
 }
 
-// historyFiles lists the .jsonl files of a bundle, sorted by name (date).
-func historyFiles(bundleDir string) ([]string, error) {
-	entries, err := os.ReadDir(HistoryDir(bundleDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// historyFiles lists the .jsonl files of a bundle, sorted by name (date):
+// every entry so named, whatever it is, so that a history file replaced by
+// a directory or a link to nothing is read, and reported, rather than
+// passed over. A history directory that is there but cannot be listed is
+// damage; none at all is an empty history. So is one whose bundle
+// directory cannot be read, which the index reader reports.
+func historyFiles(bundleDir string) ([]string, *DamageError) {
+	dir := HistoryDir(bundleDir)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read history directory %s: %w", HistoryDir(bundleDir), err)
+		if dirProblem(bundleDir) != "" {
+			return nil, nil
+		}
+		missing := false
+		problem := openProblem(dir, err, &missing)
+		if missing {
+			return nil, nil
+		}
+		if p := dirProblem(dir); p != "" {
+			problem = p
+		}
+		return nil, unreadable(dir, problem)
 	}
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".jsonl") {
-			out = append(out, filepath.Join(HistoryDir(bundleDir), e.Name()))
+		if strings.HasSuffix(e.Name(), ".jsonl") {
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
 	sort.Strings(out)
@@ -158,6 +172,9 @@ func decodeHistoryLine(line []byte) (HistoryEntry, string) {
 		}
 		return HistoryEntry{}, missingFields(has, "completedAt", true)
 	}
+	if bad := badHashes(head, start); bad != "" {
+		return HistoryEntry{}, bad
+	}
 	return HistoryEntry{ThreadID: id, Head: head, Start: start, CompletedAt: int64(at)}, ""
 }
 
@@ -165,27 +182,47 @@ func decodeHistoryLine(line []byte) (HistoryEntry, string) {
 // first. Blank lines are skipped; a line that cannot be read completely
 // stops the walk with a *DamageError naming the file and line.
 func EachHistory(bundleDir string, fn func(HistoryEntry) error) error {
-	return eachHistory(bundleDir, fn, func(d *DamageError) error { return d })
+	return eachHistory(bundleDir, atLine(fn), func(d *DamageError) error { return d }, nil)
 }
 
 // EachHistoryTolerant is EachHistory for those who show what they can: a
 // damaged line is handed to damaged and the walk goes on.
 func EachHistoryTolerant(bundleDir string, fn func(HistoryEntry) error, damaged func(*DamageError)) error {
-	return eachHistory(bundleDir, fn, func(d *DamageError) error {
+	return eachHistory(bundleDir, atLine(fn), func(d *DamageError) error {
 		damaged(d)
 		return nil
-	})
+	}, nil)
 }
 
-func eachHistory(bundleDir string, fn func(HistoryEntry) error, damaged func(*DamageError) error) error {
-	files, err := historyFiles(bundleDir)
-	if err != nil {
-		return err
+// lineFn receives a history entry with the file and 1-based line it is on.
+type lineFn func(e HistoryEntry, path string, line int) error
+
+// atLine adapts a callback that needs no place.
+func atLine(fn func(HistoryEntry) error) lineFn {
+	return func(e HistoryEntry, _ string, _ int) error { return fn(e) }
+}
+
+// eachHistory walks every history file of a bundle: each intact line to
+// fn, each damaged place to damaged, and, when file is set, each file's
+// bytes as first read.
+func eachHistory(bundleDir string, fn lineFn, damaged func(*DamageError) error, file func(path string, b []byte)) error {
+	files, d := historyFiles(bundleDir)
+	if d != nil {
+		return damaged(d)
 	}
 	for _, path := range files {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("failed to read history file %s: %w", path, err)
+		b, missing, problem := readIndexFile(path)
+		if missing {
+			problem = "vanished while it was being read"
+		}
+		if problem != "" {
+			if err := damaged(unreadable(path, problem)); err != nil {
+				return err
+			}
+			continue
+		}
+		if file != nil {
+			file(path, b)
 		}
 		torn, err := eachHistoryLine(path, b, 0, 1, fn, damaged)
 		if err != nil || torn < 0 {
@@ -205,7 +242,7 @@ func eachHistory(bundleDir string, fn func(HistoryEntry) error, damaged func(*Da
 // (line number lineNo). A damaged last line without its newline may be an
 // append still in progress, so it is not reported: its offset is returned
 // for the caller to look again (-1 when there is none).
-func eachHistoryLine(path string, b []byte, off, lineNo int, fn func(HistoryEntry) error, damaged func(*DamageError) error) (torn int, err error) {
+func eachHistoryLine(path string, b []byte, off, lineNo int, fn lineFn, damaged func(*DamageError) error) (torn int, err error) {
 	for off < len(b) {
 		line, next := b[off:], len(b)
 		if i := bytes.IndexByte(line, '\n'); i >= 0 {
@@ -214,7 +251,7 @@ func eachHistoryLine(path string, b []byte, off, lineNo int, fn func(HistoryEntr
 		e, reason, ok := parseHistoryLine(line)
 		switch {
 		case ok:
-			if err := fn(e); err != nil {
+			if err := fn(e, path, lineNo); err != nil {
 				return -1, err
 			}
 		case reason != "" && next == len(b) && b[len(b)-1] != '\n':
@@ -232,7 +269,7 @@ func eachHistoryLine(path string, b []byte, off, lineNo int, fn func(HistoryEntr
 // recheckTornEnd reads a history file again, under the lock appenders hold,
 // from the start of a last line that looked cut short. An append that was
 // under way is complete by then; a line still cut short is damage.
-func recheckTornEnd(bundleDir, path string, seen []byte, torn int, fn func(HistoryEntry) error, damaged func(*DamageError) error) error {
+func recheckTornEnd(bundleDir, path string, seen []byte, torn int, fn lineFn, damaged func(*DamageError) error) error {
 	report := func(b []byte, off int) error {
 		line := 1 + bytes.Count(b[:off], []byte{'\n'})
 		return damaged(&DamageError{Path: path, Line: line, Reason: "the last line is cut short (the file ends in the middle of it)"})
@@ -271,19 +308,22 @@ func ReadHistory(bundleDir string) ([]HistoryEntry, error) {
 // so their damage stays visible to every reader. A missing history
 // directory removes nothing.
 func RemoveHistory(bundleDir, id string) (int, error) {
-	files, err := historyFiles(bundleDir)
-	if err != nil || len(files) == 0 {
-		return 0, err
+	files, d := historyFiles(bundleDir)
+	if d != nil {
+		return 0, d
+	}
+	if len(files) == 0 {
+		return 0, nil
 	}
 	removed := 0
-	err = atomicfile.Update(HistoryDir(bundleDir), func() error {
+	err := atomicfile.Update(HistoryDir(bundleDir), func() error {
 		for _, path := range files {
-			b, err := os.ReadFile(path)
-			if errors.Is(err, fs.ErrNotExist) {
+			b, missing, problem := readIndexFile(path)
+			if missing {
 				continue
 			}
-			if err != nil {
-				return fmt.Errorf("failed to read history file %s: %w", path, err)
+			if problem != "" {
+				return unreadable(path, problem)
 			}
 			var kept bytes.Buffer
 			dropped := 0
@@ -312,4 +352,16 @@ func RemoveHistory(bundleDir, id string) (int, error) {
 		return nil
 	})
 	return removed, err
+}
+
+// RemoveLines removes every line about thread id from a bundle's
+// threads.json and history, and reports whether there was any. A damaged
+// index refuses before anything changes; damaged history lines are kept.
+func RemoveLines(bundleDir, id string) (bool, error) {
+	inIndex, err := Remove(bundleDir, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := RemoveHistory(bundleDir, id)
+	return inIndex || n > 0, err
 }

@@ -59,21 +59,37 @@ func ReadIndex(bundleDir string) (Index, error) {
 // ReadIndexTolerant reads threads.json for those who show what they can:
 // the entries it can read and, for a damaged file, where the damage is (the
 // index then holds the intact entries of a file that parses, and nothing of
-// one that does not). Only I/O failures are errors.
+// one that does not). A bundle directory or threads.json that is there but
+// cannot be read — a symbolic link to nothing, a file where the directory
+// should be or the reverse, no permission — is damage too (Unreadable),
+// never an empty index. The error is for callers' own failures only; it
+// is always nil today.
 func ReadIndexTolerant(bundleDir string) (Index, *DamageError, error) {
+	idx, _, d := readIndexTolerant(bundleDir)
+	return idx, d, nil
+}
+
+// readIndexTolerant is ReadIndexTolerant that also returns the file's
+// bytes (nil when there were none to read).
+func readIndexTolerant(bundleDir string) (Index, []byte, *DamageError) {
 	path := IndexFile(bundleDir)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Index{}, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to read threads.json under %s: %w", bundleDir, err)
+	b, missing, problem := readIndexFile(path)
+	if missing || problem != "" {
+		// The bundle directory itself may be what cannot be read (its
+		// threads.json then looks missing, or off a non-directory).
+		if p := dirProblem(bundleDir); p != "" {
+			return Index{}, nil, unreadable(bundleDir, p)
+		}
+		if missing {
+			return Index{}, nil, nil
+		}
+		return Index{}, nil, unreadable(path, problem)
 	}
 	idx, fl := parseIndex(b)
 	if fl != nil {
-		return idx, fl.at(path, b), nil
+		return idx, b, fl.at(path, b)
 	}
-	return idx, nil, nil
+	return idx, b, nil
 }
 
 func parseIndex(b []byte) (Index, *flaw) {
@@ -99,6 +115,7 @@ func decodeIndex(b []byte) (Index, *flaw) {
 	}
 	idx := Index{}
 	var first *flaw
+	seen := map[string]bool{}
 	for dec.More() {
 		keyAt := skipSeparators(b, int(dec.InputOffset()))
 		tok, err := dec.Token()
@@ -110,6 +127,10 @@ func decodeIndex(b []byte) (Index, *flaw) {
 		if err := dec.Decode(&raw); err != nil {
 			return Index{}, syntaxFlaw(b, err)
 		}
+		if seen[id] && first == nil {
+			first = &flaw{keyAt, duplicateReason(id)}
+		}
+		seen[id] = true
 		var e looseEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			delete(idx, id)
@@ -121,13 +142,19 @@ func decodeIndex(b []byte) (Index, *flaw) {
 		head, ok1 := e.Head.(string)
 		start, ok2 := e.Start.(string)
 		at, ok3 := e.UpdatedAt.(float64)
-		if ok1 && ok2 && ok3 {
+		reason := ""
+		if !ok1 || !ok2 || !ok3 {
+			reason = entryReason(id, hasBits(ok1, ok2, ok3))
+		} else if bad := badHashes(head, start); bad != "" {
+			reason = fmt.Sprintf("thread %q: %s", clip(id), bad)
+		}
+		if reason == "" {
 			idx[id] = Entry{Head: head, Start: start, UpdatedAt: int64(at)}
 			continue
 		}
 		delete(idx, id)
 		if first == nil {
-			first = &flaw{keyAt, entryReason(id, hasBits(ok1, ok2, ok3))}
+			first = &flaw{keyAt, reason}
 		}
 	}
 	return idx, first

@@ -64,10 +64,10 @@ func upsertAsHelper(dir string) error {
 	n, _ := strconv.Atoi(os.Getenv("THREADS_HELPER_N"))
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("P%02dT%04d", p, i)
-		if err := Upsert(dir, id, Entry{Head: "H", Start: "S", UpdatedAt: int64(i)}); err != nil {
+		if err := Upsert(dir, id, Entry{Head: fake("H"), Start: fake("S"), UpdatedAt: int64(i)}); err != nil {
 			return err
 		}
-		if err := AppendHistory(dir, HistoryEntry{ThreadID: id, Head: "E", Start: "S", CompletedAt: int64(i)}); err != nil {
+		if err := AppendHistory(dir, HistoryEntry{ThreadID: id, Head: fake("E"), Start: fake("S"), CompletedAt: int64(i)}); err != nil {
 			return err
 		}
 	}

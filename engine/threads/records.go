@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -41,10 +42,23 @@ type Record struct {
 
 // BundleHashes lists the bundle directories under bundles/, sorted. Every
 // directory counts, whatever its name, so nothing a foreign writer made is
-// overlooked by GC.
+// overlooked by GC; so does a symbolic link to one, read through as the
+// directory it points to. So do a link that leads nowhere (to nothing, a
+// loop) and anything else without a dot in its name (bundle files all
+// have one: <hash>.esm.js, <hash>.yaml, ...): every reader of the bundle
+// then reports it as damaged rather than skipping what it may have held.
+// Every lister of threads — listings, GC, doctor — starts here, so they
+// agree on which bundles exist.
+//
+// A bundles/ that is there but cannot be listed is an error; so is one
+// that is a link to nothing.
 func BundleHashes(l storage.Layout) ([]string, error) {
-	entries, err := os.ReadDir(l.BundlesDir())
+	dir := l.BundlesDir()
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		if p := dirProblem(dir); p != "" {
+			return nil, fmt.Errorf("the bundles directory %s %s", dir, p)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -52,8 +66,13 @@ func BundleHashes(l storage.Layout) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() {
+		switch {
+		case e.IsDir(), !strings.Contains(e.Name(), "."):
 			out = append(out, e.Name())
+		case e.Type()&fs.ModeSymlink != 0:
+			if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || st.IsDir() {
+				out = append(out, e.Name())
+			}
 		}
 	}
 	sort.Strings(out)
@@ -178,27 +197,27 @@ func ListBundleTolerant(l storage.Layout, bundleHash string) ([]Record, []*Damag
 }
 
 func listBundle(l storage.Layout, h string) ([]Record, []*DamageError, error) {
-	dir := l.BundleDir(h)
-	idx, d, err := ReadIndexTolerant(dir)
-	if err != nil {
-		return nil, nil, err
-	}
 	var damaged []*DamageError
-	if d != nil {
-		damaged = append(damaged, d)
-	}
 	var recs []Record
-	err = EachHistoryTolerant(dir, func(e HistoryEntry) error {
-		// A thread in both indexes is listed once, as finished.
-		delete(idx, e.ThreadID)
-		recs = append(recs, Record{ThreadID: e.ThreadID, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt})
-		return nil
-	}, func(d *DamageError) { damaged = append(damaged, d) })
+	active := map[string]Record{}
+	err := ScanBundle(l, h, BundleVisitor{
+		Line: func(ln Line) error {
+			if ln.Source == SourceActive {
+				active[ln.ThreadID] = ln.Record
+				return nil
+			}
+			// A thread in both indexes is listed once, as finished.
+			delete(active, ln.ThreadID)
+			recs = append(recs, ln.Record)
+			return nil
+		},
+		Damaged: func(d *DamageError) { damaged = append(damaged, d) },
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	for id, e := range idx {
-		recs = append(recs, Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt})
+	for _, r := range active {
+		recs = append(recs, r)
 	}
 	return sortedUnique(recs), damaged, nil
 }

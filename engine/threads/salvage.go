@@ -259,12 +259,15 @@ func RepairIndex(bundleDir string, store *cas.Store, now time.Time) (*Repair, er
 // say which thread, head and start it was, and dropped otherwise; the
 // damaged file is kept aside. It holds the lock appenders take.
 func RepairHistory(bundleDir string, store *cas.Store, now time.Time) ([]*Repair, error) {
-	files, err := historyFiles(bundleDir)
-	if err != nil || len(files) == 0 {
-		return nil, err
+	files, d := historyFiles(bundleDir)
+	if d != nil {
+		return nil, d
+	}
+	if len(files) == 0 {
+		return nil, nil
 	}
 	var reps []*Repair
-	err = atomicfile.Update(HistoryDir(bundleDir), func() error {
+	err := atomicfile.Update(HistoryDir(bundleDir), func() error {
 		for _, path := range files {
 			rep, err := repairHistoryFile(path, store, now)
 			if err != nil {

@@ -16,24 +16,29 @@ import (
 	"github.com/uncaged/workflow/engine/storage"
 )
 
+// fake makes a canonical hash out of a short test name (letters and
+// digits of the hash alphabet, padded with zeros), so that index lines
+// written by tests are well formed.
+func fake(name string) string { return (name + "0000000000000")[:13] }
+
 func TestUpsertAndRemove(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "bundles", "H")
-	if err := Upsert(dir, "T1", Entry{Head: "A", Start: "S", UpdatedAt: 1}); err != nil {
+	if err := Upsert(dir, "T1", Entry{Head: fake("A"), Start: fake("S"), UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Upsert(dir, "T2", Entry{Head: "B", Start: "S", UpdatedAt: 2}); err != nil {
+	if err := Upsert(dir, "T2", Entry{Head: fake("B"), Start: fake("S"), UpdatedAt: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Upsert(dir, "T1", Entry{Head: "A2", Start: "S", UpdatedAt: 3}); err != nil {
+	if err := Upsert(dir, "T1", Entry{Head: fake("A2"), Start: fake("S"), UpdatedAt: 3}); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := ReadIndex(dir)
-	if err != nil || !reflect.DeepEqual(idx, Index{"T1": {"A2", "S", 3}, "T2": {"B", "S", 2}}) {
+	if err != nil || !reflect.DeepEqual(idx, Index{"T1": {fake("A2"), fake("S"), 3}, "T2": {fake("B"), fake("S"), 2}}) {
 		t.Fatalf("index = %v, %v", idx, err)
 	}
 	b, _ := os.ReadFile(IndexFile(dir))
-	want := "{\n  \"T1\": {\n    \"head\": \"A2\",\n    \"start\": \"S\",\n    \"updatedAt\": 3\n  },\n  \"T2\": {\n    \"head\": \"B\",\n    \"start\": \"S\",\n    \"updatedAt\": 2\n  }\n}\n"
+	want := "{\n  \"T1\": {\n    \"head\": \"A200000000000\",\n    \"start\": \"S000000000000\",\n    \"updatedAt\": 3\n  },\n  \"T2\": {\n    \"head\": \"B000000000000\",\n    \"start\": \"S000000000000\",\n    \"updatedAt\": 2\n  }\n}\n"
 	if string(b) != want {
 		t.Errorf("file layout:\n%s\nwant\n%s", b, want)
 	}
@@ -59,15 +64,15 @@ func TestUpsertAndRemove(t *testing.T) {
 // without complaint.
 func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 	t.Parallel()
+	h, st := fake("H"), fake("S")
 	cases := map[string]Index{
 		"{}":        {},
 		"{}\n":      {},
 		"{\n}\n":    {},
 		"\n  {} \n": {},
-		"{\n  \"06EZ\": {\n    \"head\": \"H\",\n    \"start\": \"S\",\n    \"updatedAt\": 1778000100000\n  }\n}\n": {"06EZ": {"H", "S", 1778000100000}},
-		`{"a": {"head": "H", "start": "S", "updatedAt": 5, "extra": {"x": [1]}}}`:                                   {"a": {"H", "S", 5}},
-		`{"a": {"head": "H\u00e9", "start": "S", "updatedAt": 5e0}}`:                                                {"a": {"Hé", "S", 5}},
-		`{"a": {"head": "X", "start": "S", "updatedAt": 1}, "a": {"head": "H", "start": "S", "updatedAt": 2}}`:      {"a": {"H", "S", 2}},
+		"{\n  \"06EZ\": {\n    \"head\": \"" + h + "\",\n    \"start\": \"" + st + "\",\n    \"updatedAt\": 1778000100000\n  }\n}\n": {"06EZ": {h, st, 1778000100000}},
+		`{"a": {"head": "` + h + `", "start": "` + st + `", "updatedAt": 5, "extra": {"x": [1]}}}`:                                   {"a": {h, st, 5}},
+		`{"a": {"head": "\u0048` + h[1:] + `", "start": "` + st + `", "updatedAt": 5e0}}`:                                            {"a": {h, st, 5}},
 	}
 	for in, want := range cases {
 		dir := t.TempDir()
@@ -88,7 +93,8 @@ func TestReadIndexAcceptsWhatWritersWrite(t *testing.T) {
 // line, never an empty index: GC would take it for "no threads".
 func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 	t.Parallel()
-	canonical := "{\n  \"T1\": {\n    \"head\": \"H1\",\n    \"start\": \"S\",\n    \"updatedAt\": 1\n  },\n  \"T2\": {\n    \"head\": \"H2\",\n    \"start\": \"S\",\n    \"updatedAt\": 2\n  }\n}\n"
+	h1, h2, st := fake("H1"), fake("H2"), fake("S")
+	canonical := "{\n  \"T1\": {\n    \"head\": \"" + h1 + "\",\n    \"start\": \"" + st + "\",\n    \"updatedAt\": 1\n  },\n  \"T2\": {\n    \"head\": \"" + h2 + "\",\n    \"start\": \"" + st + "\",\n    \"updatedAt\": 2\n  }\n}\n"
 	cases := []struct {
 		name, in string
 		line     int
@@ -96,16 +102,29 @@ func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 		intact   Index
 	}{
 		{"cut by 3 bytes", canonical[:len(canonical)-3], 11, "cut short", Index{}},
-		{"a quote removed", strings.Replace(canonical, `"H2"`, `"H2`, 1), 8, "not valid JSON", Index{}},
+		{"a quote removed", strings.Replace(canonical, `"`+h2+`"`, `"`+h2, 1), 8, "not valid JSON", Index{}},
 		{"empty file", "", 1, "empty", Index{}},
 		{"blank file", "\n\n", 1, "empty", Index{}},
 		{"not JSON", "not json", 1, "not valid JSON", Index{}},
 		{"an array", "\n[1,2]", 2, "not a JSON object", Index{}},
 		{"a string", `"str"`, 1, "not a JSON object", Index{}},
 		{"null", "null", 1, "not a JSON object", Index{}},
-		{"an entry without updatedAt", strings.Replace(canonical, ",\n    \"updatedAt\": 2", "", 1), 7, `thread "T2" lacks updatedAt (a number)`, Index{"T1": {"H1", "S", 1}}},
-		{"an entry that is a number", "{\"T1\": {\"head\": \"H1\", \"start\": \"S\", \"updatedAt\": 1},\n \"T2\": 7}", 2, `thread "T2" is not a JSON object`, Index{"T1": {"H1", "S", 1}}},
+		{"an entry without updatedAt", strings.Replace(canonical, ",\n    \"updatedAt\": 2", "", 1), 7, `thread "T2" lacks updatedAt (a number)`, Index{"T1": {h1, st, 1}}},
+		{"an entry that is a number", "{\"T1\": {\"head\": \"" + h1 + "\", \"start\": \"" + st + "\", \"updatedAt\": 1},\n \"T2\": 7}", 2, `thread "T2" is not a JSON object`, Index{"T1": {h1, st, 1}}},
 		{"a null head", `{"T1": {"head": null, "start": "S", "updatedAt": 1}}`, 1, `thread "T1" lacks head (a string)`, Index{}},
+		// A head or start in any form but a node hash names no node.
+		{"a head cut to 12 characters", strings.Replace(canonical, h2, h2[:12], 1), 7, `thread "T2": head "H20000000000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		{"a head one character longer", strings.Replace(canonical, h2, h2+"0", 1), 7, `thread "T2": head "H2000000000000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		{"an empty head", strings.Replace(canonical, h2, "", 1), 7, `thread "T2": head "" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		{"a lower-case head", strings.Replace(canonical, h2, strings.ToLower(h2), 1), 7, `head "h200000000000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		{"a letter outside the alphabet", strings.Replace(canonical, h2, "U"+h2[1:], 1), 7, `head "U200000000000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		{"a start cut short", strings.Replace(canonical, `"start": "`+st+`",
+    "updatedAt": 2`, `"start": "`+st[:5]+`",
+    "updatedAt": 2`, 1), 7, `start "S0000" is not a node hash`, Index{"T1": {h1, st, 1}}},
+		// No writer names a thread twice; either entry's nodes would be
+		// named by nothing.
+		{"a thread named twice", strings.Replace(canonical, `"T2"`, `"T1"`, 1), 7, `thread "T1" appears more than once`, Index{"T1": {h2, st, 2}}},
+		{"a head that is a number", strings.Replace(canonical, `"`+h2+`"`, "12", 1), 7, `thread "T2" lacks head (a string)`, Index{"T1": {h1, st, 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,7 +157,7 @@ func TestReadIndexReportsDamageWithItsLine(t *testing.T) {
 func TestModifyRefusesADamagedIndex(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := Upsert(dir, "T1", Entry{Head: "H1", Start: "S", UpdatedAt: 1}); err != nil {
+	if err := Upsert(dir, "T1", Entry{Head: fake("H1"), Start: fake("S"), UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(IndexFile(dir))
@@ -146,7 +165,7 @@ func TestModifyRefusesADamagedIndex(t *testing.T) {
 	if err := os.WriteFile(IndexFile(dir), damaged, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Upsert(dir, "T2", Entry{Head: "H2", Start: "S", UpdatedAt: 2}); !errors.Is(err, ErrDamaged) {
+	if err := Upsert(dir, "T2", Entry{Head: fake("H2"), Start: fake("S"), UpdatedAt: 2}); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("Upsert on a damaged index = %v", err)
 	}
 	if ok, err := Remove(dir, "T1"); ok || !errors.Is(err, ErrDamaged) {
@@ -161,10 +180,10 @@ func TestHistoryAppendReadRemove(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ts := time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC).UnixMilli()
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T1", Head: "E1", Start: "S", CompletedAt: ts}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T1", Head: fake("E1"), Start: fake("S"), CompletedAt: ts}); err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T2", Head: "E2", Start: "S", CompletedAt: ts + 1}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "T2", Head: fake("E2"), Start: fake("S"), CompletedAt: ts + 1}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "history", "2026-05-09.jsonl"))
@@ -172,7 +191,7 @@ func TestHistoryAppendReadRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != 2 || lines[0] != `{"threadId":"T1","head":"E1","start":"S","completedAt":1778328000000}` {
+	if len(lines) != 2 || lines[0] != `{"threadId":"T1","head":"E100000000000","start":"S000000000000","completedAt":1778328000000}` {
 		t.Fatalf("history lines = %q", lines)
 	}
 	// Blank lines are skipped; garbage lines are damage to readers and kept
@@ -299,19 +318,19 @@ func TestListOrdersAndDeduplicates(t *testing.T) {
 	t.Parallel()
 	l := storage.Layout{Root: t.TempDir()}
 	dir := l.BundleDir("B")
-	if err := Upsert(dir, "C", Entry{Head: "HC", Start: "S", UpdatedAt: 3}); err != nil {
+	if err := Upsert(dir, "C", Entry{Head: fake("HC"), Start: fake("S"), UpdatedAt: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Upsert(dir, "A", Entry{Head: "HA-active", Start: "S", UpdatedAt: 1}); err != nil {
+	if err := Upsert(dir, "A", Entry{Head: fake("HAACT"), Start: fake("S"), UpdatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB1", Start: "S", CompletedAt: 5}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: fake("HB1"), Start: fake("S"), CompletedAt: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "A", Head: "HA-end", Start: "S", CompletedAt: 2}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "A", Head: fake("HAEND"), Start: fake("S"), CompletedAt: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: "HB2", Start: "S", CompletedAt: 6}); err != nil {
+	if err := AppendHistory(dir, HistoryEntry{ThreadID: "B", Head: fake("HB2"), Start: fake("S"), CompletedAt: 6}); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := ListBundle(l, "B")
@@ -320,9 +339,9 @@ func TestListOrdersAndDeduplicates(t *testing.T) {
 	}
 	var got []string
 	for _, r := range recs {
-		got = append(got, r.ThreadID+"="+r.Head)
+		got = append(got, r.ThreadID+"="+strings.TrimRight(r.Head, "0"))
 	}
-	if strings.Join(got, " ") != "A=HA-end B=HB1 C=HC" {
+	if strings.Join(got, " ") != "A=HAEND B=HB1 C=HC" {
 		t.Fatalf("ListBundle = %v", got)
 	}
 }
