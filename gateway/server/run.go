@@ -14,6 +14,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -66,6 +67,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// One rate limit for every line an unauthenticated party can cause,
+	// the cluster's and the gateway's (bounds.go); what it left out is
+	// logged before Run returns.
+	limited := logging.NewLimited(logger.Handler(), logging.LimitOptions{})
+	defer limited.Flush()
+	cfg.Options.limited = limited
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
@@ -223,13 +230,17 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 	if replicaID == "" {
 		replicaID = net.JoinHostPort(hostname, port)
 	}
+	var untrusted *slog.Logger // the cluster's Logger, unless Run limits them
+	if cfg.Options.limited != nil {
+		untrusted = cfg.Options.limited.Logger()
+	}
 	// The durations as given, not New's defaults: cluster.New has its own.
 	heartbeat, requestTimeout := cfg.Options.Heartbeat, cfg.Options.RequestTimeout
 	return cluster.New(cluster.Options{
 		NATS: cfg.NATS, ReplicaID: replicaID, Advertise: advertise, Key: cfg.SigningKey,
 		// Presence is repeated every heartbeat, at most every 5 s, so a dead
 		// replica's connectors show offline within 15 s.
-		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
+		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger, UntrustedLogger: untrusted,
 	})
 }
 

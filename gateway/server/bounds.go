@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/uncaged/workflow/shared/logging"
+)
+
+// gatewayBounds is what keeps clients, and the connectors' data, within
+// bounds beyond the request path's own limits.
+type gatewayBounds struct {
+	// limited rate-limits untrusted's lines and counts them
+	// (uncaged_gateway_log_events_total).
+	limited *logging.Limited
+	// untrusted logs what a party without a credential can cause: one
+	// line per attempt would let it fill the disk.
+	untrusted *slog.Logger
+}
+
+// initBounds sets up g.bounds; New calls it once the metrics exist.
+func (g *Gateway) initBounds() {
+	lim := g.opts.limited
+	if lim == nil {
+		lim = logging.NewLimited(g.opts.Logger.Handler(), logging.LimitOptions{})
+	}
+	g.bounds.limited, g.bounds.untrusted = lim, lim.Logger()
+	g.metrics.CountLimitedLogs(lim.Counts)
+}
+
+// refusalLimiting is the request log's handler: the line of a request
+// refused for what its sender did — no or a bad credential (401, 403), too
+// slow a body (408), too many attempts (429), headers too large (431), or
+// any other 4xx the gateway answered itself, outside the proxied routes —
+// goes through the rate limit, keyed by its status ("request 401"), since
+// anybody can send a million of them. A proxied request's own 4xx comes
+// from a connector, after the dashboard's credential was accepted, and is
+// logged as every other line; so are 5xx, which say the gateway is
+// failing. A request line below the log level is neither written nor
+// counted.
+type refusalLimiting struct {
+	slog.Handler
+	limited *logging.Limited
+}
+
+// Handle implements slog.Handler.
+func (h refusalLimiting) Handle(ctx context.Context, r slog.Record) error {
+	status, path := 0, ""
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "status":
+			status = int(a.Value.Int64())
+		case "path":
+			path = a.Value.String()
+		}
+		return true
+	})
+	if refusedBySender(status, path) {
+		return h.limited.HandleKeyed(ctx, "request "+strconv.Itoa(status), r)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h refusalLimiting) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return refusalLimiting{Handler: h.Handler.WithAttrs(attrs), limited: h.limited}
+}
+
+// WithGroup implements slog.Handler.
+func (h refusalLimiting) WithGroup(name string) slog.Handler {
+	return refusalLimiting{Handler: h.Handler.WithGroup(name), limited: h.limited}
+}
+
+// refusedBySender says whether a request answered status on path was
+// refused for what its sender did (refusalLimiting).
+func refusedBySender(status int, path string) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusRequestHeaderFieldsTooLarge:
+		return true
+	}
+	if status < 400 || status >= 500 {
+		return false
+	}
+	// The original dashboard's live URL is logged as the proxied path it
+	// stands for (livealias.go).
+	_, _, proxied := splitProxied(path)
+	return !proxied
+}
