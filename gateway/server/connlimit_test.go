@@ -2,16 +2,20 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,5 +346,77 @@ func TestTheGlobalLimitShedsTheLongestWaiting(t *testing.T) {
 				t.Fatalf("the connector after the flood: %d %s", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// emfileListener fails, once armed, the accepts after the next one as a
+// process out of descriptors does.
+type emfileListener struct {
+	net.Listener
+	armed atomic.Int32 // failures to come after the next accept
+	fail  atomic.Int32
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.fail.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	c, err := l.Listener.Accept()
+	l.fail.Store(l.armed.Swap(0))
+	return c, err
+}
+
+// Out of descriptors, accepting frees one by closing the connection
+// waiting longest on its client, and pauses, longer each time, before it
+// tries again instead of spinning; then the next connection is served.
+func TestOutOfDescriptorsShedsAWaitingConnectionAndPauses(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New([]byte(strings.Repeat("k", 32)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	g := New(Options{Auth: a, Heartbeat: time.Hour, MaxConnsPerIP: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := &emfileListener{Listener: inner}
+	srv := httptest.NewUnstartedServer(nil)
+	_ = srv.Listener.Close() // replaced by the failing one
+	srv.Listener = g.Listener(el)
+	srv.Config = g.HTTPServer()
+	srv.Start()
+	t.Cleanup(func() { g.Shutdown(); srv.Close() })
+	lf := &limitFixture{fixture: &fixture{t: t, auth: a, gw: g, srv: srv}, l: srv.Listener.(*limitListener), idle: map[string]bool{}}
+
+	const failures = 4
+	el.armed.Store(failures)
+	// Taken in, then closed at the first failure: the only connection
+	// waiting.
+	slow := lf.dialFrom("127.0.0.1")
+	sendRaw(t, slow, "GET /healthz HTTP/1.1\r\n")
+	if got := closedByServer(t, slow, "the connection waiting on its client"); got != "" {
+		t.Fatalf("the slow connection got %q", got)
+	}
+	if resp, body := lf.do("GET", "/healthz", "", nil); resp.StatusCode != 200 {
+		t.Fatalf("/healthz after the failed accepts: %d %s", resp.StatusCode, body)
+	}
+	if _, metrics := lf.do("GET", "/metrics", "", nil); !strings.Contains(metrics, "uncaged_gateway_accept_errors_total 4\n") ||
+		!strings.Contains(metrics, "uncaged_gateway_connections_shed_total 1\n") {
+		t.Fatal("the failed accepts and the shed connection are not counted")
+	}
+	var pauses []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var line struct {
+			Msg     string
+			RetryIn string `json:"retry_in"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "accept failed: out of file descriptors" {
+			pauses = append(pauses, line.RetryIn)
+		}
+	}
+	if got := strings.Join(pauses, " "); got != "5ms 10ms 20ms 40ms" {
+		t.Fatalf("pauses after the failed accepts: %q", got)
 	}
 }
