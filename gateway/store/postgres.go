@@ -65,6 +65,8 @@ func openPostgres(ctx context.Context, cfg Config) (Store, error) {
 		r:          db,
 		now:        cfg.Now,
 		maxTotal:   cfg.MaxTotal,
+		maxThreads: cfg.MaxThreadsPerMachine,
+		maxBytes:   cfg.MaxBytesPerMachine,
 		hub:        h,
 		pg:         newPGListener(pc.ConnConfig.Copy(), h),
 		closeExtra: pool.Close,
@@ -90,11 +92,12 @@ func notify(ctx context.Context, tx *sql.Tx, changes []Change) error {
 }
 
 // syncBatch runs a resync on PostgreSQL: one transaction, the machine's
-// upsert and then the thread upsert once per thread, sent as one pgx batch.
+// upsert and then the thread upsert once per thread, sent as one pgx
+// batch, then after (the machine's share) before the commit.
 // pgx prepares the repeated statement once; the batch makes the 1,000
 // executions of a full resync one round trip instead of 1,000, which was
 // most of its time.
-func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any) error {
+func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any, after func(pgx.Tx) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -113,6 +116,9 @@ func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs [
 			b.Queue(threadSQL, a...)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := after(tx); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

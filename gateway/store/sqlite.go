@@ -53,7 +53,7 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.now, st.maxTotal = cfg.Now, cfg.MaxTotal
+	st.now, st.maxTotal, st.maxThreads, st.maxBytes = cfg.Now, cfg.MaxTotal, cfg.MaxThreadsPerMachine, cfg.MaxBytesPerMachine
 	// The first reading is taken here, before Open returns: taken by the
 	// poller, it could come after another process's commit made meanwhile
 	// (a busy machine delays a new goroutine), and that commit would never

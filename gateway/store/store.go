@@ -177,7 +177,7 @@ type Thread struct {
 	// Status is the engine's status word (running, done, failed, ...).
 	Status string
 	// Prompt is the thread's prompt; the store keeps its first
-	// PromptMaxRunes runes.
+	// PromptMaxRunes runes, the last of them CutMark when it cut.
 	Prompt string
 	// StartedAt is when the thread started; nil if unknown.
 	StartedAt *time.Time
@@ -510,6 +510,10 @@ type Store interface {
 	// set to machine. Threads not in the batch are kept: the fleet's memory
 	// outlives a connector's own history; Prune forgets old ones.
 	SyncThreads(ctx context.Context, machine string, threads []Thread) error
+	// SyncThreadsResult is SyncThreads, telling what it did beyond
+	// storing: every thread is fitted to the store's bounds first, and
+	// the machine kept within its share (bounds.go).
+	SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error)
 	// TouchMachine marks a machine seen now (recording it if new) and
 	// returns it.
 	TouchMachine(ctx context.Context, name string) (Machine, error)

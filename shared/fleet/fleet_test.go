@@ -66,7 +66,11 @@ func TestTruncatePrompt(t *testing.T) {
 	}
 	long := strings.Repeat("é", PromptMaxRunes+10)
 	got := TruncatePrompt(long)
-	if utf8.RuneCountInString(got) != PromptMaxRunes || !utf8.ValidString(got) {
-		t.Fatalf("%d runes", utf8.RuneCountInString(got))
+	if utf8.RuneCountInString(got) != PromptMaxRunes || !utf8.ValidString(got) || !strings.HasSuffix(got, CutMark) {
+		t.Fatalf("%d runes, ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
+	}
+	exact := strings.Repeat("日", PromptMaxRunes)
+	if TruncatePrompt(exact) != exact {
+		t.Fatal("a prompt of exactly the bound was cut")
 	}
 }
