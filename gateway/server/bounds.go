@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/logging"
 )
 
@@ -18,6 +21,8 @@ type gatewayBounds struct {
 	// untrusted logs what a party without a credential can cause: one
 	// line per attempt would let it fill the disk.
 	untrusted *slog.Logger
+	// store is what the last check of Options.Store found (watchStore).
+	store storeHealth
 }
 
 // initBounds sets up g.bounds; New calls it once the metrics exist.
@@ -87,4 +92,75 @@ func refusedBySender(status int, path string) bool {
 	// stands for (livealias.go).
 	_, _, proxied := splitProxied(path)
 	return !proxied
+}
+
+// storeCheckEvery is how often the gateway checks its store (guard.go in
+// gateway/store): the cost of a few small queries, and how soon /readyz
+// and the log say the store is gone.
+const storeCheckEvery = 2 * time.Second
+
+// storeCheckTimeout bounds one check: a store that does not answer in it
+// is not ready.
+const storeCheckTimeout = 5 * time.Second
+
+// storeHealth is what the last check of the store found.
+type storeHealth struct {
+	// problem is the last check's error message; nil while the store is
+	// fine.
+	problem atomic.Pointer[string]
+}
+
+// watchStore checks the store now and then every storeCheckEvery until
+// ctx ends; the first check is done before it returns, so /readyz is
+// right from the start. A change of state is logged once: an ERROR when
+// the store stops being the one opened or stops answering, an INFO when
+// it is back.
+func (g *Gateway) watchStore(ctx context.Context, every time.Duration) {
+	st := g.opts.Store
+	if st == nil {
+		return
+	}
+	g.checkStore(ctx, st)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				g.checkStore(ctx, st)
+			}
+		}
+	}()
+}
+
+// checkStore runs one check and records it.
+func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
+	cctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	err := st.Check(cctx)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: the store may be closing
+	}
+	h := &g.bounds.store
+	was := h.problem.Load()
+	g.metrics.StoreReady(err == nil)
+	switch {
+	case err == nil && was != nil:
+		h.problem.Store(nil)
+		g.opts.Logger.Info("store usable again: ready", "database", st.Where(), "identity", st.Identity().ID)
+	case err != nil && (was == nil || *was != err.Error()):
+		msg := err.Error()
+		h.problem.Store(&msg)
+		g.opts.Logger.Error("store not usable: not ready until it is", "database", st.Where(), "identity", st.Identity().ID, "err", msg)
+	}
+}
+
+// storeProblem is why the store is not ready, "" when it is.
+func (g *Gateway) storeProblem() string {
+	if p := g.bounds.store.problem.Load(); p != nil {
+		return *p
+	}
+	return ""
 }

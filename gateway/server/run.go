@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -87,6 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if st != nil {
 		defer func() { _ = st.Close() }() // last: everything above may still write to it
+		// Token commands beside the gateway learn which database it uses
+		// (guard.go in gateway/store).
+		release, err := st.Claim(ctx)
+		if err != nil {
+			_ = ln.Close() // the error that matters is err
+			return err
+		}
+		defer release()
 		pruneCtx, stopPruning := context.WithCancel(ctx)
 		defer stopPruning()
 		go pruneHistory(pruneCtx, st, cfg.Options.HistoryRetention, logger)
@@ -159,11 +168,13 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Stor
 	if cfg.NATS != "" && cfg.Store.DatabaseURL == "" {
 		return nil, errors.New("cluster mode needs PostgreSQL (--database-url): replicas on other machines cannot share a SQLite file, and PostgreSQL is what tells each replica of the others' revocations and registrations")
 	}
+	where := filepath.Join(cfg.Store.DataDir, store.SQLiteFile)
+	_, statErr := os.Stat(where)
+	created := cfg.Store.DatabaseURL == "" && errors.Is(statErr, fs.ErrNotExist)
 	st, err := store.Open(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	where := filepath.Join(cfg.Store.DataDir, store.SQLiteFile)
 	if cfg.Store.DatabaseURL != "" {
 		where = redactDatabaseURL(cfg.Store.DatabaseURL)
 	}
@@ -172,7 +183,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Stor
 		_ = st.Close() // the error that matters is err
 		return nil, err
 	}
-	logger.Info("store open", "backend", string(st.Backend()), "at", where, "schema", version)
+	logger.Info("store open", "backend", string(st.Backend()), "at", where, "schema", version, "identity", st.Identity().ID)
+	if created {
+		// After a restart this is the one sign that the gateway's database
+		// was removed: every token it issued is unknown from now on.
+		logger.Warn("store created: a new, empty database (no tokens, no history); if this gateway kept a database before, it was moved or removed", "at", where)
+	}
 	return st, nil
 }
 

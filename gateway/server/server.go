@@ -30,6 +30,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -172,6 +173,8 @@ type Options struct {
 	// limited rate-limits the log lines a party without a credential can
 	// cause (bounds.go); Run shares its own with the cluster.
 	limited *logging.Limited
+	// storeCheckEvery is how often Store is checked (0: storeCheckEvery).
+	storeCheckEvery time.Duration
 }
 
 // Gateway is a running gateway.
@@ -258,6 +261,7 @@ func New(opts Options) *Gateway {
 	watchCtx, g.stopWatching = context.WithCancel(context.Background())
 	g.watchRegistrations(watchCtx)
 	g.watchTokens(watchCtx)
+	g.watchStore(watchCtx, cmp.Or(opts.storeCheckEvery, storeCheckEvery)) // bounds.go
 	g.echo = g.routes()
 	return g
 }

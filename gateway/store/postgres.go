@@ -58,8 +58,16 @@ func openPostgres(ctx context.Context, cfg Config) (Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%w (%s)", err, where)
 	}
+	identity, err := readIdentity(ctx, db)
+	if err != nil {
+		_ = db.Close() // the read's error is the one to report
+		pool.Close()
+		return nil, fmt.Errorf("store: %s: %w", where, err)
+	}
 	h := newHub()
 	return &sqlStore{
+		identity:   identity,
+		where:      fmt.Sprintf("PostgreSQL database %s at %s:%d", pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port),
 		backend:    BackendPostgres,
 		w:          db,
 		r:          db,

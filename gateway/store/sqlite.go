@@ -54,6 +54,16 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 		return nil, err
 	}
 	st.now, st.maxTotal, st.maxThreads, st.maxBytes = cfg.Now, cfg.MaxTotal, cfg.MaxThreadsPerMachine, cfg.MaxBytesPerMachine
+	// Which file this is, for Check: the one at path now, read after the
+	// open (replacing it between the two is not a race anyone runs).
+	st.path, st.where = path, path
+	if st.opened, err = os.Stat(path); err == nil {
+		st.identity, err = readIdentity(ctx, st.w)
+	}
+	if err != nil {
+		_ = st.Close() // the error that matters is err
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	// The first reading is taken here, before Open returns: taken by the
 	// poller, it could come after another process's commit made meanwhile
 	// (a busy machine delays a new goroutine), and that commit would never

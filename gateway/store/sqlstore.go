@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,13 @@ type sqlStore struct {
 	// stopPolling ends SQLite's watch for other processes' commits
 	// (pollDataVersion) and waits for it; nil for PostgreSQL.
 	stopPolling func()
+	// identity is the database's, read at open; where names it (guard.go).
+	identity Identity
+	where    string
+	// path is SQLite's file, and opened what it was when the store
+	// opened it.
+	path   string
+	opened os.FileInfo
 }
 
 // Backend implements Store.

@@ -471,6 +471,9 @@ type Store interface {
 	SchemaVersion(ctx context.Context) (int64, error)
 	// Close releases the database and ends subscriptions.
 	Close() error
+	// Guard tells which database this is and whether it is still there
+	// (guard.go).
+	Guard
 
 	// CreateToken records a newly issued token (ErrExists if its id is
 	// taken). RevokedAt is recorded as given, so an import keeps history.
