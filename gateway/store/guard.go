@@ -145,12 +145,11 @@ func (s *sqlStore) checkFile() error {
 // SQLite checks those tables' pages: a corrupt token table makes every
 // request fail, and that is not ready.
 func (s *sqlStore) checkTables(ctx context.Context) error {
-	probes := []string{
-		`SELECT ` + tokenCols + ` FROM tokens WHERE id = $1`,
-		`SELECT ` + registrationCols + ` FROM registrations WHERE name = $1`,
-	}
-	for _, p := range probes {
-		rows, err := s.r.QueryContext(ctx, s.q(p), "")
+	for _, p := range []struct{ table, query string }{
+		{"tokens", `SELECT ` + tokenCols + ` FROM tokens WHERE id = $1`},
+		{"registrations", `SELECT ` + registrationCols + ` FROM registrations WHERE name = $1`},
+	} {
+		rows, err := s.r.QueryContext(ctx, s.q(p.query), "")
 		if err == nil {
 			for rows.Next() {
 			}
@@ -158,7 +157,7 @@ func (s *sqlStore) checkTables(ctx context.Context) error {
 			closeQuietly(rows)
 		}
 		if err != nil {
-			return fmt.Errorf("the database at %s does not answer what requests need: %w", s.where, err)
+			return fmt.Errorf("the database at %s does not answer what requests need: table %s: %w", s.where, p.table, err)
 		}
 	}
 	if s.backend != BackendSQLite {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +265,30 @@ func TestClaimTellsWhoUsesTheDatabase(t *testing.T) {
 			t.Fatalf("after release: %+v, %v", hs, err)
 		}
 	})
+}
+
+// A store whose file was removed never makes a new, empty one in its
+// place, however many connections its pools open meanwhile: that new
+// file is what `token create` then wrote to, and what a restart took for
+// the gateway's database.
+func TestARemovedFileIsNeverMadeAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, store.Config{DataDir: dir})
+	if err := os.Remove(filepath.Join(dir, store.SQLiteFile)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 { // more than the pools keep idle: new connections
+		wg.Go(func() {
+			_, _ = s.ListTokens(ctx, store.TokenFilter{})
+			_, _ = s.SearchThreads(ctx, store.ThreadQuery{Q: "x"})
+			_, _ = s.TouchMachine(ctx, fmt.Sprintf("m%d", i))
+		})
+	}
+	wg.Wait()
+	if _, err := os.Stat(filepath.Join(dir, store.SQLiteFile)); !os.IsNotExist(err) {
+		t.Fatalf("a new database file was made in place of the removed one: %v", err)
+	}
 }
