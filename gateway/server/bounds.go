@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -105,16 +107,23 @@ const storeCheckTimeout = 5 * time.Second
 
 // storeHealth is what the last check of the store found.
 type storeHealth struct {
-	// problem is the last check's error message; nil while the store is
-	// fine.
-	problem atomic.Pointer[string]
+	// state is the last check's finding: "" while the store is fine, else
+	// its error message, prefixed by unreachablePrefix when the store did
+	// not answer at all.
+	state atomic.Pointer[string]
 }
+
+// unreachablePrefix marks a storeHealth state that keeps the gateway
+// ready.
+const unreachablePrefix = "unreachable: "
 
 // watchStore checks the store now and then every storeCheckEvery until
 // ctx ends; the first check is done before it returns, so /readyz is
 // right from the start. A change of state is logged once: an ERROR when
-// the store stops being the one opened or stops answering, an INFO when
-// it is back.
+// the store stops being the one opened or answers wrong (not ready), a
+// WARN when it does not answer at all (still ready: every replica shares
+// a PostgreSQL server, and serves from memory meanwhile), an INFO when
+// it is fine again.
 func (g *Gateway) watchStore(ctx context.Context, every time.Duration) {
 	st := g.opts.Store
 	if st == nil {
@@ -143,23 +152,39 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 	if ctx.Err() != nil {
 		return // shutting down: the store may be closing
 	}
-	h := &g.bounds.store
-	was := h.problem.Load()
 	g.metrics.StoreReady(err == nil)
+	h := &g.bounds.store
+	state := ""
+	if err != nil {
+		state = err.Error()
+		if errors.Is(err, store.ErrUnreachable) {
+			state = unreachablePrefix + state
+		}
+	}
+	was := h.state.Load()
+	if (was == nil && state == "") || (was != nil && *was == state) {
+		return
+	}
+	if state == "" {
+		h.state.Store(nil)
+	} else {
+		h.state.Store(&state)
+	}
+	attrs := []any{"database", st.Where(), "identity", st.Identity().ID}
 	switch {
-	case err == nil && was != nil:
-		h.problem.Store(nil)
-		g.opts.Logger.Info("store usable again: ready", "database", st.Where(), "identity", st.Identity().ID)
-	case err != nil && (was == nil || *was != err.Error()):
-		msg := err.Error()
-		h.problem.Store(&msg)
-		g.opts.Logger.Error("store not usable: not ready until it is", "database", st.Where(), "identity", st.Identity().ID, "err", msg)
+	case err == nil:
+		g.opts.Logger.Info("store usable again: ready", attrs...)
+	case errors.Is(err, store.ErrUnreachable):
+		g.opts.Logger.Warn("store does not answer: what needs it fails until it does; still ready, serving from memory", append(attrs, "err", err.Error())...)
+	default:
+		g.opts.Logger.Error("store not usable: not ready until it is", append(attrs, "err", err.Error())...)
 	}
 }
 
-// storeProblem is why the store is not ready, "" when it is.
+// storeProblem is why the store keeps the gateway from being ready, ""
+// when it does not.
 func (g *Gateway) storeProblem() string {
-	if p := g.bounds.store.problem.Load(); p != nil {
+	if p := g.bounds.store.state.Load(); p != nil && !strings.HasPrefix(*p, unreachablePrefix) {
 		return *p
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -143,5 +144,55 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 				t.Fatalf("%d ERROR and %d recovery lines for two changes of state:\n%s", errs, recovered, logs.String())
 			}
 		})
+	}
+}
+
+// unreachableStore is a store whose checks find its database out of
+// reach until fixed.
+type unreachableStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (u *unreachableStore) Check(ctx context.Context) error {
+	if u.down.Load() {
+		return fmt.Errorf("the database at %s: %w: dial tcp: connection refused", u.Where(), store.ErrUnreachable)
+	}
+	return u.Store.Check(ctx)
+}
+
+// A store that does not answer at all keeps the gateway ready — every
+// replica shares the PostgreSQL server, and they serve from memory — but
+// is told once, as a WARN, and shows in uncaged_gateway_store_ready.
+func TestAStoreOutOfReachKeepsTheGatewayReady(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	u := &unreachableStore{Store: st}
+	var logs testkit.Buffer
+	f := newFixture(t, time.Hour, func(o *Options) {
+		o.Store, o.Logger, o.storeCheckEvery = u, slog.New(slog.NewJSONHandler(&logs, nil)), 10*time.Millisecond
+	})
+	u.down.Store(true)
+	testkit.WaitUntil(t, "the store out of reach to be seen", func() bool {
+		_, metrics := f.do("GET", "/metrics", "", nil)
+		return strings.Contains(metrics, "uncaged_gateway_store_ready 0\n")
+	})
+	if code, why := readyz(t, f); code != 200 {
+		t.Fatalf("/readyz with the store out of reach: %d %s", code, why)
+	}
+	u.down.Store(false)
+	testkit.WaitUntil(t, "the store back", func() bool {
+		_, metrics := f.do("GET", "/metrics", "", nil)
+		return strings.Contains(metrics, "uncaged_gateway_store_ready 1\n")
+	})
+	if n := strings.Count(logs.String(), `"level":"WARN","msg":"store does not answer`); n != 1 {
+		t.Fatalf("%d WARN lines for one change of state:\n%s", n, logs.String())
+	}
+	if errs, recovered := storeLines(t, &logs); errs != 0 || recovered != 1 {
+		t.Fatalf("%d ERROR and %d recovery lines:\n%s", errs, recovered, logs.String())
 	}
 }

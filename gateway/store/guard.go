@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +36,24 @@ import (
 // requests depend on. A gateway claims the database it uses (Claim), so
 // a token command can tell whether a running gateway uses the database
 // it opened (SQLiteHolder, Holders), and refuse to change another.
+
+// ErrUnreachable is returned (wrapped) by Check when the database did not
+// answer at all — the network, the server down, a timeout — rather than
+// answered wrong: every replica shares a PostgreSQL server, and they go on
+// serving from memory meanwhile.
+var ErrUnreachable = errors.New("the database does not answer")
+
+// unreachable wraps err in ErrUnreachable when it says the database was
+// not reached.
+func unreachable(err error) error {
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connectErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return err
+}
 
 // Identity is which database a store is.
 type Identity struct {
@@ -116,7 +137,7 @@ func (s *sqlStore) Check(ctx context.Context) error {
 	case err != nil && s.backend == BackendPostgres && strings.Contains(err.Error(), "does not exist"):
 		return fmt.Errorf("the database at %s is not the one this gateway opened (database %s): it has no identity, it was replaced or emptied", s.where, s.identity.ID)
 	case err != nil:
-		return fmt.Errorf("the database at %s does not answer: %w", s.where, err)
+		return fmt.Errorf("the database at %s: reading its identity: %w", s.where, unreachable(err))
 	case id.ID != s.identity.ID:
 		return fmt.Errorf("the database at %s is database %s, not %s, the one this gateway opened: it was replaced while the gateway runs", s.where, id.ID, s.identity.ID)
 	}
@@ -157,7 +178,7 @@ func (s *sqlStore) checkTables(ctx context.Context) error {
 			closeQuietly(rows)
 		}
 		if err != nil {
-			return fmt.Errorf("the database at %s does not answer what requests need: table %s: %w", s.where, p.table, err)
+			return fmt.Errorf("the database at %s does not answer what requests need: table %s: %w", s.where, p.table, unreachable(err))
 		}
 	}
 	if s.backend != BackendSQLite {
@@ -168,7 +189,7 @@ func (s *sqlStore) checkTables(ctx context.Context) error {
 		// The table's pages and its indexes' only: small tables, read
 		// whole at each check.
 		if err := s.r.QueryRowContext(ctx, `PRAGMA quick_check(`+table+`)`).Scan(&result); err != nil {
-			return fmt.Errorf("the database at %s: checking table %s: %w", s.where, table, err)
+			return fmt.Errorf("the database at %s: checking table %s: %w", s.where, table, unreachable(err))
 		}
 		if result != "ok" {
 			return fmt.Errorf("the database at %s is damaged: table %s: %s", s.where, table, result)

@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
 // sqliteDB opens the SQLite file in dir as another process would.
@@ -290,5 +295,88 @@ func TestARemovedFileIsNeverMadeAgain(t *testing.T) {
 	wg.Wait()
 	if _, err := os.Stat(filepath.Join(dir, store.SQLiteFile)); !os.IsNotExist(err) {
 		t.Fatalf("a new database file was made in place of the removed one: %v", err)
+	}
+}
+
+// forwarder relays TCP connections to target until cut, as a network
+// between the gateway and its database does.
+type forwarder struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newForwarder(t *testing.T, target string) *forwarder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c, up)
+			f.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(f.cut)
+	return f
+}
+
+// cut ends every relayed connection and takes no more.
+func (f *forwarder) cut() {
+	_ = f.ln.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+}
+
+// A PostgreSQL server out of reach is told apart from a database that
+// answers wrong: Check's error is ErrUnreachable (the gateway stays
+// ready), and names the database.
+func TestCheckTellsAnUnreachableDatabaseApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := newForwarder(t, u.Host)
+	u.Host = fw.ln.Addr().String()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	s := open(t, store.Config{DatabaseURL: u.String()})
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check through the network: %v", err)
+	}
+	fw.cut()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = s.Check(cctx)
+	if !errors.Is(err, store.ErrUnreachable) || !strings.Contains(err.Error(), "PostgreSQL database") {
+		t.Fatalf("Check with the server out of reach: %v", err)
+	}
+	// A database that answers wrong is not unreachable.
+	sq := open(t, store.Config{DataDir: t.TempDir()})
+	if _, err := sqliteDB(t, filepath.Dir(sq.Where())).Exec(`DROP TABLE registrations`); err != nil {
+		t.Fatal(err)
+	}
+	if err := sq.Check(ctx); err == nil || errors.Is(err, store.ErrUnreachable) {
+		t.Fatalf("Check of a damaged database: %v", err)
 	}
 }
