@@ -379,7 +379,9 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 					batch = append(batch, t)
 				}
 			}
-			if r.ev.ID != "" {
+			// Kept and sent back as Last-Event-ID: only an id of the
+			// stream's form, which is short.
+			if _, _, err := fleet.ParseEventID(r.ev.ID); err == nil {
 				id = r.ev.ID
 			}
 			return r.ev.Name == fleet.EventSynced || len(batch) >= fleetBatch

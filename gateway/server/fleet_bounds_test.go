@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,5 +105,45 @@ func TestAModifiedConnectorCannotFillTheStore(t *testing.T) {
 		if lines[msg] == 0 || lines[msg] > untrustedBurst {
 			t.Errorf("%q: %d lines", msg, lines[msg])
 		}
+	}
+}
+
+// An event id not of the stream's form — here a megabyte long — is not
+// kept to be sent back as Last-Event-ID; the threads it came with are.
+func TestAnEventIDOutOfFormIsNotKept(t *testing.T) {
+	t.Parallel()
+	f, st := newFleetFixture(t)
+	huge := strings.Repeat("i", fleet.MaxEventSize-100)
+	var mu sync.Mutex
+	var asked []string
+	f.connector("mallory", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != fleet.EventsPath {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		asked = append(asked, r.Header.Get("Last-Event-ID"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		data, _ := json.Marshal(fleet.Thread{ID: "t1", Status: "running", UpdatedAt: time.Now()})
+		for _, ev := range []fleet.Event{{ID: huge, Name: fleet.EventReset, Data: []byte(`{}`)}, {ID: huge, Name: fleet.EventThread, Data: data}, {ID: huge, Name: fleet.EventSynced, Data: []byte(`{}`)}} {
+			_, _ = w.Write(fleet.AppendEvent(nil, ev))
+		}
+		// The stream ends: the gateway reads it again, from the last id it kept.
+	}))
+	testkit.WaitUntil(t, "the stream to be read again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(asked) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range asked {
+		if id != "" {
+			t.Fatalf("the gateway sent back an id of %d bytes", len(id))
+		}
+	}
+	if _, err := st.GetThread(context.Background(), "mallory", "t1"); err != nil {
+		t.Fatalf("the thread: %v", err)
 	}
 }

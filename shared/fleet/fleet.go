@@ -137,8 +137,16 @@ func FormatEventID(instance string, seq uint64) string {
 // ErrBadEventID is returned (wrapped) by ParseEventID.
 var ErrBadEventID = errors.New("not a fleet event id")
 
+// MaxEventIDBytes bounds an event id: FormatEventID's are at most 37
+// bytes. A reader keeps the last id it saw and sends it back, so a longer
+// one is refused rather than kept.
+const MaxEventIDBytes = 64
+
 // ParseEventID splits an id made by FormatEventID.
 func ParseEventID(id string) (instance string, seq uint64, err error) {
+	if len(id) > MaxEventIDBytes {
+		return "", 0, fmt.Errorf("%w: %d bytes, more than %d", ErrBadEventID, len(id), MaxEventIDBytes)
+	}
 	i := strings.IndexByte(id, '-')
 	if i <= 0 {
 		return "", 0, fmt.Errorf("%w: %q: want <instance>-<seq>", ErrBadEventID, id)
