@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/logging"
 )
@@ -39,14 +42,14 @@ func (g *Gateway) initBounds() {
 
 // refusalLimiting is the request log's handler: the line of a request
 // refused for what its sender did — no or a bad credential (401, 403), too
-// slow a body (408), too many attempts (429), headers too large (431), or
-// any other 4xx the gateway answered itself, outside the proxied routes —
-// goes through the rate limit, keyed by its status ("request 401"), since
-// anybody can send a million of them. A proxied request's own 4xx comes
-// from a connector, after the dashboard's credential was accepted, and is
-// logged as every other line; so are 5xx, which say the gateway is
-// failing. A request line below the log level is neither written nor
-// counted.
+// slow a body (408), too many attempts (429), headers too large (431) —
+// and of any error the gateway answered itself outside the proxied routes
+// (a 404 of an unknown path, a 400 of a bad login, a 500 of a handler that
+// panicked) goes through the rate limit, keyed by its status ("request
+// 401"), since anybody can send a million of them. A proxied request's own
+// errors come from a connector, or from the gateway's way to it, after the
+// dashboard's credential was accepted, and are logged as every other line.
+// A request line below the log level is neither written nor counted.
 type refusalLimiting struct {
 	slog.Handler
 	limited *logging.Limited
@@ -87,7 +90,7 @@ func refusedBySender(status int, path string) bool {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusRequestHeaderFieldsTooLarge:
 		return true
 	}
-	if status < 400 || status >= 500 {
+	if status < 400 {
 		return false
 	}
 	// The original dashboard's live URL is logged as the proxied path it
@@ -188,4 +191,15 @@ func (g *Gateway) storeProblem() string {
 		return *p
 	}
 	return ""
+}
+
+// recoverLogged is echo's Recover, its stack traces through the rate
+// limit: a request that makes a handler panic can be sent a million times.
+func (g *Gateway) recoverLogged() echo.MiddlewareFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			g.bounds.untrusted.Error("panic serving a request", "path", c.Request().URL.Path, "err", err.Error(), "stack", string(stack))
+			return err
+		},
+	})
 }

@@ -48,7 +48,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
@@ -293,7 +292,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	// Before routing: a preflight has no route, and the request log must
 	// see it, and the cookie refusals of other origins, like any answer.
-	e.Pre(middleware.Recover(), g.requestLog(), g.cors.middleware)
+	e.Pre(g.recoverLogged(), g.requestLog(), g.cors.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -128,6 +130,12 @@ func TestUntrustedLogLinesAreBoundedAndCounted(t *testing.T) {
 				rawRequest(t, f, "POST /api/clients/alpha/cas HTTP/1.1\r\nHost: gw\r\nOrigin: http://evil.example\r\nCookie: "+auth.CookieName+"="+f.dash+"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
 			}
 		}, map[string]int{"request 403": n}},
+		{"a request that makes a handler panic", nil, func(t *testing.T, f *fixture) {
+			f.gw.echo.GET("/panic", func(echo.Context) error { panic("boom") })
+			for range n {
+				rawRequest(t, f, "GET /panic HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+			}
+		}, map[string]int{"panic serving a request": n}},
 		{"headers too large", nil, func(t *testing.T, f *fixture) {
 			for range n {
 				rawRequest(t, f, "GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Big: "+strings.Repeat("a", 1<<20+4096)+"\r\n\r\n")
@@ -207,5 +215,42 @@ func TestUntrustedLogLinesAreBoundedAndCounted(t *testing.T) {
 				t.Errorf("%d lines written for %d attempts: %v", total, n, lines)
 			}
 		})
+	}
+}
+
+// Which request lines the rate limit takes: refusals anywhere, and the
+// gateway's own errors outside the proxied routes; never a success, nor a
+// connector's own answer to a request the dashboard's credential let
+// through.
+func TestWhichRequestLinesAreLimited(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status int
+		path   string
+		want   bool
+	}{
+		{200, "/api/gateway/endpoints", false},
+		{101, "/ws/connect", false},
+		{304, "/assets/app.js", false},
+		{401, "/api/gateway/endpoints", true},
+		{401, "/api/clients/laptop/threads", true},
+		{403, "/api/agents/laptop/threads", true},
+		{408, "/api/clients/laptop/cas", true},
+		{429, "/ws/connect", true},
+		{431, "/", true},
+		{400, "/api/gateway/login", true},
+		{404, "/api/nope", true},
+		{405, "/healthz", true},
+		{500, "/api/gateway/threads", true},
+		{503, "/readyz", true},
+		{404, "/api/clients/laptop/threads/t1", false},
+		{400, "/api/clients/laptop/threads", false},
+		{502, "/api/clients/laptop/threads", false},
+		{504, "/api/agents/laptop/threads", false},
+		{503, "/api/clients/laptop/threads", false},
+	} {
+		if got := refusedBySender(c.status, c.path); got != c.want {
+			t.Errorf("%d %s: limited %v, want %v", c.status, c.path, got, c.want)
+		}
 	}
 }
