@@ -89,13 +89,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if st != nil {
 		defer func() { _ = st.Close() }() // last: everything above may still write to it
 		// Token commands beside the gateway learn which database it uses
-		// (guard.go in gateway/store).
-		release, err := st.Claim(ctx)
-		if err != nil {
-			_ = ln.Close() // the error that matters is err
-			return err
+		// (guard.go in gateway/store). Without the claim (a file system
+		// without locks) the gateway serves all the same.
+		if release, err := st.Claim(ctx); err != nil {
+			logger.Warn("store not claimed: token commands will not know this gateway uses it", "err", err.Error())
+		} else {
+			defer release()
 		}
-		defer release()
 		pruneCtx, stopPruning := context.WithCancel(ctx)
 		defer stopPruning()
 		go pruneHistory(pruneCtx, st, cfg.Options.HistoryRetention, logger)
