@@ -24,6 +24,7 @@ type verb string
 const (
 	resuming verb = "resumed"
 	killing  verb = "killed"
+	removing verb = "removed"
 )
 
 // claim is a request deciding about a thread no host runs: a resume

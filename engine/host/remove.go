@@ -108,19 +108,22 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 		return fmt.Errorf("invalid bundle %q: a directory name under bundles/", b)
 	}
 	for {
-		hd, busy, release := h.claim(id)
+		h.mu.Lock()
+		hd, c := h.running[id], h.admitting[id]
 		switch {
-		case busy != nil: // a resume or kill is deciding: see what it decided
+		case c != nil: // a resume or kill is deciding: see what it decided
+			h.mu.Unlock()
 			if testHookRemoveWaits != nil {
 				testHookRemoveWaits()
 			}
-			<-busy
+			<-c.done
 			continue
 		case hd != nil:
 			status := threads.StatusRunning
 			if hd.gate.Paused() {
 				status = threads.StatusPaused
 			}
+			h.mu.Unlock()
 			if !req.Force {
 				return fmt.Errorf("%w: thread %s is %s; kill it first (`thread kill %s`), or remove it with --force, which kills it", ErrLive, id, status, id)
 			}
@@ -132,6 +135,8 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 			}
 			continue // it may have been resumed since: look again
 		}
+		release := h.claimLocked(id, removing)
+		h.mu.Unlock()
 		defer release()
 		return removeLines(h.opts.Layout, req.BundleHash, id, req.Force)
 	}

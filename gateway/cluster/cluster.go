@@ -78,6 +78,11 @@ type Options struct {
 	// headers, streams included (0: 60 s).
 	ResponseHeaderTimeout time.Duration
 	Logger                *slog.Logger
+	// UntrustedLogger takes the lines anybody who can publish on NATS can
+	// cause — an unsigned, stale, replayed or misdirected message, the
+	// errors a flood of them brings (a slow consumer) — one per message
+	// otherwise: the caller rate-limits it (logging.Limited). nil: Logger.
+	UntrustedLogger *slog.Logger
 }
 
 // Local is this replica's own connectors, as the gateway holds them.
@@ -174,6 +179,9 @@ func New(o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.UntrustedLogger == nil {
+		o.UntrustedLogger = o.Logger
+	}
 	// A key of its own: a cluster MAC can never pass for a token signature.
 	m := hmac.New(sha256.New, o.Key)
 	m.Write([]byte("uncaged-gateway cluster v1"))
@@ -245,7 +253,7 @@ func (c *Cluster) Start(local Local) error {
 			c.o.Logger.Warn("disconnected from NATS", "err", fmt.Sprint(err))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			c.o.Logger.Warn("NATS error", "err", err.Error())
+			c.o.UntrustedLogger.Warn("NATS error", "err", err.Error())
 		}),
 	)
 	if err != nil {
@@ -417,15 +425,15 @@ func (c *Cluster) accept(msg *nats.Msg, what string, carries func(kind string) b
 	m, err := decode(c.key, msg.Data, mac, c.now())
 	switch {
 	case err != nil:
-		c.o.Logger.Warn(what+" ignored", "err", err.Error())
+		c.o.UntrustedLogger.Warn(what+" ignored", "err", err.Error())
 	case !carries(m.Kind):
-		c.o.Logger.Warn(what+" ignored: wrong kind", "replica", m.Replica, "kind", m.Kind)
+		c.o.UntrustedLogger.Warn(what+" ignored: wrong kind", "replica", m.Replica, "kind", m.Kind)
 	case m.Replica == c.o.ReplicaID:
 		if m.Advertise != c.o.Advertise {
 			c.o.Logger.Error("another replica uses this replica's id", "replica", m.Replica, "advertise", m.Advertise)
 		}
 	case !c.firstSighting(mac, m.Sent):
-		c.o.Logger.Warn(what+" ignored: replayed", "replica", m.Replica, "kind", m.Kind)
+		c.o.UntrustedLogger.Warn(what+" ignored: replayed", "replica", m.Replica, "kind", m.Kind)
 	default:
 		return m, true
 	}

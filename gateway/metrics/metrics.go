@@ -14,6 +14,8 @@
 //	uncaged_gateway_auth_failures_total               counter {reason="missing"|"invalid"|"wrong_role"|"wrong_name"}
 //	uncaged_gateway_legacy_frames_dropped_total       counter {reason="binary"|"invalid"|"unknown_id"}
 //
+// and those of the gateway's bounds (bounds.go).
+//
 // Proxy bytes are body bytes: "in" read from dashboard requests (and sent
 // on to connectors), "out" written back in responses.
 package metrics
@@ -63,6 +65,7 @@ type Gateway struct {
 	proxyBytes    *prometheus.CounterVec
 	authFailures  *prometheus.CounterVec
 	legacyDropped *prometheus.CounterVec
+	bounds        bounds
 }
 
 // New returns the gateway's metrics on a new registry; online is asked for
@@ -104,6 +107,7 @@ func New(online func() int) *Gateway {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.registerBounds()
 	// Every known series exists from the start, at 0, so rates work from
 	// the first scrape.
 	for _, p := range []string{ProtocolH2, ProtocolLegacy} {

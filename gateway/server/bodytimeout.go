@@ -40,6 +40,9 @@ const bodyTimeoutMessage = "request body not received in time"
 // first. Outside echo, because echo builds its middleware chain anew for
 // every request, and a request without a body should cost nothing here.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if c, body := markServing(r); c != nil { // the global connection limit's (connlimit.go)
+		defer c.unmarkServing(body)
+	}
 	if r.Body != nil && r.Body != http.NoBody && g.opts.BodyTimeout > 0 {
 		deadline := time.Now().Add(g.opts.BodyTimeout)
 		// An error: not a network connection (a test's recorder).

@@ -126,10 +126,16 @@ func (g *Gateway) endpoints(c echo.Context) error {
 }
 
 // ready is GET /readyz: not ready while a replica is cut off from NATS,
-// since it then neither sees nor is seen by the others.
+// since it then neither sees nor is seen by the others, nor while its
+// store is not the database it opened or does not answer what requests
+// need (the last of the checks made every few seconds, bounds.go), since
+// then its tokens and history are not what it serves by.
 func (g *Gateway) ready(c echo.Context) error {
 	if g.opts.Cluster != nil && !g.opts.Cluster.Connected() {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "not connected to NATS"})
+	}
+	if problem := g.storeProblem(); problem != "" {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "store: " + problem})
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }

@@ -1,20 +1,42 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uncaged/workflow/gateway/metrics"
 )
 
 // The connection-level limits: how long a connection may take to send its
-// headers and may sit idle between requests (http.Server), and how many
-// connections one client address may hold open at once (the listener).
-// With the body deadline (bodytimeout.go) every phase of a request that
-// waits on the client is bounded, and one address cannot take more than
-// its share of the process's file descriptors however slowly it talks.
+// headers and may sit idle between requests (http.Server), how many
+// connections one client address may hold open at once, and how many all
+// of them together may (the listener). With the body deadline
+// (bodytimeout.go) every phase of a request that waits on the client is
+// bounded, one address cannot take more than its share of the process's
+// file descriptors however slowly it talks, and all of them together
+// cannot take the descriptors the gateway needs for itself.
+//
+// Invariant: the listener never holds more than MaxConns client
+// connections, and a new connection is refused for the global limit only
+// when every connection open is in a request the gateway is serving
+// (a handler with its whole request in hand, a WebSocket). A connection
+// waiting on its client — for headers, for the rest of a body, or idle
+// between requests — is shed to make room, the one waiting longest first:
+// the purpose of a connection is unknown until its request arrives, so
+// /healthz and a connector get in by displacing whoever has been slowest
+// to say what they want. Accept failing for lack of descriptors sheds one
+// and pauses, rather than spinning.
 
 // Defaults of the connection limits.
 const (
@@ -33,112 +55,272 @@ const (
 	DefaultMaxConnsPerIP = 256
 )
 
-// refusedLogInterval spaces the log lines about refused connections: under
-// a flood there would otherwise be one per attempt.
-const refusedLogInterval = time.Minute
+// IPv6PrefixBits is how much of an IPv6 address is one client's: a
+// single host is commonly given a whole /64, so counting per address would
+// give it 2^64 shares.
+const IPv6PrefixBits = 64
 
-// HTTPServer is the http.Server to serve the gateway with: its handler
-// and the header and idle timeouts of Options. Serve it on Listener(ln).
+// reservedDescriptors is how many of the process's descriptors the
+// global limit leaves for what is not a client connection: the store
+// (SQLite's files, PostgreSQL's pool and listener), NATS, connections to
+// other replicas and to original clients' URLs, the log, the runtime's
+// own. An eighth of the limit, at least 64.
+func reservedDescriptors(limit uint64) uint64 { return max(64, limit/8) }
+
+// minMaxConns is the least the derived limit gives, however few the
+// descriptors: a gateway that can hold no connection at all serves nothing.
+const minMaxConns = 16
+
+// maxConnsFor is the global limit derived from a descriptor limit.
+func maxConnsFor(limit uint64) int {
+	const ceiling = 1 << 22 // RLIM_INFINITY and the like
+	limit = min(limit, ceiling)
+	reserve := reservedDescriptors(limit)
+	if limit < reserve+minMaxConns {
+		return minMaxConns
+	}
+	return int(limit - reserve)
+}
+
+// DefaultMaxConns is Options.MaxConns's default: the process's limit of
+// open files (RLIMIT_NOFILE, which Go raises to the hard limit at start)
+// less the descriptors reserved for the gateway's own use.
+func DefaultMaxConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return maxConnsFor(1024)
+	}
+	return maxConnsFor(rl.Cur)
+}
+
+// HTTPServer is the http.Server to serve the gateway with: its handler,
+// the header and idle timeouts of Options, and the hooks that tell
+// Listener which connections are waiting on their clients. Serve it on
+// Listener(ln).
 func (g *Gateway) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           g.Handler(),
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		IdleTimeout:       g.opts.IdleTimeout,
+		ConnState:         trackConnState,
+		ConnContext:       withCountedConn,
+		// net/http's own lines (a TLS handshake or HTTP/2 preface a client
+		// botched) are a client's doing too.
+		ErrorLog: g.bounds.limited.StdLogger(slog.LevelWarn),
 	}
 }
 
-// Listener wraps ln so that no client address holds more than
-// Options.MaxConnsPerIP connections at once; one more is closed as soon as
-// it is accepted. Trusted proxies carry many clients and are exempt.
+// Listener wraps ln so that no client address (an IPv6 /64) holds more
+// than Options.MaxConnsPerIP connections at once, closing one more as
+// soon as it is accepted (trusted proxies carry many clients and are
+// exempt), and that no more than Options.MaxConns are open together
+// (see above).
 func (g *Gateway) Listener(ln net.Listener) net.Listener {
-	if g.opts.MaxConnsPerIP < 0 {
+	if g.opts.MaxConnsPerIP < 0 && g.opts.MaxConns < 0 {
 		return ln
 	}
-	return &limitListener{Listener: ln, max: g.opts.MaxConnsPerIP, trusted: g.opts.TrustedProxies, g: g, open: map[netip.Addr]int{}}
+	l := &limitListener{Listener: ln, perAddress: g.opts.MaxConnsPerIP, global: g.opts.MaxConns, trusted: g.opts.TrustedProxies,
+		log: g.bounds.untrusted, metrics: g.metrics, open: map[netip.Prefix]int{}, conns: map[*countedConn]struct{}{}}
+	g.metrics.CountOpenConnections(l.count)
+	return l
 }
 
-// limitListener counts the open connections per peer address.
+// limitListener counts the open connections, per client and in all.
 type limitListener struct {
 	net.Listener
-	max     int
-	trusted trustedProxies
-	g       *Gateway
+	// perAddress and global are the limits; negative: none.
+	perAddress, global int
+	trusted            trustedProxies
+	log                *slog.Logger
+	metrics            *metrics.Gateway
 
-	mu   sync.Mutex
-	open map[netip.Addr]int
-
-	refused    atomic.Int64
-	lastLogged atomic.Int64 // unix nanoseconds
+	mu    sync.Mutex
+	open  map[netip.Prefix]int
+	conns map[*countedConn]struct{}
 }
 
-// Accept returns the next connection within its address's limit; the
-// ones over it are closed here and never reach the server.
+// addressKey is the client a peer address counts as: an IPv4 address
+// (an IPv4-mapped IPv6 one included) on its own, an IPv6 address as its
+// /64.
+func addressKey(a netip.Addr) netip.Prefix {
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, err := a.Prefix(IPv6PrefixBits)
+	if err != nil { // the zero Addr
+		return netip.Prefix{}
+	}
+	return p
+}
+
+// acceptBackoff bounds the pause after a failed accept: as net/http's own
+// loop does, from 5 ms doubling to a second.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// Accept returns the next connection within the limits; the ones over
+// them are closed here and never reach the server.
 func (l *limitListener) Accept() (net.Conn, error) {
+	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
-		}
-		tcp, ok := c.RemoteAddr().(*net.TCPAddr)
-		if !ok {
-			return c, nil // not TCP (a test's pipe): nothing to count
-		}
-		addr := tcp.AddrPort().Addr().Unmap()
-		if l.trusted.contains(addr) {
-			return c, nil
-		}
-		if !l.take(addr) {
-			_ = c.Close() // refused: nothing was read or written
-			l.noteRefused(addr)
+			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+				return nil, err
+			}
+			// Out of descriptors: free one if a client holds one idly, and
+			// pause, so the loop does not spin at a full CPU.
+			l.metrics.AcceptError()
+			shed := l.shedOne()
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			l.log.Warn("accept failed: out of file descriptors", "err", err.Error(), "open", l.count(), "shed_one", shed, "retry_in", backoff.String())
+			time.Sleep(backoff)
 			continue
 		}
-		return &countedConn{Conn: c, l: l, addr: addr}, nil
+		backoff = 0
+		cc := &countedConn{Conn: c, l: l}
+		cc.since.Store(time.Now().UnixNano())
+		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			addr := tcp.AddrPort().Addr()
+			cc.addr = addr.Unmap()
+			cc.perAddress = l.perAddress >= 0 && !l.trusted.contains(addr)
+			cc.key = addressKey(addr)
+		} // else not TCP (a test's pipe): counted in all only
+		victim, refused := l.admit(cc)
+		switch refused {
+		case "":
+		case metrics.RefusedPerAddress:
+			_ = c.Close() // refused: nothing was read or written
+			l.metrics.ConnectionRefused(refused)
+			l.log.Warn("connection refused: too many open from one address", "address", cc.addr.String(), "counted_as", cc.key.String(), "limit", l.perAddress)
+			continue
+		default:
+			_ = c.Close() // refused: nothing was read or written
+			l.metrics.ConnectionRefused(refused)
+			l.log.Warn("connection refused: too many open connections, all of them being served", "address", cc.addr.String(), "limit", l.global)
+			continue
+		}
+		if victim != nil {
+			l.shed(victim)
+		}
+		return cc, nil
 	}
 }
 
-func (l *limitListener) take(a netip.Addr) bool {
+// admit counts c in, or says why not: the per-address limit, or the
+// global one with no connection waiting on its client to shed. Over the
+// global limit it returns the connection to shed for c.
+func (l *limitListener) admit(c *countedConn) (victim *countedConn, refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[a] >= l.max {
+	if c.perAddress && l.open[c.key] >= l.perAddress {
+		return nil, metrics.RefusedPerAddress
+	}
+	if l.global >= 0 && len(l.conns) >= l.global {
+		if victim = l.longestWaiting(); victim == nil {
+			return nil, metrics.RefusedGlobal
+		}
+	}
+	if c.perAddress {
+		l.open[c.key]++
+	}
+	l.conns[c] = struct{}{}
+	return victim, ""
+}
+
+// longestWaiting is the open connection that has waited longest on its
+// client, nil when every one is being served. l.mu is held. It looks at
+// every connection, which costs only when the limit is reached.
+func (l *limitListener) longestWaiting() *countedConn {
+	var oldest *countedConn
+	var oldestSince int64
+	for c := range l.conns {
+		if !c.waiting() {
+			continue
+		}
+		if since := c.since.Load(); oldest == nil || since < oldestSince {
+			oldest, oldestSince = c, since
+		}
+	}
+	return oldest
+}
+
+// shedOne closes the connection waiting longest on its client, if any,
+// and says whether there was one.
+func (l *limitListener) shedOne() bool {
+	l.mu.Lock()
+	victim := l.longestWaiting()
+	l.mu.Unlock()
+	if victim == nil {
 		return false
 	}
-	l.open[a]++
+	l.shed(victim)
 	return true
 }
 
-func (l *limitListener) release(a netip.Addr) {
+// shed closes victim to make room.
+func (l *limitListener) shed(victim *countedConn) {
+	waited := time.Since(time.Unix(0, victim.since.Load()))
+	_ = victim.Close() // whatever it was sending is abandoned
+	l.metrics.ConnectionShed()
+	l.log.Warn("connection closed to make room: too many open connections", "address", victim.addr.String(), "waited", waited.Round(time.Millisecond).String(), "limit", l.global)
+}
+
+// release gives c's slots back.
+func (l *limitListener) release(c *countedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[a] <= 1 {
-		delete(l.open, a)
-	} else {
-		l.open[a]--
-	}
-}
-
-// noteRefused logs refused connections, at most once a minute.
-func (l *limitListener) noteRefused(a netip.Addr) {
-	n := l.refused.Add(1)
-	now := time.Now().UnixNano()
-	last := l.lastLogged.Load()
-	if now-last < int64(refusedLogInterval) || !l.lastLogged.CompareAndSwap(last, now) {
+	delete(l.conns, c)
+	if !c.perAddress {
 		return
 	}
-	l.g.opts.Logger.Warn("connections refused: too many open from one address", "address", a.String(), "limit", l.max, "refused_since_start", n)
+	if l.open[c.key] <= 1 {
+		delete(l.open, c.key)
+	} else {
+		l.open[c.key]--
+	}
 }
 
-// countedConn gives its slot back when closed, once, whoever closes it
-// (the server, or a WebSocket library after a hijack).
+// count is how many connections are open.
+func (l *limitListener) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// countedConn is an accepted connection: it gives its slots back when
+// closed, once, whoever closes it (the server, a WebSocket library after
+// a hijack, or the listener shedding it), and knows whether it is waiting
+// on its client.
 type countedConn struct {
 	net.Conn
-	l      *limitListener
-	addr   netip.Addr
-	closed atomic.Bool
+	l          *limitListener
+	addr       netip.Addr
+	key        netip.Prefix
+	perAddress bool // counted against its address's limit
+	closed     atomic.Bool
+
+	// since is when the connection last began to wait on its client (its
+	// accept, or the end of its last request), in unix nanoseconds.
+	since atomic.Int64
+	// serving counts its requests in a handler with their whole request
+	// read (more than one over HTTP/2); hijacked, a WebSocket's.
+	serving  atomic.Int32
+	hijacked atomic.Bool
 }
 
+// waiting says whether c waits on its client, and may be shed.
+func (c *countedConn) waiting() bool {
+	return !c.hijacked.Load() && c.serving.Load() == 0 && !c.closed.Load()
+}
+
+// Close implements net.Conn.
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.release(c.addr)
+		c.l.release(c)
 	}
 	return c.Conn.Close()
 }
@@ -150,4 +332,90 @@ func (c *countedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// trackConnState is http.Server.ConnState: a connection back to idle
+// waits on its client from now; a hijacked one (a WebSocket) is served
+// until it closes.
+func trackConnState(c net.Conn, state http.ConnState) {
+	cc, ok := c.(*countedConn)
+	if !ok {
+		return
+	}
+	switch state {
+	case http.StateIdle:
+		cc.since.Store(time.Now().UnixNano())
+	case http.StateHijacked:
+		cc.hijacked.Store(true)
+	}
+}
+
+// countedConnKey is the context key of a request's countedConn.
+type countedConnKey struct{}
+
+// withCountedConn is http.Server.ConnContext: it gives each request of a
+// counted connection the way back to it (markServing).
+func withCountedConn(ctx context.Context, c net.Conn) context.Context {
+	if cc, ok := c.(*countedConn); ok {
+		return context.WithValue(ctx, countedConnKey{}, cc)
+	}
+	return ctx
+}
+
+// markServing marks r's connection served while r's handler runs with
+// its whole request: from now when r has no body, else from the end of
+// its body. The caller defers unmarkServing with what it returns; nil
+// when r's connection is not counted.
+func markServing(r *http.Request) (*countedConn, *servingBody) {
+	cc, _ := r.Context().Value(countedConnKey{}).(*countedConn)
+	if cc == nil {
+		return nil, nil
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		cc.serving.Add(1)
+		return cc, nil
+	}
+	sb := &servingBody{ReadCloser: r.Body, c: cc}
+	r.Body = sb
+	return cc, sb
+}
+
+// unmarkServing ends what markServing began.
+func (c *countedConn) unmarkServing(sb *servingBody) {
+	if sb == nil || !sb.state.CompareAndSwap(0, 2) {
+		c.serving.Add(-1)
+	}
+}
+
+// servingBody is a request body whose end marks its connection served.
+type servingBody struct {
+	io.ReadCloser
+	c *countedConn
+	// state: 0 the body is arriving, 1 it has (serving counted),
+	// 2 the handler has returned. The proxy reads the body on a
+	// goroutine of its own, hence the atomics.
+	state atomic.Int32
+}
+
+func (b *servingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && b.state.CompareAndSwap(0, 1) {
+		b.c.serving.Add(1)
+	}
+	return n, err
+}
+
+// clientKey is addressKey for an address as text (a request's client
+// address), for the limits keyed by strings; what does not parse is its
+// own key.
+func clientKey(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	k := addressKey(a)
+	if k.Addr().Is4() {
+		return k.Addr().String()
+	}
+	return k.String()
 }

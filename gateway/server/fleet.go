@@ -379,7 +379,9 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 					batch = append(batch, t)
 				}
 			}
-			if r.ev.ID != "" {
+			// Kept and sent back as Last-Event-ID: only an id of the
+			// stream's form, which is short.
+			if _, _, err := fleet.ParseEventID(r.ev.ID); err == nil {
 				id = r.ev.ID
 			}
 			return r.ev.Name == fleet.EventSynced || len(batch) >= fleetBatch
@@ -394,11 +396,12 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 		}
 		if len(batch) > 0 {
 			wctx, wcancel := context.WithTimeout(ctx, fleetWriteTimeout)
-			err := fl.st.SyncThreads(wctx, name, batch)
+			res, err := fl.st.SyncThreadsResult(wctx, name, batch)
 			wcancel()
 			if err != nil {
 				return fmt.Errorf("storing threads: %w", err)
 			}
+			fl.bounded(name, res)
 		}
 		// Only what is committed is acknowledged: a break before the write
 		// resumes before these events.
@@ -415,27 +418,50 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 }
 
 // decode turns a thread event into the store's form; a malformed one is
-// logged and skipped.
+// logged (rate-limited) and skipped. The store bounds every field
+// (store.SyncThreadsResult); only what cannot reach it in one piece is
+// decided here.
 func (fl *fleetMemory) decode(name string, data []byte) (store.Thread, bool) {
 	var t fleet.Thread
-	if err := json.Unmarshal(data, &t); err != nil || t.ID == "" {
-		fl.log.Warn("fleet: skipping a malformed thread event", "connector", name, "err", err)
+	if err := json.Unmarshal(data, &t); err != nil {
+		fl.g.metrics.FleetThreadRefused("malformed")
+		fl.g.bounds.untrusted.Warn("fleet: skipping a malformed thread event", "connector", name, "err", err)
 		return store.Thread{}, false
 	}
+	// Milliseconds past what a Duration holds would wrap around.
+	ms := min(max(t.DurationMs, 0), int64(store.MaxDuration/time.Millisecond)+1)
 	out := store.Thread{
 		ID: t.ID, Workflow: t.Workflow, Status: t.Status, Prompt: t.Prompt, UpdatedAt: t.UpdatedAt,
-		Duration: time.Duration(t.DurationMs) * time.Millisecond, Steps: t.Steps, ReturnCode: t.ReturnCode,
+		Duration: time.Duration(ms) * time.Millisecond, Steps: t.Steps, ReturnCode: t.ReturnCode,
 		Summary: t.Summary,
 	}
 	if !t.StartedAt.IsZero() {
 		started := t.StartedAt
 		out.StartedAt = &started
 	}
-	if len(t.Usage) > 0 && string(t.Usage) != "null" && json.Valid(t.Usage) {
-		out.Usage = t.Usage
-	}
-	// The store refuses a batch holding a negative count: one connector's
-	// nonsense must not cost the other threads of the batch.
-	out.Tokens, out.Cost = max(t.Tokens, 0), max(t.Cost, 0)
+	out.Usage, out.Tokens, out.Cost = t.Usage, t.Tokens, t.Cost
 	return out, true
+}
+
+// bounded counts and tells (rate-limited) what the store changed of a
+// connector's threads to fit its bounds: threads refused, fields cut,
+// the machine's oldest threads forgotten for its share.
+func (fl *fleetMemory) bounded(name string, res store.SyncResult) {
+	m, log := fl.g.metrics, fl.g.bounds.untrusted
+	for _, r := range res.Refused {
+		m.FleetThreadRefused(r.Reason)
+	}
+	if len(res.Refused) > 0 {
+		log.Warn("fleet: threads refused", "connector", name, "threads", len(res.Refused), "first", res.Refused[0].ID, "reason", res.Refused[0].Reason)
+	}
+	if len(res.Cut) > 0 {
+		for field, n := range res.Cut {
+			m.FleetFieldCut(field, n)
+		}
+		log.Warn("fleet: fields cut or corrected to fit the store's bounds", "connector", name, "fields", res.Cut)
+	}
+	if res.Evicted > 0 {
+		m.FleetThreadsEvicted(res.Evicted)
+		log.Warn("fleet: machine over its share of the store: its oldest threads forgotten", "connector", name, "threads", res.Evicted, "bytes", res.EvictedBytes)
+	}
 }

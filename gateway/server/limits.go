@@ -43,6 +43,7 @@ func (l *rateLimiter) allow(key string) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
+	key = clientKey(key) // an IPv6 /64 is one client (connlimit.go)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()

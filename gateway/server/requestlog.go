@@ -14,7 +14,7 @@ import (
 // /api/clients/<name>/..., the connector name.
 func (g *Gateway) requestLog() echo.MiddlewareFunc {
 	return requestid.Middleware(requestid.LogOptions{
-		Logger: g.opts.Logger,
+		Logger: slog.New(refusalLimiting{Handler: g.opts.Logger.Handler(), limited: g.bounds.limited}), // bounds.go
 		Probes: []string{"/healthz", "/readyz", "/metrics"},
 		Attrs: func(c echo.Context) []slog.Attr {
 			attrs := []slog.Attr{slog.String("address", c.RealIP())}

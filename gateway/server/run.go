@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
 )
 
@@ -66,6 +68,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// One rate limit for every line an unauthenticated party can cause,
+	// the cluster's and the gateway's (bounds.go); what it left out is
+	// logged before Run returns.
+	limited := logging.NewLimited(logger.Handler(), logging.LimitOptions{})
+	defer limited.Flush()
+	cfg.Options.limited = limited
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
@@ -80,6 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if st != nil {
 		defer func() { _ = st.Close() }() // last: everything above may still write to it
+		// Token commands beside the gateway learn which database it uses
+		// (guard.go in gateway/store). Without the claim (a file system
+		// without locks) the gateway serves all the same.
+		if release, err := st.Claim(ctx); err != nil {
+			logger.Warn("store not claimed: token commands will not know this gateway uses it", "err", err.Error())
+		} else {
+			defer release()
+		}
 		pruneCtx, stopPruning := context.WithCancel(ctx)
 		defer stopPruning()
 		go pruneHistory(pruneCtx, st, cfg.Options.HistoryRetention, logger)
@@ -152,11 +168,13 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Stor
 	if cfg.NATS != "" && cfg.Store.DatabaseURL == "" {
 		return nil, errors.New("cluster mode needs PostgreSQL (--database-url): replicas on other machines cannot share a SQLite file, and PostgreSQL is what tells each replica of the others' revocations and registrations")
 	}
+	where := filepath.Join(cfg.Store.DataDir, store.SQLiteFile)
+	_, statErr := os.Stat(where)
+	created := cfg.Store.DatabaseURL == "" && errors.Is(statErr, fs.ErrNotExist)
 	st, err := store.Open(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	where := filepath.Join(cfg.Store.DataDir, store.SQLiteFile)
 	if cfg.Store.DatabaseURL != "" {
 		where = redactDatabaseURL(cfg.Store.DatabaseURL)
 	}
@@ -165,7 +183,12 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store.Stor
 		_ = st.Close() // the error that matters is err
 		return nil, err
 	}
-	logger.Info("store open", "backend", string(st.Backend()), "at", where, "schema", version)
+	logger.Info("store open", "backend", string(st.Backend()), "at", where, "schema", version, "identity", st.Identity().ID)
+	if created {
+		// After a restart this is the one sign that the gateway's database
+		// was removed: every token it issued is unknown from now on.
+		logger.Warn("store created: a new, empty database (no tokens, no history); if this gateway kept a database before, it was moved or removed", "at", where)
+	}
 	return st, nil
 }
 
@@ -223,13 +246,17 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 	if replicaID == "" {
 		replicaID = net.JoinHostPort(hostname, port)
 	}
+	var untrusted *slog.Logger // the cluster's Logger, unless Run limits them
+	if cfg.Options.limited != nil {
+		untrusted = cfg.Options.limited.Logger()
+	}
 	// The durations as given, not New's defaults: cluster.New has its own.
 	heartbeat, requestTimeout := cfg.Options.Heartbeat, cfg.Options.RequestTimeout
 	return cluster.New(cluster.Options{
 		NATS: cfg.NATS, ReplicaID: replicaID, Advertise: advertise, Key: cfg.SigningKey,
 		// Presence is repeated every heartbeat, at most every 5 s, so a dead
 		// replica's connectors show offline within 15 s.
-		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger,
+		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger, UntrustedLogger: untrusted,
 	})
 }
 

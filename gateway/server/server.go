@@ -30,6 +30,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -47,7 +48,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
@@ -56,6 +56,7 @@ import (
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/echohead"
+	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -122,6 +123,11 @@ type Options struct {
 	// at once (0: 256; negative: no bound), for Listener. Trusted proxies
 	// are exempt: every client behind them shares their address.
 	MaxConnsPerIP int
+	// MaxConns bounds the connections open at once, all addresses
+	// together (0: DefaultMaxConns, from the descriptor limit; negative:
+	// no bound), for Listener: past it the connection waiting longest on
+	// its client is closed to make room (connlimit.go).
+	MaxConns int
 	// WSReadLimit bounds one WebSocket message from a connector, tunnel or
 	// legacy (0: 4 MiB); a larger one closes that connection.
 	WSReadLimit int64
@@ -162,6 +168,12 @@ type Options struct {
 	// LegacyURLAllow is where original clients registered with a URL may
 	// be fetched (legacyurl.go); nil: registered URLs are never fetched.
 	LegacyURLAllow *legacy.AllowList
+
+	// limited rate-limits the log lines a party without a credential can
+	// cause (bounds.go); Run shares its own with the cluster.
+	limited *logging.Limited
+	// storeCheckEvery is how often Store is checked (0: storeCheckEvery).
+	storeCheckEvery time.Duration
 }
 
 // Gateway is a running gateway.
@@ -195,6 +207,8 @@ type Gateway struct {
 	fleet *fleetMemory
 	// bindings are the names connector tokens have held (bindings.go).
 	bindings nameBindings
+	// bounds are what keeps clients within bounds (bounds.go).
+	bounds gatewayBounds
 }
 
 // New builds a gateway.
@@ -226,6 +240,9 @@ func New(opts Options) *Gateway {
 	if opts.MaxConnsPerIP == 0 {
 		opts.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = DefaultMaxConns()
+	}
 	if opts.WSReadLimit <= 0 {
 		opts.WSReadLimit = DefaultWSReadLimit
 	}
@@ -235,17 +252,19 @@ func New(opts Options) *Gateway {
 	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now,
 		bindings: nameBindings{names: map[string]store.NameBinding{}}}
 	g.metrics = metrics.New(g.presence.Online)
+	g.initBounds()
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
 	if opts.Cluster != nil {
 		g.joinCluster()
 	}
-	g.audit = newAuditLog(opts.Store, opts.AuditQueue, g.metrics, opts.Logger)
+	g.audit = newAuditLog(opts.Store, opts.AuditQueue, g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
 	var watchCtx context.Context
 	watchCtx, g.stopWatching = context.WithCancel(context.Background())
 	g.watchRegistrations(watchCtx)
 	g.watchTokens(watchCtx)
 	g.watchBindings(watchCtx)
+	g.watchStore(watchCtx, cmp.Or(opts.storeCheckEvery, storeCheckEvery)) // bounds.go
 	g.echo = g.routes()
 	return g
 }
@@ -277,7 +296,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	// Before routing: a preflight has no route, and the request log must
 	// see it, and the cookie refusals of other origins, like any answer.
-	e.Pre(middleware.Recover(), g.requestLog(), g.auditRefusals, g.cors.middleware)
+	e.Pre(g.recoverLogged(), g.requestLog(), g.auditRefusals, g.cors.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
@@ -440,7 +459,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	}
 	p, err := g.opts.Auth.Verify(auth.Credential(r), auth.RoleConnector, name)
 	if err != nil {
-		g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP())
+		g.bounds.untrusted.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP())
 		return g.refusal(err)
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {

@@ -55,7 +55,7 @@ func (g *Gateway) watchTokens(ctx context.Context) {
 // handler adds the reason), or 503 when the store could not say.
 func (g *Gateway) refusal(err error) error {
 	if errors.Is(err, auth.ErrUnavailable) {
-		g.opts.Logger.Warn("token not checked: the store did not answer", "err", err.Error())
+		g.bounds.untrusted.Warn("token not checked: the store did not answer", "err", err.Error())
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "cannot check the token now; try again")
 	}
 	g.metrics.AuthFailure(authReason(err))

@@ -32,6 +32,12 @@ type Config struct {
 	// more than finding the page, so past it the total only says "at
 	// least". DefaultMaxTotal if zero.
 	MaxTotal int
+	// MaxThreadsPerMachine and MaxBytesPerMachine are a machine's share
+	// of the store: past either, SyncThreads forgets the machine's oldest
+	// threads (bounds.go). DefaultMaxThreadsPerMachine and
+	// DefaultMaxBytesPerMachine if zero.
+	MaxThreadsPerMachine int
+	MaxBytesPerMachine   int64
 	// Now is the clock for times the store fills in (revocations, machines
 	// seen, audit entries without a time); time.Now if nil. Tests set it.
 	Now func() time.Time
@@ -49,6 +55,12 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 	}
 	if cfg.MaxTotal <= 0 {
 		cfg.MaxTotal = DefaultMaxTotal
+	}
+	if cfg.MaxThreadsPerMachine <= 0 {
+		cfg.MaxThreadsPerMachine = DefaultMaxThreadsPerMachine
+	}
+	if cfg.MaxBytesPerMachine <= 0 {
+		cfg.MaxBytesPerMachine = DefaultMaxBytesPerMachine
 	}
 	if cfg.DatabaseURL != "" {
 		return openPostgres(ctx, cfg)

@@ -58,13 +58,23 @@ func openPostgres(ctx context.Context, cfg Config) (Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%w (%s)", err, where)
 	}
+	identity, err := readIdentity(ctx, db)
+	if err != nil {
+		_ = db.Close() // the read's error is the one to report
+		pool.Close()
+		return nil, fmt.Errorf("store: %s: %w", where, err)
+	}
 	h := newHub()
 	return &sqlStore{
+		identity:   identity,
+		where:      fmt.Sprintf("PostgreSQL database %s at %s:%d", pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port),
 		backend:    BackendPostgres,
 		w:          db,
 		r:          db,
 		now:        cfg.Now,
 		maxTotal:   cfg.MaxTotal,
+		maxThreads: cfg.MaxThreadsPerMachine,
+		maxBytes:   cfg.MaxBytesPerMachine,
 		hub:        h,
 		pg:         newPGListener(pc.ConnConfig.Copy(), h),
 		closeExtra: pool.Close,
@@ -90,11 +100,12 @@ func notify(ctx context.Context, tx *sql.Tx, changes []Change) error {
 }
 
 // syncBatch runs a resync on PostgreSQL: one transaction, the machine's
-// upsert and then the thread upsert once per thread, sent as one pgx batch.
+// upsert and then the thread upsert once per thread, sent as one pgx
+// batch, then after (the machine's share) before the commit.
 // pgx prepares the repeated statement once; the batch makes the 1,000
 // executions of a full resync one round trip instead of 1,000, which was
 // most of its time.
-func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any) error {
+func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any, after func(pgx.Tx) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -113,6 +124,9 @@ func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs [
 			b.Queue(threadSQL, a...)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := after(tx); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

@@ -53,7 +53,17 @@ func openSQLite(ctx context.Context, cfg Config) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.now, st.maxTotal = cfg.Now, cfg.MaxTotal
+	st.now, st.maxTotal, st.maxThreads, st.maxBytes = cfg.Now, cfg.MaxTotal, cfg.MaxThreadsPerMachine, cfg.MaxBytesPerMachine
+	// Which file this is, for Check: the one at path now, read after the
+	// open (replacing it between the two is not a race anyone runs).
+	st.path, st.where = path, path
+	if st.opened, err = os.Stat(path); err == nil {
+		st.identity, err = readIdentity(ctx, st.w)
+	}
+	if err != nil {
+		_ = st.Close() // the error that matters is err
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	// The first reading is taken here, before Open returns: taken by the
 	// poller, it could come after another process's commit made meanwhile
 	// (a busy machine delays a new goroutine), and that commit would never
@@ -117,11 +127,26 @@ func (s *sqlStore) pollDataVersion(ctx context.Context, every time.Duration, las
 	}
 }
 
-// openSQLiteFile opens path's writer and reader pools and migrates.
+// openSQLiteFile opens path's writer and reader pools and migrates,
+// making the file first if there is none.
 func openSQLiteFile(ctx context.Context, path string, busy int64) (*sqlStore, error) {
+	// The pools open connections when they need them, for as long as the
+	// store lives, and a connection opened on a missing file would make a
+	// new, empty database there: the one gateway.db removed or moved away
+	// must not be silently replaced. So the file is made here, once (an
+	// empty file is an empty database), and every connection opens it
+	// read-write without creating (mode=rw).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	dsn := func(txlock string) string { return sqliteDSN(path, busy, txlock) + "&mode=rw" }
 	// The writer begins transactions IMMEDIATE: taking the write lock at
 	// BEGIN means a transaction never fails half-way when it first writes.
-	w, err := sql.Open("sqlite", sqliteDSN(path, busy, "immediate"))
+	w, err := sql.Open("sqlite", dsn("immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -137,7 +162,7 @@ func openSQLiteFile(ctx context.Context, path string, busy int64) (*sqlStore, er
 		_ = w.Close() // the migration's error is the one to report
 		return nil, fmt.Errorf("%w (database %s)", err, path)
 	}
-	r, err := sql.Open("sqlite", sqliteDSN(path, busy, "deferred"))
+	r, err := sql.Open("sqlite", dsn("deferred"))
 	if err != nil {
 		_ = w.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

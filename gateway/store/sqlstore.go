@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 )
 
@@ -31,7 +32,10 @@ type sqlStore struct {
 	now func() time.Time
 	// maxTotal is Config.MaxTotal.
 	maxTotal int
-	hub      *hub
+	// maxThreads and maxBytes are a machine's share (Config).
+	maxThreads int
+	maxBytes   int64
+	hub        *hub
 	// pg is PostgreSQL's LISTEN side; nil for SQLite, whose changes are
 	// published in-process after commit.
 	pg *pgListener
@@ -40,6 +44,13 @@ type sqlStore struct {
 	// stopPolling ends SQLite's watch for other processes' commits
 	// (pollDataVersion) and waits for it; nil for PostgreSQL.
 	stopPolling func()
+	// identity is the database's, read at open; where names it (guard.go).
+	identity Identity
+	where    string
+	// path is SQLite's file, and opened what it was when the store
+	// opened it.
+	path   string
+	opened os.FileInfo
 }
 
 // Backend implements Store.
@@ -602,21 +613,28 @@ func scanThread(row scanner) (Thread, error) {
 
 // SyncThreads implements Store.
 func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Thread) error {
-	if machine == "" {
-		return errors.New("store: sync threads: empty machine name")
+	_, err := s.SyncThreadsResult(ctx, machine, threads)
+	return err
+}
+
+// threadInsertCols are the columns a sync writes: threadCols, and what
+// the thread counts against its machine's share.
+const threadInsertCols = threadCols + ", bytes"
+
+// SyncThreadsResult implements Store.
+func (s *sqlStore) SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error) {
+	var res SyncResult
+	if err := checkMachineName(machine); err != nil {
+		return res, fmt.Errorf("store: sync threads: machine: %w", err)
 	}
-	for i := range threads {
-		if threads[i].ID == "" {
-			return fmt.Errorf("store: sync threads of %s: thread %d has no id", machine, i)
-		}
-		if u := threads[i].Usage; len(u) > 0 && !json.Valid(u) {
-			return fmt.Errorf("store: sync threads of %s: thread %s: usage is not valid JSON", machine, threads[i].ID)
-		}
-		if c := threads[i].Cost; threads[i].Tokens < 0 || c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
-			return fmt.Errorf("store: sync threads of %s: thread %s: tokens and cost must be finite and not negative (%d, %v)",
-				machine, threads[i].ID, threads[i].Tokens, c)
+	now := s.now()
+	kept := make([]Thread, 0, len(threads))
+	for _, t := range threads {
+		if b, ok := boundThread(t, now, &res); ok {
+			kept = append(kept, b)
 		}
 	}
+	threads = kept
 	// Rows whose every column is unchanged are left alone: a resync mostly
 	// repeats what is stored, and rewriting it would churn the indexes.
 	distinct := "IS NOT"
@@ -630,9 +648,9 @@ func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Th
 	set := `workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
 started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns = excluded.duration_ns, steps = excluded.steps,
 return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage,
-tokens = excluded.tokens, cost = excluded.cost
+tokens = excluded.tokens, cost = excluded.cost, bytes = excluded.bytes
 WHERE ` + strings.Join(changed, " OR ")
-	upsert := `INSERT INTO threads (` + threadCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+	upsert := `INSERT INTO threads (` + threadInsertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (machine, id) DO UPDATE SET ` + set
 	if s.backend == BackendSQLite {
 		// seq is the thread's place in the search order (see seqSlot): the
@@ -640,19 +658,14 @@ ON CONFLICT (machine, id) DO UPDATE SET ` + set
 		// full slot gives seq a text, which SQLite refuses (datatype
 		// mismatch) rather than spill into the next slot and break the
 		// order.
-		upsert = s.q(`INSERT INTO threads (seq, ` + threadCols + `) VALUES (
-(SELECT CASE WHEN max(seq) IS NULL THEN $15 WHEN max(seq) < $15 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
- FROM threads WHERE seq BETWEEN $15 AND $15 + ` + strconv.Itoa(seqTies-1) + `),
-$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		upsert = s.q(`INSERT INTO threads (seq, ` + threadInsertCols + `) VALUES (
+(SELECT CASE WHEN max(seq) IS NULL THEN $16 WHEN max(seq) < $16 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
+ FROM threads WHERE seq BETWEEN $16 AND $16 + ` + strconv.Itoa(seqTies-1) + `),
+$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = excluded.updated_at THEN threads.seq ELSE excluded.seq END, ` + set)
 	}
-	now := s.now()
 	args := make([][]any, len(threads))
 	for i, t := range threads {
-		updated := t.UpdatedAt
-		if updated.IsZero() {
-			updated = now
-		}
 		var rc any
 		if t.ReturnCode != nil {
 			rc = int64(*t.ReturnCode)
@@ -662,24 +675,36 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 			usage = string(t.Usage)
 		}
 		args[i] = []any{machine, t.ID, t.Workflow, t.Status,
-			truncateRunes(cleanText(t.Prompt), PromptMaxRunes), s.tvp(t.StartedAt), s.tv(updated),
-			int64(t.Duration), t.Steps, rc, cleanText(t.Summary), usage, t.Tokens, t.Cost}
+			t.Prompt, s.tvp(t.StartedAt), s.tv(t.UpdatedAt),
+			int64(t.Duration), t.Steps, rc, t.Summary, usage, t.Tokens, t.Cost, threadBytes(t)}
 		if s.backend == BackendSQLite {
-			args[i] = append(args[i], seqSlot(updated))
+			args[i] = append(args[i], seqSlot(t.UpdatedAt))
 		}
 	}
 	if s.backend == BackendPostgres {
-		if err := syncBatch(ctx, s.w, upsertMachine, []any{machine, s.tv(now)}, upsert, args); err != nil {
-			return fmt.Errorf("store: sync threads of %s: %w", machine, err)
+		err := syncBatch(ctx, s.w, upsertMachine, []any{machine, s.tv(now)}, upsert, args, func(tx pgx.Tx) error {
+			return trimMachine(ctx, pgxShare{tx}, machine, s.maxThreads, s.maxBytes, &res)
+		})
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("store: sync threads of %s: %w", machine, err)
 		}
-		return nil
+		return res, nil
 	}
-	return s.write(ctx, "sync threads of "+machine, func(tx *sql.Tx) ([]Change, error) {
+	err := s.write(ctx, "sync threads of "+machine, func(tx *sql.Tx) ([]Change, error) {
 		if _, err := tx.ExecContext(ctx, s.q(upsertMachine), machine, s.tv(now)); err != nil {
 			return nil, err
 		}
-		return nil, s.syncSQLite(ctx, tx, upsert+" RETURNING seq", threads, args)
+		if err := s.syncSQLite(ctx, tx, upsert+" RETURNING seq", threads, args); err != nil {
+			return nil, err
+		}
+		// After the full-text entries are written: a thread evicted here
+		// may be one this batch added.
+		return nil, trimMachine(ctx, sqlShare{s, tx}, machine, s.maxThreads, s.maxBytes, &res)
 	})
+	if err != nil {
+		return SyncResult{}, err
+	}
+	return res, nil
 }
 
 // ftsEntry is one thread's entry in SQLite's full-text index.

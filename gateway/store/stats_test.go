@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,25 +96,33 @@ func TestThreadStatsRefusesBadQueries(t *testing.T) {
 	}
 }
 
-// TestSyncRefusesBadTokens: negative or non-finite tokens and cost are
-// refused, and nothing of the batch is stored.
-func TestSyncRefusesBadTokens(t *testing.T) {
+// TestSyncCorrectsBadTokens: negative, non-finite or absurd tokens and
+// cost are stored as unknown (0) and counted, and the rest of the batch
+// is stored: one connector's nonsense must not hold its other threads
+// back.
+func TestSyncCorrectsBadTokens(t *testing.T) {
 	t.Parallel()
 	s := open(t, store.Config{DataDir: t.TempDir()})
 	ctx := context.Background()
 	for name, bad := range map[string]store.Thread{
-		"negative tokens": {ID: "x", Tokens: -1},
-		"negative cost":   {ID: "x", Cost: -0.5},
-		"NaN cost":        {ID: "x", Cost: math.NaN()},
-		"infinite cost":   {ID: "x", Cost: math.Inf(1)},
+		"negative tokens": {ID: "x", Tokens: -1, Cost: 1},
+		"too many tokens": {ID: "x", Tokens: store.MaxTokens + 1, Cost: 1},
+		"negative cost":   {ID: "x", Tokens: 1, Cost: -0.5},
+		"NaN cost":        {ID: "x", Tokens: 1, Cost: math.NaN()},
+		"infinite cost":   {ID: "x", Tokens: 1, Cost: math.Inf(1)},
+		"absurd cost":     {ID: "x", Tokens: 1, Cost: store.MaxCost * 2},
 	} {
-		err := s.SyncThreads(ctx, "m", []store.Thread{{ID: "ok"}, bad})
-		if err == nil || !strings.Contains(err.Error(), "tokens and cost") {
-			t.Errorf("%s: err = %v", name, err)
+		res, err := s.SyncThreadsResult(ctx, "m", []store.Thread{{ID: "ok", Tokens: 5}, bad})
+		if err != nil || res.Cut[store.FieldTokens]+res.Cut[store.FieldCost] != 1 {
+			t.Errorf("%s: %+v, %v", name, res, err)
 		}
-	}
-	if _, err := s.GetThread(ctx, "m", "ok"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("a refused batch stored a thread: %v", err)
+		got, err := s.GetThread(ctx, "m", "x")
+		if err != nil || (got.Tokens != 0 && got.Cost != 0) || (got.Tokens != 1 && got.Cost != 1) {
+			t.Errorf("%s: stored %+v, %v", name, got, err)
+		}
+		if ok, err := s.GetThread(ctx, "m", "ok"); err != nil || ok.Tokens != 5 {
+			t.Fatalf("%s: the rest of the batch: %+v, %v", name, ok, err)
+		}
 	}
 }
 

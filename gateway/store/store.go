@@ -177,7 +177,7 @@ type Thread struct {
 	// Status is the engine's status word (running, done, failed, ...).
 	Status string
 	// Prompt is the thread's prompt; the store keeps its first
-	// PromptMaxRunes runes.
+	// PromptMaxRunes runes, the last of them CutMark when it cut.
 	Prompt string
 	// StartedAt is when the thread started; nil if unknown.
 	StartedAt *time.Time
@@ -475,6 +475,9 @@ type Store interface {
 	SchemaVersion(ctx context.Context) (int64, error)
 	// Close releases the database and ends subscriptions.
 	Close() error
+	// Guard tells which database this is and whether it is still there
+	// (guard.go).
+	Guard
 
 	// CreateToken records a newly issued token (ErrExists if its id is
 	// taken). RevokedAt is recorded as given, so an import keeps history.
@@ -517,6 +520,10 @@ type Store interface {
 	// set to machine. Threads not in the batch are kept: the fleet's memory
 	// outlives a connector's own history; Prune forgets old ones.
 	SyncThreads(ctx context.Context, machine string, threads []Thread) error
+	// SyncThreadsResult is SyncThreads, telling what it did beyond
+	// storing: every thread is fitted to the store's bounds first, and
+	// the machine kept within its share (bounds.go).
+	SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error)
 	// TouchMachine marks a machine seen now (recording it if new) and
 	// returns it.
 	TouchMachine(ctx context.Context, name string) (Machine, error)

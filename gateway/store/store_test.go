@@ -344,17 +344,19 @@ func TestThreadsAndMachines(t *testing.T) {
 			t.Fatalf("ListMachines = %+v, %v", ms, err)
 		}
 
-		for name, bad := range map[string]struct {
-			machine string
-			th      store.Thread
-		}{
-			"no machine":   {"", thread("a", first)},
-			"no thread id": {"m1", store.Thread{}},
-			"bad usage":    {"m1", store.Thread{ID: "u", Usage: json.RawMessage(`{not json`)}},
-		} {
-			if err := s.SyncThreads(ctx, bad.machine, []store.Thread{bad.th}); err == nil {
+		for name, machine := range map[string]string{"no machine": "", "a machine that is not text": "m\xff", "a NUL": "m\x00"} {
+			if err := s.SyncThreads(ctx, machine, []store.Thread{thread("a", first)}); err == nil {
 				t.Errorf("SyncThreads with %s succeeded", name)
 			}
+		}
+		// A thread the store cannot keep is refused alone, and one whose
+		// usage is not JSON is kept without it (bounds_test.go has the rest).
+		res, err := s.SyncThreadsResult(ctx, "m1", []store.Thread{{}, {ID: "u", Usage: json.RawMessage(`{not json`)}})
+		if err != nil || len(res.Refused) != 1 || res.Refused[0].Reason != store.RefusedBadID || res.Cut[store.FieldUsage] != 1 {
+			t.Fatalf("a thread without an id and one with bad usage: %+v, %v", res, err)
+		}
+		if u, err := s.GetThread(ctx, "m1", "u"); err != nil || u.Usage != nil {
+			t.Fatalf("the thread with bad usage: %+v, %v", u, err)
 		}
 		if _, err := s.TouchMachine(ctx, ""); err == nil {
 			t.Error("TouchMachine without a name succeeded")
@@ -367,7 +369,7 @@ func TestPromptTruncation(t *testing.T) {
 		ctx := context.Background()
 		s := open(t, cfg)
 		// 499 ASCII runes, then multi-byte ones: a byte cut at 500 would
-		// split "é"; the store must cut after whole runes.
+		// split "é"; the store must cut after whole runes, and say it cut.
 		long := strings.Repeat("a", 499) + strings.Repeat("é日", 100)
 		exact := strings.Repeat("日", store.PromptMaxRunes)
 		dirty := "bad \xff byte and a \x00 nul"
@@ -383,8 +385,8 @@ func TestPromptTruncation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := strings.Repeat("a", 499) + "é"; got.Prompt != want {
-			t.Fatalf("prompt kept %d runes (%q...), want the first 500", utf8.RuneCountInString(got.Prompt), got.Prompt[490:])
+		if want := strings.Repeat("a", 499) + store.CutMark; got.Prompt != want {
+			t.Fatalf("prompt kept %d runes (%q...), want the first 499 and the cut mark", utf8.RuneCountInString(got.Prompt), got.Prompt[490:])
 		}
 		if got, err := s.GetThread(ctx, "m", "exact"); err != nil || got.Prompt != exact {
 			t.Fatalf("a prompt of exactly %d runes was changed: %v", store.PromptMaxRunes, err)

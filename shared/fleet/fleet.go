@@ -69,7 +69,8 @@ type Thread struct {
 	Workflow string `json:"workflow"`
 	// Status is running, paused, completed, failed, killed or interrupted.
 	Status string `json:"status"`
-	// Prompt is the thread's prompt, cut to PromptMaxRunes runes.
+	// Prompt is the thread's prompt, cut to PromptMaxRunes runes (the last
+	// CutMark when cut).
 	Prompt string `json:"prompt"`
 	// StartedAt is when the thread started.
 	StartedAt time.Time `json:"startedAt"`
@@ -100,15 +101,20 @@ type Reset struct {
 	Instance string `json:"instance"`
 }
 
-// TruncatePrompt cuts s to PromptMaxRunes runes, never inside a rune.
+// CutMark ends a prompt TruncatePrompt cut, so that a reader sees there
+// was more (the gateway's store marks what it cuts the same way).
+const CutMark = "…"
+
+// TruncatePrompt cuts s to PromptMaxRunes runes, never inside a rune, the
+// last of them CutMark when it cut.
 func TruncatePrompt(s string) string {
 	if utf8.RuneCountInString(s) <= PromptMaxRunes {
 		return s
 	}
 	n := 0
 	for i := range s {
-		if n == PromptMaxRunes {
-			return s[:i]
+		if n == PromptMaxRunes-1 {
+			return s[:i] + CutMark
 		}
 		n++
 	}
@@ -131,8 +137,16 @@ func FormatEventID(instance string, seq uint64) string {
 // ErrBadEventID is returned (wrapped) by ParseEventID.
 var ErrBadEventID = errors.New("not a fleet event id")
 
+// MaxEventIDBytes bounds an event id: FormatEventID's are at most 37
+// bytes. A reader keeps the last id it saw and sends it back, so a longer
+// one is refused rather than kept.
+const MaxEventIDBytes = 64
+
 // ParseEventID splits an id made by FormatEventID.
 func ParseEventID(id string) (instance string, seq uint64, err error) {
+	if len(id) > MaxEventIDBytes {
+		return "", 0, fmt.Errorf("%w: %d bytes, more than %d", ErrBadEventID, len(id), MaxEventIDBytes)
+	}
 	i := strings.IndexByte(id, '-')
 	if i <= 0 {
 		return "", 0, fmt.Errorf("%w: %q: want <instance>-<seq>", ErrBadEventID, id)

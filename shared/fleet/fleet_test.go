@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -18,7 +19,10 @@ func TestEventIDs(t *testing.T) {
 	if i, seq, err := ParseEventID(id); err != nil || i != inst || seq != 42 {
 		t.Fatalf("%s: %s %d %v", id, i, seq, err)
 	}
-	for _, bad := range []string{"", "abc", "-3", "abc-", "abc-x", "abc--1", "abc-1.5"} {
+	if longest := FormatEventID(inst, math.MaxUint64); len(longest) > MaxEventIDBytes {
+		t.Fatalf("an id of ours is %d bytes, over the bound", len(longest))
+	}
+	for _, bad := range []string{"", "abc", "-3", "abc-", "abc-x", "abc--1", "abc-1.5", strings.Repeat("a", 1<<20) + "-1"} {
 		if _, _, err := ParseEventID(bad); !errors.Is(err, ErrBadEventID) {
 			t.Errorf("ParseEventID(%q): %v", bad, err)
 		}
@@ -66,7 +70,11 @@ func TestTruncatePrompt(t *testing.T) {
 	}
 	long := strings.Repeat("é", PromptMaxRunes+10)
 	got := TruncatePrompt(long)
-	if utf8.RuneCountInString(got) != PromptMaxRunes || !utf8.ValidString(got) {
-		t.Fatalf("%d runes", utf8.RuneCountInString(got))
+	if utf8.RuneCountInString(got) != PromptMaxRunes || !utf8.ValidString(got) || !strings.HasSuffix(got, CutMark) {
+		t.Fatalf("%d runes, ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
+	}
+	exact := strings.Repeat("日", PromptMaxRunes)
+	if TruncatePrompt(exact) != exact {
+		t.Fatal("a prompt of exactly the bound was cut")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/server"
+	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/web"
 	"github.com/uncaged/workflow/shared/envflag"
 	"github.com/uncaged/workflow/shared/gctune"
@@ -107,7 +108,8 @@ func serveCmd() *cobra.Command {
 	var sharedSecret, sharedSecretFile, metricsToken, metricsTokenFile string
 	var heartbeat, requestTimeout, bodyTimeout, idleTimeout, historyRetention time.Duration
 	var maxBody, wsReadLimit int64
-	var maxConcurrent, connectBurst, maxConnsPerIP int
+	var maxConcurrent, connectBurst, maxConnsPerIP, maxConns, maxThreadsPerMachine int
+	var maxBytesPerMachine int64
 	var connectRate float64
 	var trustedProxy, allowOrigin, legacyURLAllow []string
 	cmd := &cobra.Command{
@@ -148,6 +150,10 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if maxThreadsPerMachine <= 0 || maxBytesPerMachine <= 0 {
+				return fmt.Errorf("--max-threads-per-machine and --max-bytes-per-machine must be positive (got %d and %d)", maxThreadsPerMachine, maxBytesPerMachine)
+			}
+			storeConfig.MaxThreadsPerMachine, storeConfig.MaxBytesPerMachine = maxThreadsPerMachine, maxBytesPerMachine
 			signingKey, err := key.load()
 			if err != nil {
 				return err
@@ -170,7 +176,7 @@ func serveCmd() *cobra.Command {
 					Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
 					ConnectRate: connectRate, ConnectBurst: connectBurst,
-					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, TrustedProxies: trusted,
+					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, MaxConns: maxConns, TrustedProxies: trusted,
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
 				},
@@ -195,7 +201,11 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().IntVar(&connectBurst, "connect-burst", server.DefaultConnectBurst, "burst of connection attempts per IP")
 	cmd.Flags().DurationVar(&bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a request body may take to arrive, on every route; streams send none")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
-	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address may hold open; trusted proxies exempt (negative: no limit)")
+	cmd.Flags().IntVar(&maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "connections one client address (an IPv6 /64) may hold open; trusted proxies exempt (negative: no limit)")
+	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "connections open at once, all clients together; past it the one waiting longest on its client is closed to make room (0: the open-files limit less an eighth, at least 64, kept for the gateway itself; negative: no limit)")
+	envflag.DocDefault(cmd.Flags(), "max-conns", "from the open-files limit (`ulimit -n`)")
+	cmd.Flags().IntVar(&maxThreadsPerMachine, "max-threads-per-machine", store.DefaultMaxThreadsPerMachine, "threads of one machine the fleet's history keeps; past it its oldest are forgotten")
+	cmd.Flags().Int64Var(&maxBytesPerMachine, "max-bytes-per-machine", store.DefaultMaxBytesPerMachine, "bytes of the store one machine's threads may take (their text, and 256 a thread for the rest); past it its oldest are forgotten")
 	cmd.Flags().StringArrayVar(&trustedProxy, "trusted-proxy", nil, "CIDR or address of a reverse proxy whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; repeatable (the variable: comma-separated; default: none, the peer address is the client's)")
 	cmd.Flags().StringArrayVar(&allowOrigin, "allow-origin", nil, "origin (scheme://host[:port], or *) of a dashboard hosted elsewhere whose pages may call the API with a bearer token, never with the session cookie; repeatable (the variable: comma-separated; default: none, the gateway's own origin only)")
 	cmd.Flags().StringArrayVar(&legacyURLAllow, "legacy-url-allow", nil, "host name (*.example.com for its subdomains), address or CIDR an original client registered with a URL may be fetched at; checked on the address dialed, a name reaches public addresses only; repeatable (the variable: comma-separated; default: none, registered URLs are never fetched)")
@@ -206,7 +216,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port)")
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
-	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "trusted-proxy", "allow-origin", "legacy-url-allow",
+	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "max-conns", "max-threads-per-machine", "max-bytes-per-machine", "trusted-proxy", "allow-origin", "legacy-url-allow",
 		"nats", "cluster-advertise", "replica-id", "history-retention",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))

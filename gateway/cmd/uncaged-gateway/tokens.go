@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,8 +63,13 @@ func (s *storeFlags) config() (store.Config, error) {
 }
 
 // open opens the store the flags name for cmd, with cmd's context (one
-// for the command's whole run when cobra gave none).
-func (s *storeFlags) open(cmd *cobra.Command) (context.Context, store.Store, error) {
+// for the command's whole run when cobra gave none), and says on
+// standard error which database it is and whether a running gateway uses
+// it. Only create may make a new database. A data directory whose
+// gateway is running but whose database is not the one that gateway
+// opened (removed or replaced under it) is refused, changing nothing:
+// what the command did there would never reach the gateway.
+func (s *storeFlags) open(cmd *cobra.Command, create bool) (context.Context, store.Store, error) {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
@@ -72,8 +78,52 @@ func (s *storeFlags) open(cmd *cobra.Command) (context.Context, store.Store, err
 	if err != nil {
 		return nil, nil, err
 	}
+	stderr := cmd.ErrOrStderr()
+	var holder *store.Holder
+	if cfg.DatabaseURL == "" {
+		path := filepath.Join(cfg.DataDir, store.SQLiteFile)
+		// Before the database is opened: opening would make a new one.
+		if holder, err = store.SQLiteHolder(cfg.DataDir); err != nil {
+			return nil, nil, err
+		}
+		file, err := store.FileID(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch missing := file == ""; {
+		case missing && holder != nil:
+			return nil, nil, fmt.Errorf("the gateway running here (%s) uses database %s, but %s no longer exists: it was removed while the gateway runs. Nothing was changed. Put the file back (the gateway goes on writing to the removed one until then), or restart the gateway, which then starts an empty database without the tokens it had",
+				holder, holder.Database, path)
+		case holder != nil && holder.File != "" && holder.File != file:
+			// Not opened: beside it is the write-ahead log of the gateway's
+			// file, which SQLite would read into this one.
+			return nil, nil, fmt.Errorf("%s is not the file the gateway running here (%s) opened, database %s: the file was replaced while the gateway runs. Nothing was changed. Put the gateway's file back, or restart the gateway to use this one",
+				path, holder, holder.Database)
+		case missing && !create:
+			return nil, nil, fmt.Errorf("no database at %s: no gateway has kept its state in %s (check --data-dir, or UNCAGED_GATEWAY_DATA_DIR)", path, cfg.DataDir)
+		case missing:
+			fmt.Fprintf(stderr, "warning: no database at %s: creating a new, empty one\n", path)
+		}
+	}
 	st, err := store.Open(ctx, cfg)
-	return ctx, st, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if holder != nil && holder.Database != st.Identity().ID {
+		_ = st.Close() // nothing was written
+		return nil, nil, fmt.Errorf("%s is database %s, not database %s, the one the gateway running here (%s) uses: the file was replaced while the gateway runs. Nothing was changed. Put the gateway's file back, or restart the gateway to use this one",
+			st.Where(), st.Identity().ID, holder.Database, holder)
+	}
+	fmt.Fprintf(stderr, "database: %s\n", st.Where())
+	holders, err := st.Holders(ctx)
+	if err != nil {
+		_ = st.Close() // nothing was written
+		return nil, nil, err
+	}
+	if len(holders) == 0 {
+		fmt.Fprintln(stderr, "warning: no running gateway uses this database: a gateway started with the same --data-dir or --database-url will see this command's changes; one running elsewhere will not")
+	}
+	return ctx, st, nil
 }
 
 // tokenJSON is a token's record as `token list --json` and
@@ -151,7 +201,7 @@ goes to standard error (or, with --json, everything to standard output).`,
 			if err != nil {
 				return err
 			}
-			ctx, s, err := st.open(cmd)
+			ctx, s, err := st.open(cmd, true)
 			if err != nil {
 				return err
 			}
@@ -210,7 +260,7 @@ func tokenListCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, s, err := st.open(cmd)
+			ctx, s, err := st.open(cmd, false)
 			if err != nil {
 				return err
 			}
@@ -285,7 +335,7 @@ was revoked; revoking nothing is an error.`,
 			if kind != "" && kind != string(store.KindDashboard) && kind != string(store.KindConnector) {
 				return fmt.Errorf("--kind %q: want dashboard or connector", kind)
 			}
-			ctx, s, err := st.open(cmd)
+			ctx, s, err := st.open(cmd, false)
 			if err != nil {
 				return err
 			}
