@@ -135,6 +135,7 @@ fuzz:
 	$(call fuzz-one,FuzzHistoryFastPathAgrees,./engine/threads)
 	$(call fuzz-one,FuzzLoad,./engine/jsrt)
 	$(call fuzz-one,FuzzVerify,./gateway/auth)
+	$(call fuzz-one,FuzzMalformedMessages,./gateway/auth)
 	$(call fuzz-one,FuzzLegacyFrame,./gateway/legacy)
 	$(call fuzz-one,FuzzThreadRunBody,./connector/api)
 	$(call fuzz-one,FuzzParseResponse,./engine/agents/llm)
