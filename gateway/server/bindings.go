@@ -117,9 +117,13 @@ func (g *Gateway) bindName(ctx context.Context, name string, p auth.Principal) e
 		g.opts.Logger.Error("name binding not saved", "connector", name, "err", err.Error())
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the name's binding to its token was not saved: the gateway's store failed; retry later")
 	}
-	// Memory learns of it from the store's notification, in commit order
-	// with the revocations: a record read here could be older than a
-	// release the watcher has applied.
+	// The name is bound before this request is answered, not when the
+	// store's notification reaches the watcher: the secret must not slip in
+	// between. Read back rather than set, so a release committed since
+	// (the token revoked meanwhile) is not undone. It costs one read, once
+	// per name ever bound.
+	g.bindings.set(name, store.NameBinding{Name: name, TokenID: p.TokenID, BoundAt: g.now()}, true)
+	g.reloadBinding(ctx, name)
 	return nil
 }
 
