@@ -20,13 +20,16 @@ import (
 	"time"
 )
 
-// waitBound only turns a condition that never holds into a failure that
-// names it, instead of the test binary's timeout panic; it is no timing
-// assertion. It is generous because a loaded 2-core machine (make test
-// beside two CPU-bound processes) stretches what takes a second alone —
-// a thread's run, a browser's next frame, a change crossing the tunnel —
-// well past the 30 s this once was; a hang still ends in a named failure.
-const waitBound = 2 * time.Minute
+// WaitBound is how long WaitUntil and WaitFor wait before they call a
+// condition that never holds a hang and fail naming it, instead of the
+// test binary's timeout panic; it is no timing assertion. Any other bound
+// a test puts on waiting for something to happen (a select on a channel,
+// a read's context) uses it too, so that none gives up sooner. It is
+// generous because a loaded 2-core machine (make test beside two
+// CPU-bound processes) stretches what takes a second alone — a thread's
+// run, a browser's next frame, a change crossing the tunnel — well past
+// the 5 to 30 s such bounds were; a hang still ends in a named failure.
+const WaitBound = 2 * time.Minute
 
 // errNotYet is what a WaitUntil condition says while it does not hold.
 var errNotYet = errors.New("not yet")
@@ -52,7 +55,7 @@ func WaitUntil(t testing.TB, what string, cond func() bool) {
 // that never came.
 func WaitFor(t testing.TB, what string, check func() error) {
 	t.Helper()
-	if err := poll(waitBound, check); err != nil {
+	if err := poll(WaitBound, check); err != nil {
 		t.Fatalf("gave up waiting for %s %v", what, err)
 	}
 }

@@ -136,8 +136,8 @@ func wait[T any](t *testing.T, what string, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
+	case <-time.After(testkit.WaitBound):
+		t.Fatalf("gave up after %s waiting for %s", testkit.WaitBound, what)
 	}
 	var zero T
 	return zero
@@ -152,7 +152,7 @@ func TestCloseReturnsWhenTheConnectorNeverReads(t *testing.T) {
 	posted := postForever(c)
 	waitStuck(t, c)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	closed := make(chan struct{})
 	// What is tested is that Close returns, not how the handshake went.
