@@ -28,11 +28,13 @@ func newReplica(t *testing.T, natsURL, id string) *fixture {
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	cl, err := cluster.New(cluster.Options{NATS: natsURL, ReplicaID: id, Advertise: "http://" + srv.Listener.Addr().String(),
-		Key: clusterTestKey, Interval: 100 * time.Millisecond})
+		// A replica silent for three intervals expires: 100 ms here
+		// expired live replicas on a loaded machine.
+		Key: clusterTestKey, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl})
+	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: testkit.WaitBound, Cluster: cl})
 	g.started = g.started.Add(-RestartGrace) // unknown connectors are 404
 	srv.Config.Handler = g.Handler()
 	srv.Config.Protocols = new(http.Protocols)
