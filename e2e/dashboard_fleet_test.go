@@ -341,7 +341,12 @@ func (g *gatewayEnv) fleetRecordOfEnded(t *testing.T, machine, id string) fleetU
 		}
 		th = page.Threads[0]
 		if th.Status == "running" || th.Status == "paused" {
-			return fmt.Errorf("the fleet still records thread %s as %s (%d tokens so far): its end has not reached the gateway", id, th.Status, th.Tokens)
+			presence := g.endpoints()[machine]
+			if presence == "" {
+				presence = "unknown"
+			}
+			return fmt.Errorf("the fleet still records thread %s as %s (%d tokens so far): its end has not reached the gateway (%s is %s there)",
+				id, th.Status, th.Tokens, machine, presence)
 		}
 		return nil
 	})
