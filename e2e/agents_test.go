@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 const planCodeReviewDir = "../examples/plan-code-review"
@@ -533,7 +535,7 @@ func TestKillWhileTheModelStalls(t *testing.T) {
 	id := start(t, root, "plan-code-review", "--prompt", "Write a greeting.\nWorkspace: "+t.TempDir())
 	select {
 	case <-f.started:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the planner never called the model")
 	}
 	began := time.Now()
@@ -547,7 +549,7 @@ func TestKillWhileTheModelStalls(t *testing.T) {
 	}
 	select {
 	case <-f.cancelled:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the model request was not cancelled by the kill")
 	}
 	if calls := f.seen(); len(calls) != 1 || calls[0].role != "planner" {

@@ -281,6 +281,13 @@ func sorted(s ...string) []string { return slices.Sorted(slices.Values(s)) }
 // reports usage, priced in workflow.yaml) reach the gateway's index with
 // the thread — its tokens and cost in the search — and the fleet's
 // stats sum them for the machine and the workflow.
+//
+// It waits for what the numbers depend on, in order: the thread finished
+// on its machine (runPricedPlanCodeReview), then the fleet's record of it
+// says so (the end crossed the change stream; the record carries the
+// usage the thread had when it was sent, so a record of a running thread
+// may rightly hold fewer tokens). Only then are the numbers compared, and
+// each failure says which of these did not happen.
 func TestFleetCountsModelUsage(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t)
@@ -290,23 +297,10 @@ func TestFleetCountsModelUsage(t *testing.T) {
 	wantTokens := int64(calls * (fakePromptTokens + fakeCompletionTokens))
 	wantCost := float64(calls) * (fakePromptTokens*promptPrice + fakeCompletionTokens*completionPrice) / 1e6
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
-	var th struct {
-		ThreadID string  `json:"threadId"`
-		Tokens   int64   `json:"tokens"`
-		Cost     float64 `json:"cost"`
-	}
-	testkit.WaitUntil(t, fmt.Sprintf("the thread's %d tokens in the gateway's index", wantTokens), func() bool {
-		resp, body := g.do("GET", "/api/gateway/threads?machine=usage-box", "")
-		var page struct {
-			Threads []json.RawMessage `json:"threads"`
-		}
-		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page.Threads) != 1 {
-			return false
-		}
-		return json.Unmarshal(page.Threads[0], &th) == nil && th.ThreadID == id && th.Tokens == wantTokens
-	})
-	if !near(th.Cost, wantCost) {
-		t.Fatalf("the thread's cost %v, want %v", th.Cost, wantCost)
+	th := g.fleetRecordOfEnded(t, "usage-box", id)
+	if th.Status != "completed" || th.Tokens != wantTokens || !near(th.Cost, wantCost) {
+		t.Fatalf("the fleet's record of the ended thread %s: %s, %d tokens, $%v; want completed, %d tokens (%d calls) and $%v",
+			id, th.Status, th.Tokens, th.Cost, wantTokens, calls, wantCost)
 	}
 	for by, key := range map[string]string{"machine": "usage-box", "workflow": "plan-code-review"} {
 		gr := g.fleetStats(by)[key]
@@ -314,4 +308,47 @@ func TestFleetCountsModelUsage(t *testing.T) {
 			t.Errorf("stats by %s: %+v, want %d tokens and $%v", by, gr, wantTokens, wantCost)
 		}
 	}
+}
+
+// fleetUsageRecord is a thread as the gateway's index returns it.
+type fleetUsageRecord struct {
+	ThreadID string  `json:"threadId"`
+	Status   string  `json:"status"`
+	Tokens   int64   `json:"tokens"`
+	Cost     float64 `json:"cost"`
+}
+
+// fleetRecordOfEnded waits until the gateway's index holds machine's only
+// thread, id, as ended (not running or paused: its end has reached the
+// gateway), and returns that record. A failure says what the index held
+// instead.
+func (g *gatewayEnv) fleetRecordOfEnded(t *testing.T, machine, id string) fleetUsageRecord {
+	t.Helper()
+	var th fleetUsageRecord
+	testkit.WaitFor(t, "the fleet's record of thread "+id+" to show it ended", func() error {
+		resp, body := g.do("GET", "/api/gateway/threads?machine="+url.QueryEscape(machine), "")
+		var page struct {
+			Threads []fleetUsageRecord `json:"threads"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil {
+			return fmt.Errorf("the fleet's search answered %d %s", resp.StatusCode, body)
+		}
+		switch {
+		case len(page.Threads) == 0:
+			return fmt.Errorf("the gateway's index holds no thread of %s yet (its change stream has not brought it)", machine)
+		case len(page.Threads) > 1 || page.Threads[0].ThreadID != id:
+			return fmt.Errorf("the gateway's index holds %+v for %s, want only thread %s", page.Threads, machine, id)
+		}
+		th = page.Threads[0]
+		if th.Status == "running" || th.Status == "paused" {
+			presence := g.endpoints()[machine]
+			if presence == "" {
+				presence = "unknown"
+			}
+			return fmt.Errorf("the fleet still records thread %s as %s (%d tokens so far): its end has not reached the gateway (%s is %s there)",
+				id, th.Status, th.Tokens, machine, presence)
+		}
+		return nil
+	})
+	return th
 }

@@ -191,7 +191,7 @@ func (b *browser) screenshotOnFailure() {
 
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
@@ -201,7 +201,7 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // eval evaluates a JavaScript expression.
 func eval[T any](b *browser, expr string) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -210,12 +210,11 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
-// until polls a JavaScript condition, then also (when given) a Go one.
+// until polls a JavaScript condition, then also (when given) a Go one
+// (see untilShown).
 func (b *browser) until(what, expr string, also ...func() bool) {
 	b.t.Helper()
-	testkit.WaitUntil(b.t, what+" ("+expr+")", func() bool {
-		return eval[bool](b, "!!("+expr+")") && (len(also) == 0 || also[0]())
-	})
+	b.untilShown(what, holds(expr), also...)
 }
 
 func (b *browser) click(sel string) {
@@ -322,8 +321,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.click(`.machine[data-machine="laptop"] a`)
 	b.click(`.tabs a[href$="/workflows"]`)
 	b.click(`a[data-workflow="crawl"]`)
-	b.until("the graph's nodes", `document.querySelectorAll(".react-flow__node").length === 8`)
-	b.until("the graph's edges", `document.querySelectorAll(".react-flow__edge").length >= 8 && document.querySelector(".gedge-fallback") && document.body.innerText.includes("retry")`)
+	b.untilShown("the crawl workflow's graph", graphDrawn(8, 8, true, "retry"))
 	b.shot("workflow")
 
 	// A workflow registered twice: its earlier version is made current again.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,12 +124,17 @@ func roles(s shown) string {
 	return strings.Join(out, ",")
 }
 
+// finished waits until thread id on root has ended and returns it; when it
+// does not end, the failure says where it stands (status and steps so far).
 func finished(t *testing.T, root, id string) shown {
 	t.Helper()
 	var s shown
-	testkit.WaitUntil(t, "thread "+id+" to finish", func() bool {
+	testkit.WaitFor(t, "thread "+id+" to finish", func() error {
 		s = show(t, root, id)
-		return s.Result != nil
+		if s.Result != nil {
+			return nil
+		}
+		return fmt.Errorf("thread %s still %s, steps so far: %q", id, s.Status, roles(s))
 	})
 	return s
 }

@@ -283,7 +283,7 @@ func TestTokensAndNames(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t)
 	g.connector("laptop", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	// Another connector's token cannot take the name.
 	other := gwCLI(t, g.key, "token", "create", "--connector", "ci-box")

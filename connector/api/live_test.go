@@ -242,7 +242,7 @@ func TestLiveClientCancel(t *testing.T) {
 		if got != id {
 			t.Errorf("exit of %s", got)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the live handler did not return after the client left")
 	}
 	// The thread itself runs on.
@@ -263,7 +263,7 @@ func TestLivePing(t *testing.T) {
 	f.want(http.MethodPost, "/api/threads/"+id+"/pause", "", http.StatusOK, nil)
 	f.waitStatus(id, "paused")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	resp := f.openLive(ctx, id)
 	sc := bufio.NewScanner(resp.Body)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -67,7 +68,7 @@ func (g *fakeGateway) next(t *testing.T, out fmt.Stringer) *tunnel.Client {
 	select {
 	case c := <-g.accepted:
 		return c
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		if out != nil {
 			t.Fatalf("no tunnel connection; output:\n%s", out)
 		}

@@ -468,7 +468,7 @@ func TestIdleExit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("idle host did not exit")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // fakeHost is an in-memory workflow.Host over a real CAS in a temp dir.
@@ -128,7 +129,7 @@ func threadFor(b *Bundle, prompt string) workflow.ThreadContext {
 // executor would.
 func drive(t testing.TB, b *Bundle, h *fakeHost, thread workflow.ThreadContext) ([]*workflow.Output, *workflow.Completion, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	r, err := b.Start(ctx, thread, h)
 	if err != nil {

@@ -59,7 +59,7 @@ func TestAChildProcessIsRecordedAsAProcessGroup(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Next did not return")
 	}
 	testkit.WaitUntil(t, "the record to go with the child", func() bool {

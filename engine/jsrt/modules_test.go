@@ -145,7 +145,7 @@ func TestKillChildProcessOnCancel(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Next did not return")
 	}
 	// sh and its background sleep 30 are both gone (the sleep is reaped by

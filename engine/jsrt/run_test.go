@@ -242,7 +242,7 @@ func TestKillInfiniteLoop(t *testing.T) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
 		t.Logf("while(true){} stopped %v after cancel", time.Since(cancelledAt))
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Next did not return after cancel")
 	}
 	if _, _, err := r.Next(context.Background()); err == nil {
@@ -278,7 +278,7 @@ func TestCloseInterruptsNext(t *testing.T) {
 		if !errors.Is(err, errClosed) {
 			t.Fatalf("err = %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Close did not stop Next")
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/uncaged/workflow/engine/threadenv"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // envFakeHost is a fakeHost that carries a thread environment, as the
@@ -75,7 +75,7 @@ func TestABundleSeesTheThreadsEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := envFakeHost{newFakeHost(t), threadenv.New([]string{"PATH=" + bin, "THREAD_K=from-thread", "HOME=/thread/home", "TMPDIR=/thread/tmp"}, dir, "that of a test")}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	r, err := b.Start(ctx, threadFor(b, "go"), workflow.Host(h))
 	if err != nil {

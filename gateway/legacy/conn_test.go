@@ -44,7 +44,7 @@ func pair(t *testing.T, opts Options) (*Conn, *websocket.Conn) {
 // readRequest reads the next request frame on the client's end.
 func readRequest(t *testing.T, ws *websocket.Conn) RequestFrame {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	_, data, err := ws.Read(ctx)
 	if err != nil {
@@ -98,7 +98,7 @@ func wait(t *testing.T, ch <-chan result) result {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("RoundTrip did not return")
 		return result{}
 	}
@@ -287,7 +287,7 @@ func TestSocketCloseFailsPendingRequests(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Done not closed")
 	}
 	req, _ := http.NewRequest("GET", "http://connector/api/x", nil)
@@ -324,7 +324,7 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("big body: %v", err)
 	}
 	// Ping works while the read loop runs.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	go func() { _, _, _ = client.Read(ctx) }() // the client must read to answer pings
 	if err := c.Ping(ctx); err != nil {
@@ -333,7 +333,7 @@ func TestLimits(t *testing.T) {
 	send(t, client, websocket.MessageText, `{"id":"x","status":200,"headers":{},"body":"`+strings.Repeat("y", 2000)+`"}`)
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("a frame over the read limit did not close the connection")
 	}
 }

@@ -129,7 +129,7 @@ func returnsIn(t *testing.T, what string, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { defer close(done); f() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	select {
 	case <-done:

@@ -28,11 +28,13 @@ func newReplica(t *testing.T, natsURL, id string, mutate ...func(*Options)) *fix
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	cl, err := cluster.New(cluster.Options{NATS: natsURL, ReplicaID: id, Advertise: "http://" + srv.Listener.Addr().String(),
-		Key: clusterTestKey, Interval: 100 * time.Millisecond})
+		// A replica silent for three intervals expires: 100 ms here
+		// expired live replicas on a loaded machine.
+		Key: clusterTestKey, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Cluster: cl}
+	opts := Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: testkit.WaitBound, Cluster: cl}
 	for _, m := range mutate {
 		m(&opts)
 	}

@@ -78,7 +78,7 @@ func newTouchFixture(t *testing.T, touchEvery time.Duration, log *slog.Logger) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: 2 * time.Second, Logger: log})
+	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: testkit.WaitBound, Logger: log})
 	g.started = g.started.Add(-RestartGrace)
 	// Hooked to presence before any connector can connect.
 	fl := g.newFleetOver(counter, touchEvery)

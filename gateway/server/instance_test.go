@@ -100,7 +100,7 @@ func (c *tunnelConn) closedWith(t *testing.T) string {
 			t.Fatalf("the tunnel ended with %v, not a reason", err)
 		}
 		return closed.Reason
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the tunnel was not closed")
 		return ""
 	}

@@ -83,7 +83,7 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("Run did not return after its context ended")
 	}
 	select {
@@ -93,12 +93,12 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		if !errors.As(err, &closed) || closed.Reason != shutdownReason {
 			t.Fatalf("tunnel.Serve: %v, want the gateway's reason %q", err, shutdownReason)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the tunnel connector was not closed")
 	}
 	// The original client reads until the close frame, which carries the
 	// reason it logs.
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	rctx, rcancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer rcancel()
 	for {
 		_, _, err := orig.Read(rctx)

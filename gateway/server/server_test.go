@@ -32,7 +32,10 @@ func newFixture(t *testing.T, heartbeat time.Duration, mutate ...func(*Options))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Auth: a, Heartbeat: heartbeat, RequestTimeout: 2 * time.Second}
+	// The request timeout bounds every proxied request of the tests: a
+	// generous one, so that a loaded machine does not turn a slow answer
+	// into a 504 (the timeout's own test sets a short one).
+	opts := Options{Auth: a, Heartbeat: heartbeat, RequestTimeout: testkit.WaitBound}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -129,7 +132,9 @@ func TestEndpointsAndProxyToTheRightMachine(t *testing.T) {
 
 func TestOfflineConnectorIs503AndHeartbeatsNoticeDeath(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 100*time.Millisecond)
+	// A ping's timeout is the interval, and two missed pings drop the
+	// connector: at 100 ms a loaded machine dropped it before one came back.
+	f := newFixture(t, time.Second)
 	stop := f.connector("laptop", echoAPI("laptop"))
 	before := f.gw.Presence().List()[0].LastHeartbeat
 	testkit.WaitUntil(t, "the heartbeat to advance", func() bool { return f.gw.Presence().List()[0].LastHeartbeat > before })
@@ -235,14 +240,14 @@ func TestStreamsAreLiveAndCancellationPropagates(t *testing.T) {
 	cancel()
 	select {
 	case <-handlerDone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("closing the dashboard request did not cancel the connector's handler")
 	}
 }
 
 func TestSlowNonStreamingRequestTimesOut(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, time.Hour)
+	f := newFixture(t, time.Hour, func(o *Options) { o.RequestTimeout = 100 * time.Millisecond })
 	f.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	resp, body := f.do("GET", "/api/clients/laptop/slow", f.dash, nil)
 	if resp.StatusCode != 504 || !strings.Contains(body, "did not answer in time") {

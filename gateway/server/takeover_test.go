@@ -83,7 +83,7 @@ func TestATokenReplacesTheSharedSecret(t *testing.T) {
 
 	f.connector("beta", echoAPI("beta"))
 	// The secret holder is told why it lost the name.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusGoingAway || !strings.Contains(err.Error(), "replaced by a newer connection for beta") {
 		t.Fatalf("the secret holder read %v", err)

@@ -84,7 +84,7 @@ func TestRevokedConnectorIsDisconnected(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "token revoked") {
 			t.Fatalf("the connector's tunnel ended with %v, want the reason %q", err, "token revoked")
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("the tunnel was not closed")
 	}
 	_, err = tunnel.Dial(context.Background(), f.srv.URL, "laptop", tok, nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
@@ -731,7 +732,7 @@ func recv(t *testing.T, ch <-chan store.Change) store.Change {
 			t.Fatal("subscription closed")
 		}
 		return c
-	case <-time.After(30 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("no change delivered")
 	}
 	return store.Change{}

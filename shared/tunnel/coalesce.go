@@ -27,6 +27,9 @@ type coalescingConn struct {
 	// send blocked on a peer that does not read returns.
 	abort        func()
 	writeTimeout time.Duration
+	// flushTimeout is closeFlush but for tests, which cannot spend
+	// seconds on each peer that stops reading.
+	flushTimeout time.Duration
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -75,7 +78,7 @@ var errStalled = errors.New("tunnel: the peer stopped taking data")
 // newCoalescingConn starts draining writes to c. abort must close c's
 // carrier at once; writeTimeout 0 turns the watchdog off.
 func newCoalescingConn(c net.Conn, abort func(), writeTimeout time.Duration) *coalescingConn {
-	cc := &coalescingConn{Conn: c, abort: abort, writeTimeout: writeTimeout}
+	cc := &coalescingConn{Conn: c, abort: abort, writeTimeout: writeTimeout, flushTimeout: closeFlush}
 	cc.cond = sync.NewCond(&cc.mu)
 	if writeTimeout > 0 {
 		cc.watchdog = time.AfterFunc(time.Hour, cc.watch)
@@ -196,8 +199,8 @@ func (c *coalescingConn) Err() error {
 func (c *coalescingConn) Close() error {
 	c.mu.Lock()
 	if (len(c.pending) > 0 || c.sending) && c.err == nil {
-		t := time.AfterFunc(closeFlush, func() {
-			c.giveUp(fmt.Errorf("%w: queued frames not sent within %s of closing", errStalled, closeFlush))
+		t := time.AfterFunc(c.flushTimeout, func() {
+			c.giveUp(fmt.Errorf("%w: queued frames not sent within %s of closing", errStalled, c.flushTimeout))
 		})
 		for (len(c.pending) > 0 || c.sending) && c.err == nil {
 			c.cond.Wait()

@@ -54,7 +54,7 @@ func pair(t testing.TB, h http.Handler) (*Client, context.CancelFunc) {
 	select {
 	case c := <-clients:
 		return c, cancel
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("no connection")
 	}
 	return nil, nil
@@ -124,7 +124,7 @@ func TestStreamingIsLiveAndCancellationReachesTheHandler(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("handler context: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("cancelling the request did not reach the connector's handler")
 	}
 }
@@ -168,7 +168,7 @@ func TestConnectorGoneClosesTheClient(t *testing.T) {
 	stopConnector()
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("client did not notice the connector leaving")
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://connector/x", nil)
@@ -248,7 +248,7 @@ func TestStoppingDrainsRequestsInFlight(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testkit.WaitBound):
 		t.Fatal("tunnel not closed after draining")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -16,13 +17,40 @@ import (
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
+// socketBuffer pins the kernel's buffers on both ends of a fake
+// connector's TCP connection (the gateway's send buffer, the connector's
+// receive buffer). Left alone, Linux grows a loopback send buffer to
+// tcp_wmem's maximum (4 MiB here) while the peer reads nothing, so the
+// kernel could still take a "full" queue of maxPending bytes: Close then
+// flushed it, rightly reported no stall, and the test that expected one
+// failed about 1 run in 20. Pinned, the kernel holds at most a few times
+// this (Linux doubles it for its bookkeeping), far under maxPending, so a
+// full queue is one that can never be delivered.
+const socketBuffer = 32 << 10
+
+// pinnedListener pins the send buffer of each connection it accepts.
+type pinnedListener struct{ net.Listener }
+
+func (l pinnedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.(*net.TCPConn).SetWriteBuffer(socketBuffer); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // fakeConnector accepts one connection as the gateway does, with the given
 // write timeout, and dials it as a connector that speaks raw HTTP/2 frames
-// (written with fr) and never reads anything.
+// (written with fr) and never reads anything. Both ends' socket buffers are
+// pinned (see socketBuffer).
 func fakeConnector(t *testing.T, writeTimeout time.Duration) (*Client, *http2.Framer) {
 	t.Helper()
 	clients := make(chan *Client, 1)
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	gw := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := Accept(w, r)
 		if err != nil {
 			return
@@ -34,21 +62,29 @@ func fakeConnector(t *testing.T, writeTimeout time.Duration) (*Client, *http2.Fr
 		}
 		clients <- c
 	}))
+	gw.Listener = pinnedListener{gw.Listener}
+	gw.Start()
 	t.Cleanup(gw.Close)
-	ws, _, err := websocket.Dial(context.Background(), gw.URL+ConnectPath, &websocket.DialOptions{Subprotocols: []string{Subprotocol}})
+	dialer := &net.Dialer{}
+	pinned := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.(*net.TCPConn).SetReadBuffer(socketBuffer); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return c, nil
+	}}}
+	ws, _, err := websocket.Dial(context.Background(), gw.URL+ConnectPath, &websocket.DialOptions{HTTPClient: pinned, Subprotocols: []string{Subprotocol}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil)
-	select {
-	case c := <-clients:
-		t.Cleanup(func() { _ = ws.CloseNow(); _ = c.Close("test over") })
-		return c, fr
-	case <-time.After(10 * time.Second):
-		_ = ws.CloseNow()
-		t.Fatal("the fake connector was not accepted")
-	}
-	return nil, nil
+	c := wait(t, "the gateway to accept the fake connector", clients)
+	t.Cleanup(func() { _ = ws.CloseNow(); _ = c.Close("test over") })
+	return c, fr
 }
 
 // openWindows is the server preface of a connector that lets the gateway
@@ -83,7 +119,9 @@ func postForever(c *Client) <-chan error {
 }
 
 // waitStuck waits until the gateway's side of c holds a full queue behind
-// a send that does not finish: the connector has stopped taking data.
+// a send in progress. With the socket buffers pinned (see socketBuffer)
+// that queue can never be delivered to a connector that does not read:
+// the connector has stopped taking data.
 func waitStuck(t *testing.T, c *Client) {
 	t.Helper()
 	testkit.WaitUntil(t, "the gateway's queue to fill", func() bool {
@@ -98,8 +136,8 @@ func wait[T any](t *testing.T, what string, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
+	case <-time.After(testkit.WaitBound):
+		t.Fatalf("gave up after %s waiting for %s", testkit.WaitBound, what)
 	}
 	var zero T
 	return zero
@@ -114,7 +152,7 @@ func TestCloseReturnsWhenTheConnectorNeverReads(t *testing.T) {
 	posted := postForever(c)
 	waitStuck(t, c)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	closed := make(chan struct{})
 	// What is tested is that Close returns, not how the handshake went.

@@ -220,7 +220,7 @@ func TestFileToolsRefuseAFIFO(t *testing.T) {
 			if err == nil || err.Error() != "pipe is not a regular file" {
 				t.Errorf("%s on a FIFO: %v", tool, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testkit.WaitBound):
 			t.Fatalf("%s blocked on a FIFO", tool)
 		}
 	}
