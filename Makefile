@@ -42,7 +42,7 @@ test:
 ## (after web-deps: a test type-checks the scaffold with the dashboard's TypeScript)
 go-test: web-deps
 	@mkdir -p $(BIN)
-	$(GO) tool gotestsum --format pkgname --jsonfile $(TESTJSON) -- -race -count=1 $(PKGS)
+	$(GO) tool gotestsum --format pkgname --jsonfile $(TESTJSON) -- -race -count=1 -timeout 20m $(PKGS)
 	@skipped="$$(grep -c '"Action":"skip","Package":"[^"]*","Test":' $(TESTJSON) || true)"; \
 	if [ "$$skipped" != 0 ]; then \
 	  echo "$$skipped test(s) skipped; each one's reason is under === Skipped above"; \

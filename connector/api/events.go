@@ -230,7 +230,13 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 		seen[r.ThreadID] = true
 		e := f.entries[r.ThreadID]
 		live := host.Liveness(running, r.ThreadID)
-		if e != nil && !liveKnown {
+		switch {
+		case r.Source != threads.SourceActive:
+			// A finished thread's status does not depend on the engine,
+			// which may still list it for a moment after its history line
+			// is written: that moment must not make it a change to send.
+			live = threads.NotExecuting
+		case e != nil && !liveKnown:
 			live = e.live
 		}
 		if e != nil && e.rec == r && e.live == live {

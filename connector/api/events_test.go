@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/fleet"
@@ -280,5 +283,25 @@ func TestEventsCarryUsage(t *testing.T) {
 	}
 	if th := got[idle]; th.Tokens != 0 || th.Cost != 0 || th.Usage != nil {
 		t.Fatalf("without usage: tokens %d, cost %v, usage %s", th.Tokens, th.Cost, th.Usage)
+	}
+}
+
+// A finished thread is no change to send again because the engine still
+// listed it as running at the poll that first read its history line (the
+// host lets go of a thread a moment after its last write): the stream
+// would resend it to every client.
+func TestAFinishedThreadIsNotResentWhenTheEngineLetsGoOfIt(t *testing.T) {
+	l := storage.Layout{Root: t.TempDir()}
+	f := newFeed(&server{opts: Options{Layout: l}, store: cas.Open(l.CASDir())})
+	finished := threads.Record{ThreadID: "01KFINISHED0000000000000000", BundleHash: "B", Head: "SSVQ0RZ55P9Y4", Start: "SSVQ0RZ55P9Y4", Source: threads.SourceHistory}
+	for _, running := range []map[string]host.RunningThread{
+		{finished.ThreadID: {Status: threads.StatusRunning}},
+		{finished.ThreadID: {Status: threads.StatusPaused}},
+		{},
+	} {
+		f.apply([]string{"B"}, []threads.Record{finished}, running, true, true)
+	}
+	if _, changes, _ := f.since(0); changes != 1 {
+		t.Fatalf("the finished thread was recorded as %d changes, want 1", changes)
 	}
 }
