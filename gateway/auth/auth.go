@@ -180,9 +180,9 @@ type Authority struct {
 	// warned holds a hash of each token without an id already warned of.
 	warned map[[32]byte]bool
 	logger *slog.Logger
-	// holds are what tokens with an id hold open (hold.go), for their
-	// revocation to end.
-	holds map[*hold]struct{}
+	// sessions are what credentials that can end hold open (hold.go), by
+	// credential, for their revocation or expiry to end.
+	sessions map[sessionKey]*session
 }
 
 type cacheKey struct{ token, role, name string }

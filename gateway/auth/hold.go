@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -45,27 +44,61 @@ func (a *Authority) SetClock(c Clock) {
 // systemAfterFunc is AfterFunc on the system's clock.
 func systemAfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
-// hold is one thing a credential opened.
-type hold struct {
-	tokenID string
-	end     func(*Refusal)
+// session is what one credential — a token id and its expiry — holds
+// open: its holds, and one timer for the expiry however many there are.
+// It lives until the credential ends (its holds then end with it), not
+// while it holds something: a dashboard's requests come one after
+// another, and each would otherwise set and stop a timer of its own.
+type session struct {
+	key   sessionKey
+	holds map[*hold]struct{}
 	// stopTimer cancels the expiry timer; nil without an expiry.
 	stopTimer func() bool
+}
+
+// sessionKey names a credential: a token's id and expiry (unix ns, 0 for
+// none). Tokens without an id share one per expiry: they end together.
+type sessionKey struct {
+	tokenID string
+	expires int64
+}
+
+// hold is one thing a credential opened: end (or cancel, for Bind) is
+// called once when the credential ends, unless release came first.
+type hold struct {
+	a      *Authority
+	s      *session
+	end    func(*Refusal)
+	cancel context.CancelCauseFunc
 	// once makes the end and the release exclusive: whichever comes first
 	// is the only one.
 	once sync.Once
 }
 
-// finish ends h for why, unless it was released or ended already. Its
-// timer is stopped: not from the timer itself, which may fire before
-// Hold has even noted how to stop it.
-func (h *hold) finish(why *Refusal, fromTimer bool) {
+// finish ends h for why, unless it was released or ended already.
+func (h *hold) finish(why *Refusal) {
 	h.once.Do(func() {
-		if !fromTimer && h.stopTimer != nil {
-			h.stopTimer()
+		if h.cancel != nil {
+			h.cancel(why)
+			return
 		}
 		h.end(why)
 	})
+}
+
+// release lets h go without ending it.
+func (h *hold) release() {
+	h.once.Do(func() {
+		h.a.mu.Lock()
+		delete(h.s.holds, h)
+		h.a.mu.Unlock()
+	})
+}
+
+// done is Bind's release: the work under its context is over.
+func (h *hold) done() {
+	h.release()
+	h.cancel(context.Canceled)
 }
 
 // Hold registers something p's credential opened: end is called once,
@@ -75,81 +108,116 @@ func (h *hold) finish(why *Refusal, fromTimer bool) {
 // on its own (end is then never called). end must not block: it runs
 // where the revocation is applied or the timer fires.
 func (a *Authority) Hold(p Principal, end func(*Refusal)) (release func()) {
-	if p.Shared || (p.TokenID == "" && p.Expires.IsZero()) {
+	h := a.hold(p, end, nil)
+	if h == nil {
 		return func() {}
 	}
-	h := &hold{tokenID: p.TokenID, end: end}
+	return h.release
+}
+
+// hold registers h for p (nil: p's credential cannot end, or has ended
+// already and h was finished at once).
+func (a *Authority) hold(p Principal, end func(*Refusal), cancel context.CancelCauseFunc) *hold {
+	if p.Shared || (p.TokenID == "" && p.Expires.IsZero()) {
+		return nil
+	}
+	h := &hold{a: a, end: end, cancel: cancel}
 	a.mu.Lock()
 	now := a.now()
 	switch {
-	case h.tokenID != "" && a.revoked[h.tokenID]:
+	case p.TokenID != "" && a.revoked[p.TokenID]:
 		a.mu.Unlock()
-		h.finish(revokedRefusal(), false)
-		return func() {}
+		h.finish(revokedRefusal())
+		return nil
 	case !p.Expires.IsZero() && !now.Before(p.Expires):
 		a.mu.Unlock()
-		h.finish(expiredRefusal(p.Expires), false)
-		return func() {}
+		h.finish(expiredRefusal(p.Expires))
+		return nil
 	}
-	if h.tokenID != "" {
-		if a.holds == nil {
-			a.holds = map[*hold]struct{}{}
-		}
-		a.holds[h] = struct{}{}
-	}
+	h.s = a.sessionLocked(p, now)
+	h.s.holds[h] = struct{}{}
+	a.mu.Unlock()
+	return h
+}
+
+// sessionLocked is p's session, made (with its expiry timer) on first use
+// (a.mu held).
+func (a *Authority) sessionLocked(p Principal, now time.Time) *session {
+	key := sessionKey{tokenID: p.TokenID}
 	if !p.Expires.IsZero() {
-		exp := p.Expires
-		h.stopTimer = a.afterFunc(exp.Sub(now), func() {
-			a.forget(h)
-			h.finish(expiredRefusal(exp), true)
+		key.expires = p.Expires.UnixNano()
+	}
+	if s, ok := a.sessions[key]; ok {
+		return s
+	}
+	s := &session{key: key, holds: map[*hold]struct{}{}}
+	if a.sessions == nil {
+		a.sessions = map[sessionKey]*session{}
+	}
+	a.sessions[key] = s
+	if exp := p.Expires; !exp.IsZero() {
+		s.stopTimer = a.afterFunc(exp.Sub(now), func() {
+			a.mu.Lock()
+			ended := a.endSessionLocked(s, false)
+			a.mu.Unlock()
+			endHolds(ended, expiredRefusal(exp))
 		})
 	}
-	a.mu.Unlock()
-	return func() {
-		a.forget(h)
-		h.once.Do(func() {
-			if h.stopTimer != nil {
-				h.stopTimer()
-			}
-		})
-	}
+	return s
 }
 
-// forget drops h from the holds a revocation looks at.
-func (a *Authority) forget(h *hold) {
-	if h.tokenID == "" {
-		return
+// endSessionLocked takes s out of the authority and returns its holds
+// for the caller to end once it has let go of a.mu; stopTimer says
+// whether its timer is to be stopped (not from the timer itself). A
+// session ended already gives nothing.
+func (a *Authority) endSessionLocked(s *session, stopTimer bool) []*hold {
+	if a.sessions[s.key] != s {
+		return nil
 	}
-	a.mu.Lock()
-	delete(a.holds, h)
-	a.mu.Unlock()
+	delete(a.sessions, s.key)
+	if stopTimer && s.stopTimer != nil {
+		s.stopTimer()
+	}
+	ended := make([]*hold, 0, len(s.holds))
+	for h := range s.holds {
+		ended = append(ended, h)
+	}
+	return ended
 }
 
-// revokedHoldsLocked takes out of a.holds those whose token is revoked
-// (a.mu held); the caller ends them once it has let go of a.mu.
+// revokedHoldsLocked ends the sessions of revoked tokens and returns
+// their holds (a.mu held); the caller ends them once it has let go of
+// a.mu.
 func (a *Authority) revokedHoldsLocked() []*hold {
 	var ended []*hold
-	for h := range a.holds {
-		if a.revoked[h.tokenID] {
-			delete(a.holds, h)
-			ended = append(ended, h)
+	for _, s := range a.sessions {
+		if s.key.tokenID != "" && a.revoked[s.key.tokenID] {
+			ended = append(ended, a.endSessionLocked(s, true)...)
 		}
 	}
 	return ended
 }
 
-// endHolds ends each of hs as revoked.
-func endHolds(hs []*hold) {
+// endHolds ends each of hs for why (revoked, when nil).
+func endHolds(hs []*hold, why ...*Refusal) {
+	r := revokedRefusal()
+	if len(why) > 0 {
+		r = why[0]
+	}
 	for _, h := range hs {
-		h.finish(revokedRefusal(), false)
+		h.finish(r)
 	}
 }
 
-// revocableHolds counts what is held open by tokens that can be revoked.
+// revocableHolds counts what is held open by tokens that can end.
 func (a *Authority) revocableHolds() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.holds)
+	n := 0
+	for _, s := range a.sessions {
+		n += len(s.holds)
+	}
+	return n
 }
 
 // Bind returns a context that ends when ctx does or, with the *Refusal
@@ -161,20 +229,17 @@ func (a *Authority) Bind(ctx context.Context, p Principal) (bound context.Contex
 		return ctx, func() {}
 	}
 	bound, cancel := context.WithCancelCause(ctx)
-	release := a.Hold(p, func(why *Refusal) { cancel(why) })
-	return bound, func() {
-		release()
-		cancel(context.Canceled)
+	h := a.hold(p, nil, cancel)
+	if h == nil { // ended already: bound is cancelled
+		return bound, func() { cancel(context.Canceled) }
 	}
+	return bound, h.done
 }
 
 // Ended is why ctx's credential ended (Bind), or nil when it did not.
 func Ended(ctx context.Context) *Refusal {
-	var r *Refusal
-	if errors.As(context.Cause(ctx), &r) {
-		return r
-	}
-	return nil
+	r, _ := context.Cause(ctx).(*Refusal)
+	return r
 }
 
 func revokedRefusal() *Refusal { return refuse(ReasonRevoked, "token revoked") }
