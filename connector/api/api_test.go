@@ -12,9 +12,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -648,4 +650,31 @@ func TestCORSAdmitsOnlyTheOriginsItWasGiven(t *testing.T) {
 			}
 		}
 	}
+}
+
+// DELETE /api/cas/:hash never takes a node a thread reaches (409, the
+// node kept), whichever of the thread's nodes it names; a node nothing
+// reaches goes.
+func TestDeletingACASEntryAThreadReachesIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash := f.register("linear", "linear.esm.js")
+	f.startHost()
+	id := f.run("linear", "one")
+	f.waitStatus(id, "completed")
+	recs, damaged, err := threads.ListBundleTolerant(f.l, hash)
+	if err != nil || len(damaged) > 0 || len(recs) != 1 {
+		t.Fatalf("threads %+v, damaged %v, %v", recs, damaged, err)
+	}
+	for _, h := range []string{recs[0].Start, recs[0].Head} {
+		f.wantError(http.MethodDelete, "/api/cas/"+h, "", http.StatusConflict, "a thread still needs this cas entry")
+		if ok, _ := cas.Open(f.l.CASDir()).Exists(h); !ok {
+			t.Fatalf("%s was deleted", h)
+		}
+	}
+	var put struct{ Hash string }
+	f.want(http.MethodPost, "/api/cas", `{"content":"nobody's"}`, http.StatusCreated, &put)
+	f.shutdownHost() // no grace for what was just stored
+	var ok map[string]bool
+	f.want(http.MethodDelete, "/api/cas/"+put.Hash, "", http.StatusOK, &ok)
 }

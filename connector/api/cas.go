@@ -245,8 +245,19 @@ func (s *server) deleteCAS(c echo.Context) error {
 	if !ok {
 		return fail(http.StatusNotFound, "not found")
 	}
-	if err := s.store.Delete(h); err != nil {
+	// Never a blob a thread reaches: the same judgement as a collection.
+	opts := gc.Options{}
+	if host.Running(s.opts.Layout) {
+		opts.Grace = GCGraceWhileRunning
+	}
+	deleted, err := gc.RemoveBlob(c.Request().Context(), s.opts.Layout, s.store, h, opts)
+	switch {
+	case errors.Is(err, gc.ErrNeeded), errors.Is(err, gc.ErrRefused):
+		return fail(http.StatusConflict, "%s", err.Error())
+	case err != nil:
 		return s.internal(c, err)
+	case !deleted:
+		return fail(http.StatusConflict, "cas entry %s was not removed: it was stored less than %s ago while an engine host runs, and a running step may be about to link it; try again later", h, GCGraceWhileRunning)
 	}
 	return c.JSON(http.StatusOK, okBody)
 }
@@ -261,6 +272,11 @@ func (s *server) gcCAS(c echo.Context) error {
 		opts.Grace = GCGraceWhileRunning
 	}
 	res, err := gc.Collect(c.Request().Context(), s.opts.Layout, s.store, opts)
+	if errors.Is(err, gc.ErrRefused) {
+		// Damage refused the sweep before it deleted anything: a state of
+		// the root to repair (doctor), not a fault of the server.
+		return fail(http.StatusConflict, "%s", err.Error())
+	}
 	if err != nil {
 		return s.internal(c, err)
 	}

@@ -137,7 +137,7 @@ func (a *app) casRmCmd() *cobra.Command {
 		Short: "Remove a CAS entry by hash",
 		Args:  exactArgs(1, 1, "cas rm requires <hash>", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, s, err := a.store()
+			l, s, err := a.store()
 			if err != nil {
 				return err
 			}
@@ -152,8 +152,14 @@ func (a *app) casRmCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("cas entry not found: %s", h)
 			}
-			if err := s.Delete(h); err != nil {
-				return err
+			// Never a blob a thread reaches: the same judgement as cas gc.
+			opts := a.gcOptions(l)
+			deleted, err := gc.RemoveBlob(cmd.Context(), l, s, h, opts)
+			if err != nil {
+				return withDoctorHint(err)
+			}
+			if !deleted {
+				return fmt.Errorf("cas entry %s was not removed: it was stored less than %s ago while an engine host runs, and a running step may be about to link it; try again later", h, minutes(opts.Grace))
 			}
 			fmt.Fprintf(a.out(), "removed cas entry %s\n", h)
 			return nil
