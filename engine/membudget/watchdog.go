@@ -54,6 +54,11 @@ func Open(budget int64, onOver func(*ExceededError)) *Account { return Default.O
 type Watchdog struct {
 	read    func(*sample)
 	collect func()
+	// room reads what the host has left (nil: no limit known).
+	room func() *HostRoom
+	// tickMu makes a tick and a collection a request forces (collectNow)
+	// take turns: each samples, collects and settles as one.
+	tickMu sync.Mutex
 
 	mu        sync.Mutex
 	accounts  map[*Account]struct{}
@@ -81,6 +86,9 @@ type Watchdog struct {
 	// eighth of its budget or more: it is building, not churning, and the
 	// next collection to judge it may come sooner.
 	growing bool
+	// explicit is what Reserve counted since the last sample: already
+	// charged to the runtimes that asked, so not shared out again.
+	explicit float64
 }
 
 // sample is one reading of the runtime's heap figures.
@@ -92,7 +100,7 @@ type sample struct {
 }
 
 func newWatchdog(read func(*sample), collect func()) *Watchdog {
-	return &Watchdog{read: read, collect: collect, accounts: map[*Account]struct{}{}}
+	return &Watchdog{read: read, collect: collect, room: hostRoom, accounts: map[*Account]struct{}{}}
 }
 
 var metricNames = []metrics.Sample{
@@ -250,6 +258,8 @@ type verdict struct {
 // tick samples the heap once and acts on it. It reports false (and the
 // ticker stops) when no account is open.
 func (w *Watchdog) tick() bool {
+	w.tickMu.Lock()
+	defer w.tickMu.Unlock()
 	var s sample
 	w.read(&s)
 	w.mu.Lock()
@@ -289,7 +299,7 @@ func (w *Watchdog) observe(s sample, forced int64) verdict {
 		// First sample: what is live now is the host's.
 		w.started = true
 		w.last, w.lastLive, w.otherConfirmed = s, float64(s.live), float64(s.live)
-		w.otherPending, w.released = 0, 0
+		w.otherPending, w.released, w.explicit = 0, 0, 0
 		for a := range w.accounts {
 			a.seenBusy = a.busyUpTo(s.at)
 		}
@@ -316,6 +326,8 @@ func (w *Watchdog) charge(s sample) {
 	if s.allocs > w.last.allocs {
 		alloc = float64(s.allocs - w.last.allocs)
 	}
+	alloc = max(alloc-w.explicit, 0)
+	w.explicit = 0
 	var total int64
 	for a := range w.accounts {
 		cur := a.busyUpTo(s.at)

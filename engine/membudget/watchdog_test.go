@@ -46,7 +46,8 @@ func (s *stops) on(e *ExceededError) { s.errs = append(s.errs, e) }
 
 func newTestWatchdog(h *fakeHeap) *Watchdog {
 	w := newWatchdog(h.read, h.collect)
-	w.ticking = true // driven by the test, not by its own goroutine
+	w.ticking = true                         // driven by the test, not by its own goroutine
+	w.room = func() *HostRoom { return nil } // the machine's memory is not the test's
 	h.at = int64(time.Second)
 	h.live, h.trueLive = 20*mib, 20*mib // the host's own
 	return w
