@@ -92,7 +92,7 @@ func (a *Account) admit(n int64, charge bool) error {
 		// Memory the runtime (or the host) let go of counts until a
 		// collection: find out before refusing, though not more often
 		// than the watchdog itself forces one.
-		if collected || !garbage || !w.mayCollect() {
+		if collected || !garbage || !w.mayCollect(n) {
 			return err
 		}
 		w.collectNow()
@@ -125,14 +125,17 @@ func (w *Watchdog) judgeAsk(a *Account, n int64, charge bool) (err *RefusedError
 	return nil, false
 }
 
-// mayCollect says whether a request may force a collection now: not
-// sooner after the last forced one than the watchdog allows itself.
-func (w *Watchdog) mayCollect() bool {
+// mayCollect says whether a request for n bytes may force a collection
+// now: when the watchdog has not forced one lately, or when at least n
+// bytes were allocated since the last (a role that churns large buffers
+// makes that much garbage between two refusals). A script that retries a
+// refused request without allocating meanwhile forces none.
+func (w *Watchdog) mayCollect(n int64) bool {
 	var s sample
 	w.read(&s)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lastForced == 0 || s.at-w.lastForced >= int64(forceGap)
+	return w.lastForced == 0 || s.at-w.lastForced >= int64(forceGap) || s.allocs-w.forcedAllocs >= uint64(n)
 }
 
 // collectNow forces a collection and settles the books on it, as a tick
@@ -147,7 +150,7 @@ func (w *Watchdog) collectNow() {
 	w.read(&s)
 	w.mu.Lock()
 	v := w.observe(s, t0)
-	w.lastForced = s.at
+	w.lastForced, w.forcedAllocs = s.at, s.allocs
 	w.nextForce = max(w.nextForce, s.at+int64(forceGap))
 	w.mu.Unlock()
 	if v.stop != nil {

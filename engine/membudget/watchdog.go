@@ -81,7 +81,8 @@ type Watchdog struct {
 	firedAt       int64
 	settleFirst   bool // a stopped runtime closed: count its memory freed before judging again
 	nextForce     int64
-	lastForced    int64 // when the last forced collection ended
+	lastForced    int64  // when the last forced collection ended
+	forcedAllocs  uint64 // and the bytes ever allocated then
 	// growing says the last collection found a runtime's charge up by an
 	// eighth of its budget or more: it is building, not churning, and the
 	// next collection to judge it may come sooner.
@@ -281,7 +282,7 @@ func (w *Watchdog) tick() bool {
 			gap = int64(Interval)
 		}
 		w.nextForce = s.at + max(gap, min(forceCostFactor*(s.at-t0), int64(maxForceGap)))
-		w.lastForced = s.at
+		w.lastForced, w.forcedAllocs = s.at, s.allocs
 		w.mu.Unlock()
 	}
 	if v.stop != nil {
