@@ -363,15 +363,13 @@ func (e *jsEnv) gateConstructor(holder *goja.Object, name string, cost func(args
 			_ = gated.DefineDataProperty(k, v, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
 		}
 	}
-	for _, sym := range orig.Symbols() {
-		if sym == goja.SymSpecies {
-			// An accessor on the original (read as a value, it would be
-			// the original): the species of a constructor is itself.
-			species := e.vm.ToValue(func(call goja.FunctionCall) goja.Value { return call.This })
-			_ = gated.DefineAccessorPropertySymbol(sym, species, nil, goja.FLAG_TRUE, goja.FLAG_FALSE)
-			continue
-		}
-		_ = gated.DefineDataPropertySymbol(sym, orig.GetSymbol(sym), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
+	// Symbol-keyed statics cannot be listed (goja lists enumerable ones
+	// only); the one that matters is Symbol.species, an accessor whose
+	// value read here would be the original: a constructor's species is
+	// itself.
+	if s := orig.GetSymbol(goja.SymSpecies); s != nil && !goja.IsUndefined(s) {
+		species := e.vm.ToValue(func(call goja.FunctionCall) goja.Value { return call.This })
+		_ = gated.DefineAccessorPropertySymbol(goja.SymSpecies, species, nil, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	}
 	if proto, ok := orig.Get("prototype").(*goja.Object); ok {
 		_ = proto.DefineDataProperty("constructor", gated, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
@@ -484,7 +482,11 @@ func (e *jsEnv) typedArrayAsk(size int64) func(args []goja.Value) ask {
 			l, _ := typedLength(o)
 			return exactly(satMul(l, size))
 		}
-		return atMost(satMul(itemsOf(o), size+valueSize))
+		per := size
+		if _, iterable := goja.AssertFunction(o.GetSymbol(goja.SymIterator)); iterable {
+			per += valueSize // gathered into a list first
+		}
+		return atMost(satMul(itemsOf(o), per))
 	}
 }
 

@@ -58,13 +58,13 @@ type growth struct {
 	buf []byte
 }
 
-// grow gives the buffer capacity c (if it has less), reserving what the
-// capacity adds: the old backing array is garbage once copied.
+// grow gives the buffer capacity c (if it has less), reserving all of
+// it: while it is copied, the old backing array is held too.
 func (g *growth) grow(acct *membudget.Account, c int64) error {
 	if c <= int64(cap(g.buf)) {
 		return nil
 	}
-	if err := acct.Reserve(c - int64(cap(g.buf))); err != nil {
+	if err := acct.Reserve(c); err != nil {
 		return err
 	}
 	nb := make([]byte, len(g.buf), c)
