@@ -104,6 +104,10 @@ func (e *jsEnv) installMemoryGates() {
 	})
 
 	// Array.prototype: a new array of a size the receiver's length says.
+	// toReversed, toSorted and with always make that array, and map does
+	// for an array (an array-like's is filled as its callback runs): what
+	// they ask is charged, so that a second copy in the same instant is
+	// judged with the first.
 	arrayProto := get(array, "prototype")
 	perItem := func(count func(c *goja.FunctionCall, l int64) int64) func(c *goja.FunctionCall) ask {
 		return func(c *goja.FunctionCall) ask {
@@ -111,9 +115,15 @@ func (e *jsEnv) installMemoryGates() {
 		}
 	}
 	whole := func(_ *goja.FunctionCall, l int64) int64 { return l }
-	for _, name := range []string{"map", "sort", "toReversed", "toSorted", "with"} {
-		e.gateMethod(arrayProto, name, perItem(whole))
+	for _, name := range []string{"toReversed", "toSorted", "with"} {
+		e.gateMethod(arrayProto, name, func(c *goja.FunctionCall) ask { return exactly(satMul(lengthOf(c.This), valueSize)) })
 	}
+	e.gateMethod(arrayProto, "map", func(c *goja.FunctionCall) ask {
+		a := ask{n: satMul(lengthOf(c.This), valueSize)}
+		a.exact = e.isArray(c.This)
+		return a
+	})
+	e.gateMethod(arrayProto, "sort", perItem(whole))
 	e.gateMethod(arrayProto, "slice", perItem(func(c *goja.FunctionCall, l int64) int64 { return span(c, l, 0) }))
 	e.gateMethod(arrayProto, "fill", func(c *goja.FunctionCall) ask {
 		l := lengthOf(c.This)
@@ -163,15 +173,23 @@ func (e *jsEnv) installMemoryGates() {
 	e.gateMethod(arrayProto, "toLocaleString", func(c *goja.FunctionCall) ask { return atMost(e.joinSize(c.This, 1, 0)) })
 
 	// %TypedArray%.prototype: copies of the receiver, and its text.
+	// toReversed, toSorted and with construct their copy with goja's own
+	// constructor, not the gated one: what they ask is charged here. map,
+	// filter and slice construct theirs through the receiver's species,
+	// the gated constructor, which charges it.
 	typedPerItem := func(extra int64) func(c *goja.FunctionCall) ask {
 		return func(c *goja.FunctionCall) ask {
 			l, size := typedLength(c.This)
 			return atMost(satMul(l, size+extra))
 		}
 	}
-	for _, name := range []string{"map", "toReversed", "toSorted", "with"} {
-		e.gateMethod(typedProto, name, typedPerItem(0))
+	for _, name := range []string{"toReversed", "toSorted", "with"} {
+		e.gateMethod(typedProto, name, func(c *goja.FunctionCall) ask {
+			l, size := typedLength(c.This)
+			return exactly(satMul(l, size))
+		})
 	}
+	e.gateMethod(typedProto, "map", typedPerItem(0))
 	e.gateMethod(typedProto, "filter", typedPerItem(valueSize))
 	e.gateMethod(typedProto, "slice", func(c *goja.FunctionCall) ask {
 		l, size := typedLength(c.This)

@@ -102,20 +102,20 @@ func gateCases(t *testing.T) []gateCase {
 		{name: "Reflect.construct a typed array", body: `return Reflect.construct(Int32Array, [n / 4]).length`},
 		{name: "a typed array's constructor", body: `return new (new Uint8Array(1).constructor)(n).length`},
 		{name: "typed array slices", body: copies(`new Uint8Array(S)`, `a.slice()`)},
-		{name: "typed array maps", body: copies(`new Uint8Array(S)`, `a.map((x) => x)`)},
+		{name: "typed array maps", body: copies(`new Float64Array(S / 8)`, `a.map((x) => x)`)},
 		{name: "typed array toReversed", body: copies(`new Uint16Array(S / 2)`, `a.toReversed()`)},
 		{name: "typed array with", body: copies(`new Float64Array(S / 8)`, `a.with(0, 1)`)},
 		{name: "ArrayBuffer slices", body: copies(`new ArrayBuffer(S)`, `a.slice(0)`)},
 		{name: "typed array join", body: `return new Uint8Array(n / 4).join("").length`},
 		// Buffer.
 		{name: "Buffer.alloc", body: `return Buffer.alloc(n).length`},
-		{name: "Buffer.alloc with a fill", body: `return Buffer.alloc(n, "ab").length`},
+		{name: "Buffer.alloc with a fill", body: `return Buffer.alloc(n, 7).length`},
 		{name: "Buffer.allocUnsafe", body: `return Buffer.allocUnsafe(n).length`},
 		{name: "Buffer.allocUnsafeSlow", body: `return Buffer.allocUnsafeSlow(n).length`},
 		{name: "Buffer.from an array-like", body: `return Buffer.from({length: n}).length`},
 		{name: "new Buffer from an array-like", body: `return new Buffer({length: n}).length`},
 		{name: "Buffer.concat told a total", body: `return Buffer.concat([Buffer.alloc(1)], n).length`},
-		{name: "Buffer.concat of references", body: `return Buffer.concat(new Array(16).fill(Buffer.alloc(n / 64))).length`},
+		{name: "Buffer.concat of references", body: `return Buffer.concat(new Array(16).fill(Buffer.alloc(n / 16))).length`},
 		{name: "Buffer.from a string as latin1", body: `return Buffer.from("x".repeat(n / 7), "latin1").length`},
 		{name: "Buffer toString latin1", body: `return Buffer.alloc(n / 8).toString("latin1").length`},
 		{name: "Buffer.byteLength latin1", body: `return Buffer.byteLength("x".repeat(n / 7), "latin1")`},
@@ -205,11 +205,11 @@ func gateCases(t *testing.T) []gateCase {
 	return cases
 }
 
-// copies is a body that keeps copies of a source of S bytes (three
-// tenths of the budget), n/S of them (at least one): the third would
-// take the thread past its budget and is refused while it holds less.
+// copies is a body that keeps copies of a source of S bytes (35% of the
+// budget), n/S of them (at least one): the second would take the thread
+// past its budget and is refused while it holds 70% of it.
 func copies(src, op string) string {
-	return fmt.Sprintf(`const S = Math.floor(B * 0.3); const a = %s; const keep = []; for (let i = 0; i < Math.max(n / S, 1); i++) keep.push(%s); return keep.length`, src, op)
+	return fmt.Sprintf(`const S = Math.floor(B * 0.35 / 8) * 8; const a = %s; const keep = []; for (let i = 0; i < Math.max(n / S, 1); i++) keep.push(%s); return keep.length`, src, op)
 }
 
 // TestEveryCallAScriptSizesIsHeldToTheBudget: each way a script can size
@@ -262,7 +262,7 @@ func TestARefusedCallCanBeCaughtAndAllocatedNothing(t *testing.T) {
 	got, err := evalBudgeted(t, gateBudget, `
 const caught = [];
 for (let i = 0; i < 100; i++) {
-  try { new Uint8Array(1e11); } catch (e) { caught.push(e instanceof RangeError && e.code); }
+  try { new Uint8Array(4 * `+strconv.Itoa(gateBudget)+`); } catch (e) { caught.push(e instanceof RangeError && e.code); }
 }
 return caught.every((c) => c === "ERR_MEMORY_BUDGET") && new Uint8Array(1 << 20).length`)
 	if err != nil || got != int64(1<<20) {
