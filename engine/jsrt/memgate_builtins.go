@@ -221,7 +221,7 @@ func (e *jsEnv) installMemoryGates() {
 		if o, ok := c.This.(*goja.Object); ok && isArrayBuffer(o) {
 			l = int64(len(o.Export().(goja.ArrayBuffer).Bytes()))
 		}
-		return exactly(span(c, l, 0))
+		return atMost(span(c, l, 0)) // the species constructor charges it
 	})
 
 	// Strings built to a size an argument says.
@@ -311,29 +311,29 @@ func (e *jsEnv) installMemoryGates() {
 	e.gateJSONStringify(jsonObj)
 
 	// Iterators: a built-in that drains one (spread, Array.from, new Set,
-	// Promise.all) allocates per item in Go the watchdog cannot interrupt;
-	// the iterator's next stops once the run is killed, so the
-	// watchdog's stop lands.
-	for _, it := range []goja.Value{
-		e.iteratorOf(vm.NewArray()),
-		e.iteratorOf(vm.ToValue("")),
-		e.iteratorOf(e.newOf(global, "Map")),
-		e.iteratorOf(e.newOf(global, "Set")),
-	} {
-		if o, ok := it.(*goja.Object); ok && o.Prototype() != nil {
-			e.gateNext(o.Prototype())
-		}
-	}
-	if matchAll, ok := goja.AssertFunction(stringProto.Get("matchAll")); ok {
-		rx, err := vm.New(e.intrinsics.regExp, vm.ToValue("x"), vm.ToValue("g"))
-		if err == nil {
-			if it, err := matchAll(vm.ToValue(""), rx); err == nil {
-				if o, ok := it.(*goja.Object); ok && o.Prototype() != nil {
-					e.gateNext(o.Prototype())
+	// Promise.all) allocates per item in Go the watchdog cannot
+	// interrupt; the iterator's next stops once the run is killed, so the
+	// watchdog's stop lands. The iterators of arrays (and typed arrays)
+	// walk holes that hold nothing, those of strings and matchAll make an
+	// object per character of what they walk; those of Maps and Sets walk
+	// what the run holds and make little more.
+	e.gateNext(e.iteratorOf(vm.NewArray()))
+	e.gateNext(e.iteratorOf(vm.ToValue("")))
+	matchAllGated := false
+	gateMatchAll := func(c *goja.FunctionCall) ask {
+		if !matchAllGated {
+			matchAllGated = true
+			rx, err := vm.New(e.intrinsics.regExp, vm.ToValue("x"), vm.ToValue("g"))
+			if f, ok := goja.AssertFunction(rx.GetSymbol(goja.SymMatchAll)); ok && err == nil {
+				if it, err := f(rx, vm.ToValue("")); err == nil {
+					e.gateNext(it)
 				}
 			}
 		}
+		return ask{}
 	}
+	e.gateMethod(stringProto, "matchAll", gateMatchAll)
+	e.gateSymbolMethod(regExpProto, goja.SymMatchAll, gateMatchAll)
 }
 
 // gateConstructor replaces holder[name], a constructor, with a native
@@ -434,9 +434,15 @@ func (e *jsEnv) gated(orig *goja.Object, cost func(*goja.FunctionCall) ask) *goj
 	return w
 }
 
-// gateNext makes proto.next, a built-in iterator's, throw once the run
-// has been killed: a Go loop draining the iterator then ends.
-func (e *jsEnv) gateNext(proto *goja.Object) {
+// gateNext makes next, on the prototype of the built-in iterator it, throw
+// once the run has been killed: a Go loop draining the iterator then
+// ends.
+func (e *jsEnv) gateNext(it goja.Value) {
+	o, ok := it.(*goja.Object)
+	if !ok || o.Prototype() == nil {
+		return
+	}
+	proto := o.Prototype()
 	orig, ok := proto.Get("next").(*goja.Object)
 	if !ok {
 		return
@@ -473,13 +479,6 @@ func (e *jsEnv) iteratorOf(v goja.Value) goja.Value {
 	return it
 }
 
-func (e *jsEnv) newOf(global *goja.Object, name string) goja.Value {
-	o, err := e.vm.New(global.Get(name))
-	if err != nil {
-		return goja.Undefined()
-	}
-	return o
-}
 
 // typedArrayAsk is what new <TypedArray>(arg) allocates: a length times
 // the element size, a copy of an array-like or iterable (whose items are
