@@ -479,7 +479,6 @@ func (e *jsEnv) iteratorOf(v goja.Value) goja.Value {
 	return it
 }
 
-
 // typedArrayAsk is what new <TypedArray>(arg) allocates: a length times
 // the element size, a copy of an array-like or iterable (whose items are
 // gathered first), or nothing for a view of an ArrayBuffer.
