@@ -37,8 +37,10 @@ type jsEnv struct {
 	// yet, in rejection order (see reportUnhandled).
 	unhandled []*goja.Promise
 
-	// intrinsics are built-ins the memory gates use (memgate_builtins.go).
+	// intrinsics are built-ins the memory gates use, and drain counts
+	// what a gated iterator gave (memgate_builtins.go).
 	intrinsics intrinsics
+	drain      drain
 
 	http  *http.Client     // per run, so Close can drop its idle connections
 	procs *procTable       // child processes of this run

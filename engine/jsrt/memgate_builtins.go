@@ -2,6 +2,7 @@ package jsrt
 
 import (
 	"reflect"
+	"runtime"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -456,11 +457,60 @@ func (e *jsEnv) gateNext(it goja.Value) {
 		if killed.Load() {
 			panic(e.vm.NewGoError(e.loop.killedErr()))
 		}
+		e.drained(call.This)
 		return f(call)
 	}).(*goja.Object)
 	_ = w.DefineDataProperty("name", orig.Get("name"), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	_ = w.DefineDataProperty("length", orig.Get("length"), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	_ = proto.DefineDataProperty("next", w, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// drainCheck is how many items of one iterator pass between two looks
+// at whether Go code is draining it.
+const drainCheck = 1 << 14
+
+// drain counts the items taken from the iterator last stepped.
+type drain struct {
+	it *goja.Object
+	n  int64
+}
+
+// drained counts an item taken from the iterator it. When Go code drains
+// the iterator whole (a spread, Array.from, new Set, Promise.all: goja's
+// iterate), each item is kept as it comes, in an array that grows by
+// copying: the drain is held to the budget as a call making an array of
+// that many items twice over would be. A for-of loop steps through the
+// iterator from JavaScript and keeps nothing on its behalf: it is only
+// counted.
+func (e *jsEnv) drained(it goja.Value) {
+	o, ok := it.(*goja.Object)
+	if !ok {
+		return
+	}
+	if e.drain.it != o {
+		e.drain = drain{it: o}
+	}
+	e.drain.n++
+	if e.drain.n%drainCheck == 0 && drainingInGo() {
+		e.gate(atMost(satMul(e.drain.n, 2*valueSize)))
+	}
+}
+
+// drainingInGo says whether the iterator being stepped is drained by
+// goja's Go loop (iteratorRecord.iterate) rather than by a for-of loop,
+// which steps it one item at a time.
+func drainingInGo() bool {
+	var pcs [24]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "goja.(*iteratorRecord).iterate") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func (e *jsEnv) iteratorOf(v goja.Value) goja.Value {
