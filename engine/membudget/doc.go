@@ -46,12 +46,25 @@
 // is stopped even within its budget, as long as it holds a quarter of the
 // heap.
 //
-// # What it cannot do
+// # One call at a time
 //
 // A single allocation bigger than what is left (one huge string or
-// ArrayBuffer) happens before any sample, and memory held only for a
-// moment (less than a collection or two) may pass unnoticed: the budget
-// bounds what a runtime keeps, not each peak. Several runtimes executing at
+// ArrayBuffer) happens before any sample, and Go does not fail an
+// allocation the process cannot get: it ends the process. So a call that
+// allocates an amount a script chose asks first: Account.Reserve (the
+// amount it will allocate, which is then charged to the runtime at once)
+// or Account.Fits (a bound on it). Either refuses, with a RefusedError,
+// a request that would take the runtime past its budget beside what it
+// holds, or past what the host has left: Go's memory limit beside what
+// Go has mapped, what RLIMIT_AS leaves of the address space, the memory
+// the system has available. Before refusing on memory that may be
+// garbage it collects, as often as the watchdog would. Package jsrt asks
+// before every such call it makes or wraps.
+//
+// # What it cannot do
+//
+// Memory held only for a moment (less than a collection or two) may pass
+// unnoticed: the budget bounds what a runtime keeps, not each peak. Several runtimes executing at
 // the same moment share what was allocated meanwhile, so a thread that
 // runs long computations beside a runaway is charged part of the
 // runaway's growth: the runaway still reaches its budget first unless the
