@@ -104,7 +104,8 @@ func gapOf(space goja.Value) int64 {
 }
 
 // replace is the replacer goja calls with the holder as this, for every
-// key and value it is about to write.
+// key and value it is about to write. It runs once per value written:
+// it tells objects apart by class, not by calls into the runtime.
 func (m *jsonMeter) replace(call goja.FunctionCall) goja.Value {
 	holder, _ := call.This.(*goja.Object)
 	key, value := call.Argument(0), call.Argument(1)
@@ -120,41 +121,40 @@ func (m *jsonMeter) replace(call goja.FunctionCall) goja.Value {
 	if m.calls%walkCheck == 0 && e.loop.killed.Load() {
 		panic(e.vm.NewGoError(e.loop.killedErr()))
 	}
-	for len(m.holders) > 0 && holder != nil && !m.holders[len(m.holders)-1].SameAs(holder) {
+	for len(m.holders) > 0 && holder != nil && m.holders[len(m.holders)-1] != holder {
 		m.holders = m.holders[:len(m.holders)-1]
 	}
-	inArray := holder != nil && e.isArray(holder)
 	size := int64(0)
 	if m.gap > 0 {
 		size = 1 + m.gap*int64(len(m.holders))
 	}
-	if !inArray && len(m.holders) > 0 {
-		size = satAdd(size, 2*strLen(key)+4)
+	if len(m.holders) > 0 && holder.ClassName() != "Array" {
+		size += 2*strLen(key) + 4
 	}
-	switch {
-	case value == nil || goja.IsUndefined(value):
+	switch v := value.(type) {
+	case nil:
 		size += 4
-	case goja.IsString(value):
-		size = satAdd(size, satMul(strLen(value), 3)+2)
-	case isObject(value):
-		o := value.(*goja.Object)
-		if _, fn := goja.AssertFunction(o); fn {
+	case goja.String:
+		size = satAdd(size, satMul(int64(v.Length()), 3)+2)
+	case *goja.Object:
+		switch v.ClassName() {
+		case "Function":
 			size += 4
-			break
-		}
-		if len(m.holders) >= maxNesting {
-			panic(e.newErrorOf(e.intrinsics.rangeError, "Maximum call stack size exceeded: JSON.stringify of values nested deeper than 4096"))
-		}
-		if e.isArray(o) {
-			size = satAdd(size, satAdd(lengthOf(o), 2))
-		} else {
+		case "Array":
+			size = satAdd(size, satAdd(lengthOf(v), 2))
+			m.push(v)
+		case "String":
+			size = satAdd(size, satMul(lengthOf(v), 3)+2)
+		case "Number", "Boolean", "BigInt":
+			size += 24
+		default:
 			size += 2
-			if m.keys != nil && !isWrapper(o) {
-				o = m.pick(o)
-				value = o
+			if m.keys != nil {
+				v = m.pick(v)
+				value = v
 			}
+			m.push(v)
 		}
-		m.holders = append(m.holders, o)
 	default:
 		size += 24
 	}
@@ -164,6 +164,14 @@ func (m *jsonMeter) replace(call goja.FunctionCall) goja.Value {
 		m.next = satAdd(m.total, max(m.total/8, 1<<20))
 	}
 	return value
+}
+
+// push enters a container goja is about to write the items of.
+func (m *jsonMeter) push(o *goja.Object) {
+	if len(m.holders) >= maxNesting {
+		panic(m.e.newErrorOf(m.e.intrinsics.rangeError, "Maximum call stack size exceeded: JSON.stringify of values nested deeper than "+itoa(maxNesting)))
+	}
+	m.holders = append(m.holders, o)
 }
 
 // pick is o restricted to the replacer array's names, in its order, as
@@ -177,14 +185,4 @@ func (m *jsonMeter) pick(o *goja.Object) *goja.Object {
 		}
 	}
 	return out
-}
-
-// isWrapper says whether o is a Number, String or Boolean object, which
-// stringify writes as its primitive.
-func isWrapper(o *goja.Object) bool {
-	switch o.ClassName() {
-	case "Number", "String", "Boolean", "BigInt":
-		return true
-	}
-	return false
 }
