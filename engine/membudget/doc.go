@@ -44,7 +44,13 @@
 // above it, the runtime charged the most of those that executed lately
 // (a thread that only holds memory while it waits did not fill the heap)
 // is stopped even within its budget, as long as it holds a quarter of the
-// heap.
+// heap. Whatever its budget, a runtime that executes may not hold more
+// than a third of that cap (Reserve refuses past it, and a collection
+// that finds it holding more stops it): one operation that copies what
+// it holds, such as s + s, which nothing can ask before it allocates,
+// must still fit beside it. For the same reason a runtime that allocates
+// more than half of its third within one tick without having reserved
+// it is stopped at that tick, before any collection.
 //
 // # One call at a time
 //
@@ -64,7 +70,13 @@
 // # What it cannot do
 //
 // Memory held only for a moment (less than a collection or two) may pass
-// unnoticed: the budget bounds what a runtime keeps, not each peak. Several runtimes executing at
+// unnoticed: the budget bounds what a runtime keeps, not each peak. An
+// operation of the interpreter itself, not a call (s + s of a large
+// string, a BigInt shifted or raised by a large amount), allocates
+// without asking; the third and the burst rules stop a runaway made of
+// them only when the watchdog runs in time, and a collection that waits
+// for such an operation to end (Go cannot preempt a long copy) holds the
+// watchdog too. Several runtimes executing at
 // the same moment share what was allocated meanwhile, so a thread that
 // runs long computations beside a runaway is charged part of the
 // runaway's growth: the runaway still reaches its budget first unless the

@@ -16,17 +16,23 @@ func hostRoom() *HostRoom {
 			tightest = &HostRoom{Room: room, Limit: limit, Source: source}
 		}
 	}
+	m := goMemory()
 	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
-		consider(l-goInUse(), l, "the Go memory limit")
+		// The limit counts all Go has mapped but what it gave back; free
+		// pages it kept are counted and reusable.
+		consider(l-(m.total-m.released)+m.free, l, "the Go memory limit")
 	}
-	osRoom(consider)
+	osRoom(m.free+m.released, consider)
 	return tightest
 }
 
-// goInUse is the memory Go's memory limit counts: all Go has mapped but
-// what it has returned to the operating system.
-func goInUse() int64 {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+// goMem is what Go has mapped (total), and of it the heap pages that are
+// free: kept (free) or given back to the operating system but still
+// mapped (released). A new allocation reuses them before it maps more.
+type goMem struct{ total, free, released int64 }
+
+func goMemory() goMem {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+	return goMem{int64(s[0].Value.Uint64()), int64(s[1].Value.Uint64()), int64(s[2].Value.Uint64())}
 }

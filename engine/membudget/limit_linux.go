@@ -121,12 +121,13 @@ func smallestLimit(mount, path, file string) int64 {
 const addrMargin = 64 << 20
 
 // osRoom reports to consider what RLIMIT_AS leaves of the address space
-// and what memory the system has available.
-func osRoom(consider func(room, limit int64, source string)) {
+// (beside reusable, the heap pages Go has mapped and not in use) and what
+// memory the system has available.
+func osRoom(reusable int64, consider func(room, limit int64, source string)) {
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil && rl.Cur != unix.RLIM_INFINITY {
 		if vm := vmSize(); vm > 0 {
-			consider(int64(rl.Cur)-vm-addrMargin, int64(rl.Cur), "RLIMIT_AS")
+			consider(int64(rl.Cur)-vm-addrMargin+reusable, int64(rl.Cur), "RLIMIT_AS")
 		}
 	}
 	if avail, total := memAvailable(); total > 0 {

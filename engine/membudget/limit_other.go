@@ -7,4 +7,4 @@ package membudget
 func ProcessLimit() (int64, string) { return 0, "" }
 
 // osRoom reports nothing outside Linux: only Go's memory limit is known.
-func osRoom(func(room, limit int64, source string)) {}
+func osRoom(int64, func(room, limit int64, source string)) {}

@@ -109,6 +109,14 @@ func (w *Watchdog) judgeAsk(a *Account, n int64, charge bool) (err *RefusedError
 	if a.budget > 0 && held+n > a.budget {
 		return &RefusedError{Asked: n, Budget: a.budget, Held: held}, n <= a.budget
 	}
+	if w.hostLimit > 0 {
+		// One runtime's share of the host: see threadShare.
+		share := w.hostLimit / threadShare
+		if held+n > share {
+			room := &HostRoom{Room: share - held, Limit: share, Source: "one thread's share, a third, of the host's memory limit"}
+			return &RefusedError{Asked: n, Budget: a.budget, Held: held, Host: room}, n <= share
+		}
+	}
 	if host != nil {
 		// What was reserved since the last sample may not be allocated
 		// yet: it is spoken for all the same.

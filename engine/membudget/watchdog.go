@@ -40,6 +40,10 @@ const (
 	// hostShare is the least share of the live heap the runtime stopped for
 	// the host's limit must hold: stopping it must make a difference.
 	hostShare = 4 // one quarter
+	// threadShare bounds what one runtime may hold of the host's limit,
+	// whatever its budget: one operation that copies what it holds (s + s,
+	// which nothing can ask before it allocates) must still fit beside it.
+	threadShare = 3 // one third
 )
 
 // Default is the process's watchdog: the heap is the process's, so there
@@ -154,9 +158,13 @@ type Account struct {
 	ran, ranBefore bool
 	pending        float64
 	confirmed      float64
-	settled        float64 // confirmed after the previous collection
-	fired          bool
-	closed         bool
+	// burst is what it was charged in the last tick beyond what it had
+	// reserved: an operation nothing asked first (s + s) allocating
+	// that much in one go.
+	burst   float64
+	settled float64 // confirmed after the previous collection
+	fired   bool
+	closed  bool
 }
 
 // Open registers a runtime with budget bytes (Off: none; the host's limit
@@ -344,9 +352,11 @@ func (w *Watchdog) charge(s sample) {
 	norm := max(total, elapsed, 1)
 	given := 0.0
 	for a := range w.accounts {
+		a.burst = 0
 		if a.share > 0 {
 			g := alloc * float64(a.share) / float64(norm)
 			a.pending += g
+			a.burst = g
 			given += g
 		}
 	}
@@ -428,6 +438,9 @@ func (w *Watchdog) settle(live float64, freed bool) {
 // confirmed charge), never on allocation alone: garbage is not held. One
 // runtime at a time, the one charged the most.
 func (w *Watchdog) judge(s sample, mayForce bool) verdict {
+	if v, ok := w.judgeBursts(s); ok {
+		return v
+	}
 	if w.firing != nil {
 		if s.at-w.firedAt < int64(holdoff) {
 			return verdict{}
@@ -440,8 +453,9 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 	// biggest is the host limit's choice: of the runtimes that executed
 	// lately, and so may be what grew, the one charged the most. A thread
 	// that holds much but waits on an agent is not what filled the heap.
-	var biggest *Account
+	var biggest, overShare *Account
 	pendingTotal := w.otherPending
+	share := float64(w.hostLimit) / threadShare
 	for a := range w.accounts {
 		pendingTotal += a.pending
 		if a.fired {
@@ -449,6 +463,17 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		}
 		if (a.ran || a.ranBefore) && (biggest == nil || a.confirmed > biggest.confirmed) {
 			biggest = a
+		}
+		// A runtime that waits cannot copy what it holds; it is judged
+		// on its share once it executes again.
+		if w.hostLimit > 0 && (a.ran || a.ranBefore) {
+			if a.confirmed > share {
+				if overShare == nil || a.confirmed > overShare.confirmed {
+					overShare = a
+				}
+			} else if a.confirmed+a.pending > share {
+				suspect = true
+			}
 		}
 		if a.budget <= 0 {
 			continue
@@ -469,6 +494,9 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 	case w.hostLimit > 0 && w.lastLive > float64(w.hostLimit) && biggest != nil && biggest.confirmed*hostShare >= w.lastLive:
 		worst = biggest
 		err = &ExceededError{Budget: biggest.budget, Held: int64(biggest.confirmed), HostLimit: w.hostLimit}
+	case overShare != nil:
+		worst = overShare
+		err = &ExceededError{Budget: overShare.budget, Held: int64(overShare.confirmed), HostLimit: w.hostLimit, Share: true}
 	case w.hostLimit > 0 && w.lastLive+pendingTotal > float64(w.hostLimit):
 		suspect = true
 	}
@@ -494,4 +522,30 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		return verdict{force: true}
 	}
 	return verdict{}
+}
+
+// judgeBursts stops, at once, a runtime that allocated more than half its
+// share of the host's limit within the last tick without asking (one
+// operation such as s + s copying a large string): the next such
+// operation, twice as large, would take the host past its limit before
+// a collection could confirm what it holds. What calls reserved does not
+// count (see Reserve). It does not wait for another stop to settle.
+func (w *Watchdog) judgeBursts(s sample) (verdict, bool) {
+	if w.hostLimit <= 0 {
+		return verdict{}, false
+	}
+	limit := float64(w.hostLimit) / threadShare / 2
+	var worst *Account
+	for a := range w.accounts {
+		if !a.fired && a.burst > limit && (worst == nil || a.burst > worst.burst) {
+			worst = a
+		}
+	}
+	if worst == nil {
+		return verdict{}, false
+	}
+	worst.fired = true
+	w.firing, w.firedAt = worst, s.at
+	err := &ExceededError{Budget: worst.budget, Held: int64(worst.confirmed + worst.pending), HostLimit: w.hostLimit, Burst: int64(worst.burst)}
+	return verdict{stop: worst, err: err}, true
 }
