@@ -3,6 +3,7 @@ package jsrt
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"reflect"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -21,11 +22,15 @@ func bytesOf(v goja.Value) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	switch x := obj.Export().(type) {
-	case []byte:
-		return x, true
-	case goja.ArrayBuffer:
-		return x.Bytes(), true
+	// Only these export without a copy; Export would copy any other
+	// object whole.
+	switch obj.ExportType() {
+	case bytesType:
+		if x, ok := obj.Export().([]byte); ok {
+			return x, true
+		}
+	case arrayBufferType:
+		return obj.Export().(goja.ArrayBuffer).Bytes(), true
 	}
 	bufV := obj.Get("buffer")
 	if bufV == nil {
@@ -53,6 +58,8 @@ func copyBytes(v goja.Value) ([]byte, bool) {
 	}
 	return append([]byte(nil), b...), true
 }
+
+var bytesType = reflect.TypeOf([]byte(nil))
 
 func (e *jsEnv) arrayBuffer(b []byte) goja.Value {
 	return e.vm.ToValue(e.vm.NewArrayBuffer(b))
@@ -195,4 +202,63 @@ func decodeBase64Lenient(s string) []byte {
 		return nil
 	}
 	return out
+}
+
+// encodedSize bounds what encodeString(s, enc) allocates, with the
+// conversion of s to a Go string (UTF-8, when goja holds it as UTF-16).
+func encodedSize(v goja.Value, enc string) int64 {
+	l := strLen(v)
+	conv := int64(0)
+	utf8Len := l
+	if charSize(v) == 2 {
+		conv, utf8Len = 3*l, 3*l
+	}
+	per := int64(0)
+	switch enc {
+	case "hex":
+		per = l
+	case "base64", "base64url":
+		per = 3 * l
+	case "latin1", "ascii":
+		per = 7 * l
+	case "utf16le":
+		per = 8 * l
+	default:
+		per = utf8Len
+	}
+	return satAdd(conv, per)
+}
+
+// decodedSize bounds what decodeBytes(b, enc) allocates, with goja's own
+// copy of the string (UTF-16, unless it is ASCII). UTF-8, the common case,
+// is measured rather than bounded.
+func decodedSize(b []byte, enc string) int64 {
+	n := int64(len(b))
+	switch enc {
+	case "hex":
+		return 2 * n
+	case "base64", "base64url":
+		return 2 * n
+	case "latin1", "ascii":
+		return 8 * n
+	case "utf16le":
+		return 6 * n
+	}
+	if n < 1<<20 {
+		return n // below the gate's floor: not worth the scan
+	}
+	ascii := true
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	switch {
+	case ascii:
+		return n
+	case utf8.Valid(b):
+		return n + 2*int64(utf8.RuneCount(b))
+	}
+	return 5 * n
 }

@@ -2,12 +2,12 @@ package jsrt
 
 import (
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/dop251/goja"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/workflow"
 )
@@ -107,10 +107,38 @@ var errTooDeep = errors.New("value is nested too deeply or is cyclic")
 // JSON.stringify's rules — toJSON is honoured, undefined and symbols are
 // dropped from objects and become null in arrays, non-finite numbers
 // become null, key order is JavaScript's — except that functions become
-// jsFunction placeholders, for the caller to judge or strip.
-func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
+// jsFunction placeholders, for the caller to judge or strip. The tree is
+// held to the run's memory budget as it grows (a sparse array of 2^32
+// holes, or many references to one large string, would otherwise become
+// a tree that size): past it the export fails with the refusal.
+func (e *jsEnv) exportTree(v goja.Value) (any, error) {
+	m := &treeMeter{acct: e.loop.acct, next: 1 << 20}
+	return m.tree(v, 0)
+}
+
+// treeMeter counts what an export has made.
+type treeMeter struct {
+	acct        *membudget.Account
+	total, next int64
+}
+
+// add counts n bytes and asks the account once the total has grown by
+// an eighth since it last asked.
+func (m *treeMeter) add(n int64) error {
+	m.total = satAdd(m.total, n)
+	if m.total < m.next {
+		return nil
+	}
+	m.next = satAdd(m.total, max(m.total/8, 1<<20))
+	return m.acct.Fits(m.total)
+}
+
+func (m *treeMeter) tree(v goja.Value, depth int) (any, error) {
 	if depth > maxExportDepth {
 		return nil, errTooDeep
+	}
+	if err := m.add(valueSize); err != nil {
+		return nil, err
 	}
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return nil, nil
@@ -122,7 +150,7 @@ func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
 				return nil, err
 			}
 			if r != v {
-				return exportTree(vm, r, depth+1)
+				return m.tree(r, depth+1)
 			}
 		}
 		if _, ok := goja.AssertFunction(v); ok {
@@ -130,10 +158,13 @@ func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
 		}
 		switch obj.ClassName() {
 		case "Array":
-			n := int(obj.Get("length").ToInteger())
+			n := lengthOf(obj)
+			if err := m.add(satMul(n, valueSize)); err != nil {
+				return nil, err
+			}
 			out := make([]any, 0, n)
-			for i := 0; i < n; i++ {
-				item, err := exportTree(vm, obj.Get(fmt.Sprint(i)), depth+1)
+			for i := int64(0); i < n; i++ {
+				item, err := m.tree(obj.Get(itoa(i)), depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -150,7 +181,7 @@ func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
 					return nil, err
 				}
 				if _, isObj := prim.(*goja.Object); !isObj {
-					return exportTree(vm, prim, depth+1)
+					return m.tree(prim, depth+1)
 				}
 			}
 		}
@@ -164,7 +195,10 @@ func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
 			if _, ok := val.(*goja.Symbol); ok {
 				continue
 			}
-			item, err := exportTree(vm, val, depth+1)
+			if err := m.add(int64(len(k)) + 2*valueSize); err != nil {
+				return nil, err
+			}
+			item, err := m.tree(val, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -174,6 +208,9 @@ func exportTree(vm *goja.Runtime, v goja.Value, depth int) (any, error) {
 	}
 	switch {
 	case goja.IsString(v):
+		if err := m.add(strLen(v) * (2*charSize(v) - 1)); err != nil { // UTF-8: up to 3 bytes a unit
+			return nil, err
+		}
 		return v.String(), nil
 	case goja.IsNumber(v):
 		f := v.ToFloat()

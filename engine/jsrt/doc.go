@@ -28,6 +28,21 @@
 // `while (true) {}`), cancels requests, kills child process groups and
 // stops timers; Next then returns an error wrapping the context's error.
 //
+// # Memory
+//
+// A run's JavaScript has a memory budget (package membudget): a watchdog
+// stops a run that holds more. A call that would allocate past what the
+// budget leaves, or past what the host has left, in one go — a typed
+// array, ArrayBuffer or Buffer of the size a script passes, a string
+// repeated or padded or joined to one, a file, a response body or a
+// child's output read whole, JSON or a step's meta written from a
+// sparse array or from many references to one large string — throws a
+// RangeError with code ERR_MEMORY_BUDGET that names the budget and how to
+// raise it, before allocating; uncaught, it fails the run. goja's
+// built-ins that allocate what a script sizes are wrapped to ask first
+// (memgate_builtins.go lists them); a child's output waits in the pipe
+// while JavaScript is busy, as in Node.
+//
 // # What a bundle can import
 //
 // "@uncaged/workflow-runtime" (RuntimeModule): START, END, FALLBACK,

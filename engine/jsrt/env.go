@@ -37,6 +37,11 @@ type jsEnv struct {
 	// yet, in rejection order (see reportUnhandled).
 	unhandled []*goja.Promise
 
+	// intrinsics are built-ins the memory gates use, and drain counts
+	// what a gated iterator gave (memgate_builtins.go).
+	intrinsics intrinsics
+	drain      drain
+
 	http  *http.Client     // per run, so Close can drop its idle connections
 	procs *procTable       // child processes of this run
 	fetch map[int64]func() // aborts of in-flight requests, by id
@@ -72,6 +77,7 @@ func newEnv(cfg envConfig) *jsEnv {
 	if !cfg.validating {
 		vm.SetPromiseRejectionTracker(e.trackRejection)
 	}
+	e.installMemoryGates()
 	e.procs = newProcTable()
 	// Killing the run kills its process groups and closes our ends of their
 	// pipes, so readers stop even if a grandchild left the group.
@@ -178,7 +184,11 @@ func (e *jsEnv) throwTypeError(message string, props ...any) {
 // newError builds an instance of the named error constructor; props are
 // key, value pairs set on it.
 func (e *jsEnv) newError(ctor, message string, props ...any) *goja.Object {
-	c := e.vm.Get(ctor)
+	return e.newErrorOf(e.vm.Get(ctor), message, props...)
+}
+
+// newErrorOf is newError with the constructor itself.
+func (e *jsEnv) newErrorOf(c goja.Value, message string, props ...any) *goja.Object {
 	obj, err := e.vm.New(c, e.vm.ToValue(message))
 	if err != nil {
 		obj = e.vm.NewGoError(err)

@@ -89,7 +89,7 @@ func exceptionError(err error, bundleName string) error {
 				je.Location = frameLocation(frames, bundleName)
 			}
 		}
-		return je
+		return asRefusal(je, ex.Value())
 	}
 	return err
 }

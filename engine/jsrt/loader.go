@@ -206,7 +206,7 @@ func (e *jsEnv) checkExports(exports *goja.Object) (workflow.Descriptor, error) 
 	if dv == nil || goja.IsUndefined(dv) {
 		return workflow.Descriptor{}, errNoDescriptor
 	}
-	tree, err := exportTree(e.vm, dv, 0)
+	tree, err := e.exportTree(dv)
 	if err != nil {
 		return workflow.Descriptor{}, fmt.Errorf("descriptor cannot be read: %w", exceptionError(err, e.bundleName))
 	}

@@ -120,7 +120,7 @@ func (modellessHost) ResolveModel(ref string) (registry.Model, error) {
 // shape threadToJS builds, extended by createWorkflow's steps) back to Go.
 func (e *jsEnv) threadFromJS(v goja.Value) (workflow.ThreadContext, error) {
 	var t workflow.ThreadContext
-	tree, err := exportTree(e.vm, v, 0)
+	tree, err := e.exportTree(v)
 	if err != nil {
 		return t, err
 	}

@@ -260,12 +260,26 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
-			buf := make([]byte, 32*1024)
+			// A chunk waits in the loop's queue until JavaScript takes it;
+			// with JavaScript busy, a child writing without pause would
+			// fill the host's memory there. At most outputInFlight chunks
+			// per stream wait; the child then waits on its pipe, as a
+			// Node child waits on a paused stream.
+			inFlight := make(chan struct{}, outputInFlight)
+			buf := make([]byte, outputChunk)
 			for {
 				n, err := out.r.Read(buf)
 				if n > 0 {
+					select {
+					case inFlight <- struct{}{}:
+					case <-l.ctx.Done():
+						n, err = 0, l.ctx.Err()
+					}
+				}
+				if n > 0 {
 					chunk := append([]byte(nil), buf[:n]...)
 					l.post(func() error {
+						<-inFlight
 						return emit(out.name, e.vm.ToValue(e.vm.NewArrayBuffer(chunk)))()
 					})
 				}
@@ -298,6 +312,13 @@ func (e *jsEnv) spawn(call goja.FunctionCall) goja.Value {
 	}()
 	return e.obj("id", id, "pid", cmd.Process.Pid)
 }
+
+// A child's output reaches JavaScript in chunks of at most outputChunk
+// bytes, of which at most outputInFlight per stream wait for it.
+const (
+	outputChunk    = 32 << 10
+	outputInFlight = 8
+)
 
 // waitResult turns Wait's error into an exit code (-1 when killed by a
 // signal) and a signal name ("" when it exited).
@@ -363,8 +384,16 @@ func (e *jsEnv) spawnSync(call goja.FunctionCall) goja.Value {
 		return cmd.Process.Signal(killSig)
 	}
 	cmd.WaitDelay = 2 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Node kills a child whose output passes maxBuffer; one whose output
+	// would not fit in the run's memory budget is killed too.
+	limit := int64(-1)
+	if maxBuffer > 0 {
+		limit = maxBuffer
+	}
+	stopChild := func() { _ = group.Signal(syscall.SIGKILL) }
+	stdout := &boundedOutput{acct: e.loop.acct, limit: limit, stop: stopChild}
+	stderr := &boundedOutput{acct: e.loop.acct, limit: limit, stop: stopChild}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if input != nil {
 		cmd.Stdin = bytes.NewReader(input)
 	}
@@ -386,9 +415,13 @@ func (e *jsEnv) spawnSync(call goja.FunctionCall) goja.Value {
 	_ = res.Set("status", e.jsCode(code))
 	_ = res.Set("signal", e.jsSignal(signal))
 	switch {
+	case stdout.refused != nil:
+		_ = res.Set("error", e.refusal(stdout.refused))
+	case stderr.refused != nil:
+		_ = res.Set("error", e.refusal(stderr.refused))
 	case timedOut.Load():
 		_ = res.Set("error", e.newError("Error", fmt.Sprintf("spawnSync %s ETIMEDOUT", o.file), "code", "ETIMEDOUT", "syscall", "spawnSync "+o.file, "path", o.file))
-	case maxBuffer > 0 && (int64(stdout.Len()) > maxBuffer || int64(stderr.Len()) > maxBuffer):
+	case stdout.over || stderr.over:
 		_ = res.Set("error", e.newError("Error", fmt.Sprintf("spawnSync %s ENOBUFS", o.file), "code", "ENOBUFS", "syscall", "spawnSync "+o.file, "path", o.file))
 	}
 	return res

@@ -25,26 +25,34 @@ func (e *jsEnv) bufferHost() *goja.Object {
 	exports := e.vm.NewObject()
 	_ = module.Set("exports", exports)
 	buffer.Require(e.vm, module)
+	e.gateBuffer(exports)
 	return e.obj(
 		"Buffer", exports.Get("Buffer"),
 		"encode", func(call goja.FunctionCall) goja.Value {
-			return e.arrayBuffer(encodeString(call.Argument(0).String(), call.Argument(1).String()))
+			enc := call.Argument(1).String()
+			e.gate(atMost(encodedSize(call.Argument(0), enc)))
+			return e.arrayBuffer(encodeString(call.Argument(0).String(), enc))
 		},
 		"decode", func(call goja.FunctionCall) goja.Value {
 			b, ok := bytesOf(call.Argument(0))
 			if !ok {
 				e.throwTypeError("expected a Buffer")
 			}
-			return e.vm.ToValue(decodeBytes(b, call.Argument(1).String()))
+			enc := call.Argument(1).String()
+			e.gate(atMost(decodedSize(b, enc)))
+			return e.vm.ToValue(decodeBytes(b, enc))
 		},
 		"byteLength", func(call goja.FunctionCall) goja.Value {
-			s, enc := call.Argument(0).String(), call.Argument(1).String()
+			enc := call.Argument(1).String()
+			e.gate(atMost(encodedSize(call.Argument(0), enc)))
+			s := call.Argument(0).String()
 			if enc == "utf8" {
 				return e.vm.ToValue(len(s))
 			}
 			return e.vm.ToValue(len(encodeString(s, enc)))
 		},
 		"atob", func(call goja.FunctionCall) goja.Value {
+			e.gate(atMost(satMul(strLen(call.Argument(0)), 10)))
 			s := strings.Map(func(r rune) rune {
 				if r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r' {
 					return -1
@@ -61,6 +69,7 @@ func (e *jsEnv) bufferHost() *goja.Object {
 			return e.vm.ToValue(decodeBytes(b, "latin1"))
 		},
 		"btoa", func(call goja.FunctionCall) goja.Value {
+			e.gate(atMost(satMul(strLen(call.Argument(0)), 6)))
 			s := call.Argument(0).String()
 			b := make([]byte, 0, len(s))
 			for _, r := range s {
@@ -79,6 +88,7 @@ func (e *jsEnv) bufferHost() *goja.Object {
 func (e *jsEnv) encodingHost() *goja.Object {
 	return e.obj(
 		"encode", func(call goja.FunctionCall) goja.Value {
+			e.gate(atMost(encodedSize(call.Argument(0), "utf8")))
 			return e.arrayBuffer([]byte(call.Argument(0).String()))
 		},
 		"decode", func(call goja.FunctionCall) goja.Value {
@@ -98,6 +108,7 @@ func (e *jsEnv) encodingHost() *goja.Object {
 			if fatal && !utf8.Valid(body) {
 				e.throwTypeError("The encoded data was not valid for encoding utf-8", "code", "ERR_ENCODING_INVALID_ENCODED_DATA")
 			}
+			e.gate(atMost(decodedSize(body, "utf8")))
 			return e.vm.NewArray(decodeUTF8(body), consumed)
 		},
 	)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/dop251/goja"
+
+	"github.com/uncaged/workflow/engine/membudget"
 )
 
 // httpClient is the run's client. Each run has its own transport so that
@@ -45,6 +47,7 @@ func (e *jsEnv) fetchHost() *goja.Object {
 		},
 		"utf8", func(call goja.FunctionCall) goja.Value {
 			b, _ := bytesOf(call.Argument(0))
+			e.gate(atMost(decodedSize(b, "utf8")))
 			return e.vm.ToValue(decodeUTF8(b))
 		},
 	)
@@ -64,7 +67,9 @@ func (e *jsEnv) fetchStart(call goja.FunctionCall) goja.Value {
 			return true
 		})
 	}
-	body, hasBody := copyBytes(call.Argument(3))
+	raw, hasBody := bytesOf(call.Argument(3))
+	e.gate(exactly(int64(len(raw))))
+	body := append([]byte(nil), raw...)
 	redirect := call.Argument(4).String()
 	cb, ok := goja.AssertFunction(call.Argument(5))
 	if !ok {
@@ -75,11 +80,15 @@ func (e *jsEnv) fetchStart(call goja.FunctionCall) goja.Value {
 	ctx, cancel := context.WithCancel(e.loop.ctx)
 	e.fetch[id] = cancel
 	client := e.httpClient()
+	acct := e.loop.acct
 	e.loop.goWork(func(context.Context) func() error {
-		res, err := doFetch(ctx, client, rawURL, method, headers, body, hasBody, redirect)
+		res, err := doFetch(ctx, client, acct, rawURL, method, headers, body, hasBody, redirect)
 		return func() error {
 			delete(e.fetch, id)
 			cancel()
+			if errors.Is(err, membudget.ErrExceeded) {
+				return e.loop.call(cb, goja.Undefined(), e.refusal(err))
+			}
 			if err != nil {
 				return e.loop.call(cb, goja.Undefined(), e.newError("Error", err.Error()))
 			}
@@ -101,7 +110,10 @@ func (e *jsEnv) fetchStart(call goja.FunctionCall) goja.Value {
 	return e.vm.ToValue(id)
 }
 
-func doFetch(ctx context.Context, client *http.Client, rawURL, method string, headers [][2]string, body []byte, hasBody bool, redirect string) (*fetchResult, error) {
+// doFetch makes the request and reads the response whole, within what
+// acct lets it reserve: a body larger than that, announced or not, fails
+// the request with the refusal.
+func doFetch(ctx context.Context, client *http.Client, acct *membudget.Account, rawURL, method string, headers [][2]string, body []byte, hasBody bool, redirect string) (*fetchResult, error) {
 	var rd io.Reader
 	if hasBody {
 		rd = bytes.NewReader(body)
@@ -136,7 +148,7 @@ func doFetch(ctx context.Context, client *http.Client, rawURL, method string, he
 		return nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := readAll(acct, resp.Body, resp.ContentLength)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/uncaged/workflow/engine/membudget"
 	"github.com/uncaged/workflow/engine/threadenv"
 )
 
@@ -84,12 +85,7 @@ func (e *jsEnv) fsHost() *goja.Object {
 	undef := goja.Undefined()
 	return e.obj(
 		"readFile", func(call goja.FunctionCall) goja.Value {
-			p := path(call, 0)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				e.throwFS(err, "open", p)
-			}
-			return e.arrayBuffer(b)
+			return e.arrayBuffer(e.readFile(path(call, 0)))
 		},
 		"writeFile", func(call goja.FunctionCall) goja.Value {
 			p := path(call, 0)
@@ -285,6 +281,29 @@ func (e *jsEnv) fsHost() *goja.Object {
 			return undef
 		},
 	)
+}
+
+// readFile reads the file at p whole, as os.ReadFile does but within what
+// the run's memory budget and the host leave (readAll): /dev/zero or a
+// file larger than that throws the refusal instead.
+func (e *jsEnv) readFile(p string) []byte {
+	f, err := os.Open(p)
+	if err != nil {
+		e.throwFS(err, "open", p)
+	}
+	defer func() { _ = f.Close() }() // opened read-only
+	hint := int64(0)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		hint = fi.Size()
+	}
+	b, err := readAll(e.loop.acct, f, hint)
+	if errors.Is(err, membudget.ErrExceeded) {
+		panic(e.refusal(err))
+	}
+	if err != nil {
+		e.throwFS(err, "open", p)
+	}
+	return b
 }
 
 func (e *jsEnv) statObject(fi os.FileInfo) goja.Value {

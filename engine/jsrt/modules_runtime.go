@@ -132,7 +132,7 @@ func (e *jsEnv) runtimeObject() *goja.Object {
 				schemaVal = v
 			}
 		}
-		tree, err := exportTree(e.vm, schemaVal, 0)
+		tree, err := e.exportTree(schemaVal)
 		if err != nil {
 			return e.settled(nil, err)
 		}

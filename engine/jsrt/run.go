@@ -113,7 +113,7 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 	_ = l.guard(func() error { r.e.reportUnhandled(p); return nil })
 	if err == nil && p != nil {
 		if p.State() == goja.PromiseStateRejected {
-			err = valueError(p.Result(), r.e.bundleName)
+			err = asRefusal(valueError(p.Result(), r.e.bundleName), p.Result())
 		} else {
 			result = p.Result()
 		}
@@ -242,7 +242,7 @@ func (e *jsEnv) output(v goja.Value) (*workflow.Output, error) {
 	if !ok || mo.ClassName() == "Array" || mo.ClassName() == "Function" {
 		return nil, fmt.Errorf("yielded RoleOutput.meta must be a plain object, got %s", describeJS(mv))
 	}
-	tree, err := exportTree(e.vm, mv, 0)
+	tree, err := e.exportTree(mv)
 	if err != nil {
 		return nil, fmt.Errorf("yielded RoleOutput.meta cannot be serialized: %w", exceptionError(err, e.bundleName))
 	}

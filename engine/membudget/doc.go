@@ -44,14 +44,39 @@
 // above it, the runtime charged the most of those that executed lately
 // (a thread that only holds memory while it waits did not fill the heap)
 // is stopped even within its budget, as long as it holds a quarter of the
-// heap.
+// heap. Whatever its budget, a runtime that executes may not hold more
+// than a third of that cap (Reserve refuses past it, and a collection
+// that finds it holding more stops it): one operation that copies what
+// it holds, such as s + s, which nothing can ask before it allocates,
+// must still fit beside it. For the same reason a runtime that allocates
+// more than half of its third within one tick without having reserved
+// it is stopped at that tick, before any collection.
+//
+// # One call at a time
+//
+// A single allocation bigger than what is left (one huge string or
+// ArrayBuffer) happens before any sample, and Go does not fail an
+// allocation the process cannot get: it ends the process. So a call that
+// allocates an amount a script chose asks first: Account.Reserve (the
+// amount it will allocate, which is then charged to the runtime at once)
+// or Account.Fits (a bound on it). Either refuses, with a RefusedError,
+// a request that would take the runtime past its budget beside what it
+// holds, or past what the host has left: Go's memory limit beside what
+// Go has mapped, what RLIMIT_AS leaves of the address space, the memory
+// the system has available. Before refusing on memory that may be
+// garbage it collects, as often as the watchdog would. Package jsrt asks
+// before every such call it makes or wraps.
 //
 // # What it cannot do
 //
-// A single allocation bigger than what is left (one huge string or
-// ArrayBuffer) happens before any sample, and memory held only for a
-// moment (less than a collection or two) may pass unnoticed: the budget
-// bounds what a runtime keeps, not each peak. Several runtimes executing at
+// Memory held only for a moment (less than a collection or two) may pass
+// unnoticed: the budget bounds what a runtime keeps, not each peak. An
+// operation of the interpreter itself, not a call (s + s of a large
+// string, a BigInt shifted or raised by a large amount), allocates
+// without asking; the third and the burst rules stop a runaway made of
+// them only when the watchdog runs in time, and a collection that waits
+// for such an operation to end (Go cannot preempt a long copy) holds the
+// watchdog too. Several runtimes executing at
 // the same moment share what was allocated meanwhile, so a thread that
 // runs long computations beside a runaway is charged part of the
 // runaway's growth: the runaway still reaches its budget first unless the

@@ -115,3 +115,55 @@ func smallestLimit(mount, path, file string) int64 {
 		}
 	}
 }
+
+// addrMargin is address space a large allocation needs beyond its bytes:
+// Go maps the heap in 64 MiB arenas, with metadata beside them.
+const addrMargin = 64 << 20
+
+// osRoom reports to consider what RLIMIT_AS leaves of the address space
+// (beside reusable, the heap pages Go has mapped and not in use) and what
+// memory the system has available.
+func osRoom(reusable int64, consider func(room, limit int64, source string)) {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil && rl.Cur != unix.RLIM_INFINITY {
+		if vm := vmSize(); vm > 0 {
+			consider(int64(rl.Cur)-vm-addrMargin+reusable, int64(rl.Cur), "RLIMIT_AS")
+		}
+	}
+	if avail, total := memAvailable(); total > 0 {
+		consider(avail, total, "available memory")
+	}
+}
+
+// memAvailable reads /proc/meminfo: what the system can give without
+// swapping, and all it has (bytes; 0 when unknown).
+func memAvailable() (avail, total int64) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "MemAvailable":
+			avail = n << 10
+		case "MemTotal":
+			total = n << 10
+		}
+	}
+	if avail == 0 {
+		return 0, 0
+	}
+	return avail, total
+}

@@ -124,6 +124,12 @@ type ExceededError struct {
 	// HostLimit is set when it was the host's overall limit (the Go memory
 	// limit) that was reached, not the thread's own budget.
 	HostLimit int64
+	// Share says the runtime held more than its share of HostLimit (a
+	// third), whatever the heap as a whole held.
+	Share bool
+	// Burst is set when the runtime allocated this much in one go without
+	// asking, more than half its share of HostLimit.
+	Burst int64
 }
 
 // ErrExceeded matches every *ExceededError with errors.Is.
@@ -135,6 +141,18 @@ func (e *ExceededError) Is(target error) bool { return target == ErrExceeded }
 // Error is the thread's summary: what happened, the budget, and how to
 // raise it.
 func (e *ExceededError) Error() string {
+	if e.Burst > 0 {
+		return fmt.Sprintf("out of memory: this thread's JavaScript allocated about %s at once (an operation such as s + s copying a large string or array), "+
+			"more than half of what one thread may hold of the engine host (a third of its %s), and holds about %s; the next such operation could take the host down. "+
+			"Build large data in parts, or give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit)",
+			FormatSize(e.Burst), FormatSize(e.HostLimit), FormatSize(e.Held))
+	}
+	if e.Share {
+		return fmt.Sprintf("out of memory: this thread's JavaScript held about %s, more than a third of what the engine host may hold (%s), "+
+			"so one operation copying what it holds could take the host down. "+
+			"Give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit), or hold less: memoryBudget in workflow.yaml bounds what a thread may hold",
+			FormatSize(e.Held), FormatSize(e.HostLimit))
+	}
 	if e.HostLimit > 0 {
 		return fmt.Sprintf("out of memory: the engine host's heap reached its limit of %s and this thread's JavaScript held the most of it (about %s). "+
 			"Give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit), run fewer threads at once (engine serve --max-threads), "+

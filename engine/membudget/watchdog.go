@@ -40,6 +40,10 @@ const (
 	// hostShare is the least share of the live heap the runtime stopped for
 	// the host's limit must hold: stopping it must make a difference.
 	hostShare = 4 // one quarter
+	// threadShare bounds what one runtime may hold of the host's limit,
+	// whatever its budget: one operation that copies what it holds (s + s,
+	// which nothing can ask before it allocates) must still fit beside it.
+	threadShare = 3 // one third
 )
 
 // Default is the process's watchdog: the heap is the process's, so there
@@ -54,6 +58,11 @@ func Open(budget int64, onOver func(*ExceededError)) *Account { return Default.O
 type Watchdog struct {
 	read    func(*sample)
 	collect func()
+	// room reads what the host has left (nil: no limit known).
+	room func() *HostRoom
+	// tickMu makes a tick and a collection a request forces (collectNow)
+	// take turns: each samples, collects and settles as one.
+	tickMu sync.Mutex
 
 	mu        sync.Mutex
 	accounts  map[*Account]struct{}
@@ -76,11 +85,15 @@ type Watchdog struct {
 	firedAt       int64
 	settleFirst   bool // a stopped runtime closed: count its memory freed before judging again
 	nextForce     int64
-	lastForced    int64 // when the last forced collection ended
+	lastForced    int64  // when the last forced collection ended
+	forcedAllocs  uint64 // and the bytes ever allocated then
 	// growing says the last collection found a runtime's charge up by an
 	// eighth of its budget or more: it is building, not churning, and the
 	// next collection to judge it may come sooner.
 	growing bool
+	// explicit is what Reserve counted since the last sample: already
+	// charged to the runtimes that asked, so not shared out again.
+	explicit float64
 }
 
 // sample is one reading of the runtime's heap figures.
@@ -92,7 +105,7 @@ type sample struct {
 }
 
 func newWatchdog(read func(*sample), collect func()) *Watchdog {
-	return &Watchdog{read: read, collect: collect, accounts: map[*Account]struct{}{}}
+	return &Watchdog{read: read, collect: collect, room: hostRoom, accounts: map[*Account]struct{}{}}
 }
 
 var metricNames = []metrics.Sample{
@@ -145,9 +158,13 @@ type Account struct {
 	ran, ranBefore bool
 	pending        float64
 	confirmed      float64
-	settled        float64 // confirmed after the previous collection
-	fired          bool
-	closed         bool
+	// burst is what it was charged in the last tick beyond what it had
+	// reserved: an operation nothing asked first (s + s) allocating
+	// that much in one go.
+	burst   float64
+	settled float64 // confirmed after the previous collection
+	fired   bool
+	closed  bool
 }
 
 // Open registers a runtime with budget bytes (Off: none; the host's limit
@@ -250,6 +267,8 @@ type verdict struct {
 // tick samples the heap once and acts on it. It reports false (and the
 // ticker stops) when no account is open.
 func (w *Watchdog) tick() bool {
+	w.tickMu.Lock()
+	defer w.tickMu.Unlock()
 	var s sample
 	w.read(&s)
 	w.mu.Lock()
@@ -271,7 +290,7 @@ func (w *Watchdog) tick() bool {
 			gap = int64(Interval)
 		}
 		w.nextForce = s.at + max(gap, min(forceCostFactor*(s.at-t0), int64(maxForceGap)))
-		w.lastForced = s.at
+		w.lastForced, w.forcedAllocs = s.at, s.allocs
 		w.mu.Unlock()
 	}
 	if v.stop != nil {
@@ -289,7 +308,7 @@ func (w *Watchdog) observe(s sample, forced int64) verdict {
 		// First sample: what is live now is the host's.
 		w.started = true
 		w.last, w.lastLive, w.otherConfirmed = s, float64(s.live), float64(s.live)
-		w.otherPending, w.released = 0, 0
+		w.otherPending, w.released, w.explicit = 0, 0, 0
 		for a := range w.accounts {
 			a.seenBusy = a.busyUpTo(s.at)
 		}
@@ -316,6 +335,8 @@ func (w *Watchdog) charge(s sample) {
 	if s.allocs > w.last.allocs {
 		alloc = float64(s.allocs - w.last.allocs)
 	}
+	alloc = max(alloc-w.explicit, 0)
+	w.explicit = 0
 	var total int64
 	for a := range w.accounts {
 		cur := a.busyUpTo(s.at)
@@ -331,9 +352,11 @@ func (w *Watchdog) charge(s sample) {
 	norm := max(total, elapsed, 1)
 	given := 0.0
 	for a := range w.accounts {
+		a.burst = 0
 		if a.share > 0 {
 			g := alloc * float64(a.share) / float64(norm)
 			a.pending += g
+			a.burst = g
 			given += g
 		}
 	}
@@ -415,6 +438,9 @@ func (w *Watchdog) settle(live float64, freed bool) {
 // confirmed charge), never on allocation alone: garbage is not held. One
 // runtime at a time, the one charged the most.
 func (w *Watchdog) judge(s sample, mayForce bool) verdict {
+	if v, ok := w.judgeBursts(s); ok {
+		return v
+	}
 	if w.firing != nil {
 		if s.at-w.firedAt < int64(holdoff) {
 			return verdict{}
@@ -427,8 +453,9 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 	// biggest is the host limit's choice: of the runtimes that executed
 	// lately, and so may be what grew, the one charged the most. A thread
 	// that holds much but waits on an agent is not what filled the heap.
-	var biggest *Account
+	var biggest, overShare *Account
 	pendingTotal := w.otherPending
+	share := float64(w.hostLimit) / threadShare
 	for a := range w.accounts {
 		pendingTotal += a.pending
 		if a.fired {
@@ -436,6 +463,17 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		}
 		if (a.ran || a.ranBefore) && (biggest == nil || a.confirmed > biggest.confirmed) {
 			biggest = a
+		}
+		// A runtime that waits cannot copy what it holds; it is judged
+		// on its share once it executes again.
+		if w.hostLimit > 0 && (a.ran || a.ranBefore) {
+			if a.confirmed > share {
+				if overShare == nil || a.confirmed > overShare.confirmed {
+					overShare = a
+				}
+			} else if a.confirmed+a.pending > share {
+				suspect = true
+			}
 		}
 		if a.budget <= 0 {
 			continue
@@ -456,6 +494,9 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 	case w.hostLimit > 0 && w.lastLive > float64(w.hostLimit) && biggest != nil && biggest.confirmed*hostShare >= w.lastLive:
 		worst = biggest
 		err = &ExceededError{Budget: biggest.budget, Held: int64(biggest.confirmed), HostLimit: w.hostLimit}
+	case overShare != nil:
+		worst = overShare
+		err = &ExceededError{Budget: overShare.budget, Held: int64(overShare.confirmed), HostLimit: w.hostLimit, Share: true}
 	case w.hostLimit > 0 && w.lastLive+pendingTotal > float64(w.hostLimit):
 		suspect = true
 	}
@@ -481,4 +522,30 @@ func (w *Watchdog) judge(s sample, mayForce bool) verdict {
 		return verdict{force: true}
 	}
 	return verdict{}
+}
+
+// judgeBursts stops, at once, a runtime that allocated more than half its
+// share of the host's limit within the last tick without asking (one
+// operation such as s + s copying a large string): the next such
+// operation, twice as large, would take the host past its limit before
+// a collection could confirm what it holds. What calls reserved does not
+// count (see Reserve). It does not wait for another stop to settle.
+func (w *Watchdog) judgeBursts(s sample) (verdict, bool) {
+	if w.hostLimit <= 0 {
+		return verdict{}, false
+	}
+	limit := float64(w.hostLimit) / threadShare / 2
+	var worst *Account
+	for a := range w.accounts {
+		if !a.fired && a.burst > limit && (worst == nil || a.burst > worst.burst) {
+			worst = a
+		}
+	}
+	if worst == nil {
+		return verdict{}, false
+	}
+	worst.fired = true
+	w.firing, w.firedAt = worst, s.at
+	err := &ExceededError{Budget: worst.budget, Held: int64(worst.confirmed + worst.pending), HostLimit: w.hostLimit, Burst: int64(worst.burst)}
+	return verdict{stop: worst, err: err}, true
 }

@@ -1,6 +1,7 @@
 package membudget
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ func (s *stops) on(e *ExceededError) { s.errs = append(s.errs, e) }
 
 func newTestWatchdog(h *fakeHeap) *Watchdog {
 	w := newWatchdog(h.read, h.collect)
-	w.ticking = true // driven by the test, not by its own goroutine
+	w.ticking = true                         // driven by the test, not by its own goroutine
+	w.room = func() *HostRoom { return nil } // the machine's memory is not the test's
 	h.at = int64(time.Second)
 	h.live, h.trueLive = 20*mib, 20*mib // the host's own
 	return w
@@ -331,7 +333,7 @@ func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
 	hd := w.Open(Off, holder.on)
 	g := w.Open(Off, grower.on)
 	tick(w, h)
-	for i := 0; i < 75; i++ { // the holder builds 150 MiB, then waits
+	for i := 0; i < 45; i++ { // the holder builds 90 MiB (less than its share, a third), then waits
 		execute(hd, Interval)
 		h.alloc(2*mib, 2*mib)
 		if i%10 == 9 {
@@ -350,7 +352,7 @@ func TestHostLimitSparesAThreadThatOnlyHolds(t *testing.T) {
 	if len(grower.errs) != 1 || len(holder.errs) != 0 {
 		t.Fatalf("grower stopped %d times, holder %d (holder charged %d MiB, grower %d MiB)", len(grower.errs), len(holder.errs), hd.Held()/mib, g.Held()/mib)
 	}
-	if held := grower.errs[0].Held; held > 150*mib {
+	if held := grower.errs[0].Held; held > 190*mib {
 		t.Fatalf("the grower was stopped only at %d MiB", held/mib)
 	}
 }
@@ -384,5 +386,95 @@ func TestGrowthWhileAnotherRuntimeIsFreedIsCharged(t *testing.T) {
 	}
 	if len(second.errs) != 1 {
 		t.Fatalf("a runtime holding 16 MiB of an 8 MiB budget was not stopped (charged %d MiB)", b.Held()/mib)
+	}
+}
+
+// TestNoRuntimeHoldsMoreThanAThirdOfTheHost: whatever its budget (none,
+// or more than the host has), a runtime that executes is stopped once a
+// collection finds it holding more than a third of the host's limit, and
+// a request that would take it past that is refused: one operation that
+// copies what it holds (s + s, which nothing asks before it allocates)
+// must still fit beside it.
+func TestNoRuntimeHoldsMoreThanAThirdOfTheHost(t *testing.T) {
+	t.Parallel()
+	for _, budget := range []int64{Off, 1 << 40} {
+		h := &fakeHeap{}
+		w := newTestWatchdog(h)
+		w.SetHostLimit(300 * mib)
+		var st stops
+		a := w.Open(budget, st.on)
+		tick(w, h)
+		if err := a.Reserve(150 * mib); err == nil || !strings.Contains(err.Error(), "a third, of the host's memory limit") {
+			t.Fatalf("budget %d: a request past a third of the host: %v", budget, err)
+		}
+		for i := 0; i < 200 && len(st.errs) == 0; i++ {
+			execute(a, Interval)
+			h.alloc(2*mib, 2*mib)
+			if i%10 == 9 {
+				h.collect()
+			}
+			tick(w, h)
+		}
+		if len(st.errs) != 1 || !st.errs[0].Share || st.errs[0].Held < 100*mib || st.errs[0].Held > 125*mib {
+			t.Fatalf("budget %d: stopped %+v", budget, st.errs)
+		}
+		for _, want := range []string{"out of memory", "more than a third of what the engine host may hold (300MiB)", "memoryBudget"} {
+			if !strings.Contains(st.errs[0].Error(), want) {
+				t.Errorf("%q lacks %q", st.errs[0].Error(), want)
+			}
+		}
+	}
+}
+
+// TestABurstNothingAskedForIsStoppedAtOnce: a runtime that allocates more
+// than half its share of the host in one tick without reserving it (one
+// operation such as s + s copying a large string, which nothing can ask
+// first) is stopped at that tick, before any collection: the next such
+// operation would be twice as large. What it reserved first does not
+// count, nor does steady churn.
+func TestABurstNothingAskedForIsStoppedAtOnce(t *testing.T) {
+	t.Parallel()
+	const limit = 3000 * mib // a share of 1000 MiB, bursts from 500 MiB
+	cases := []struct {
+		name    string
+		perTick uint64 // allocated per tick, kept
+		ticks   int
+		reserve bool
+		stopped bool
+	}{
+		{"one unasked burst", 600 * mib, 1, false, true},
+		{"the same, reserved first", 600 * mib, 1, true, false},
+		{"steady growth below the burst", 40 * mib, 10, false, false},
+	}
+	for _, c := range cases {
+		h := &fakeHeap{}
+		w := newTestWatchdog(h)
+		w.SetHostLimit(limit)
+		var st stops
+		a := w.Open(Off, st.on)
+		tick(w, h)
+		for i := 0; i < c.ticks; i++ {
+			if c.reserve {
+				if err := a.Reserve(int64(c.perTick)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			execute(a, Interval)
+			h.alloc(c.perTick, c.perTick)
+			collects := h.collects
+			tick(w, h)
+			if c.stopped && (len(st.errs) != 1 || h.collects != collects) {
+				t.Fatalf("%s: stopped %d times after %d collections", c.name, len(st.errs), h.collects-collects)
+			}
+		}
+		if (len(st.errs) > 0) != c.stopped {
+			t.Fatalf("%s: stopped %+v", c.name, st.errs)
+		}
+		if c.stopped {
+			e := st.errs[0]
+			if e.Burst < 600*mib || !strings.Contains(e.Error(), "allocated about 600MiB at once") {
+				t.Fatalf("%s: %+v: %v", c.name, e, e)
+			}
+		}
 	}
 }

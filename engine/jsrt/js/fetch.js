@@ -190,6 +190,10 @@ function fetch(input, init) {
       if (signal) signal.removeEventListener("abort", onAbort);
       if (settled) return;
       settled = true;
+      if (err && err.code === "ERR_MEMORY_BUDGET") {
+        reject(err); // the body would not fit: the budget's error, not a network one
+        return;
+      }
       if (err) {
         const e = new TypeError("fetch failed");
         e.cause = err;
