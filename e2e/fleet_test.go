@@ -114,7 +114,7 @@ func TestFleetMemoryOfAnOfflineMachine(t *testing.T) {
 	// Both finished; the newest update first (ties go by id, so either
 	// order is possible: wait for the pair, then look at each).
 	g.waitFleet(q("status", "completed", "machine", "laptop", "q", "flux"), review)
-	g.waitFleet(q("workflow", "hello-world"), hello)
+	g.waitFleet(q("status", "completed", "workflow", "hello-world"), hello)
 	all := g.searchFleet(q("status", "completed"))
 	if all.Total != 2 {
 		t.Fatalf("completed: %+v", all)
