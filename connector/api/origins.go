@@ -2,9 +2,10 @@ package api
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/uncaged/workflow/shared/origin"
 )
 
 // Origins are the browser origins whose pages may call the API: its CORS
@@ -51,39 +52,12 @@ func (o Origins) List() []string { return slices.Clone(o.list) }
 // normalizeOrigin checks one --allow-origin value and writes it as a
 // browser's Origin header would.
 func normalizeOrigin(s string) (string, error) {
-	bad := func(why string) error {
-		return fmt.Errorf("origin %q: %s (an origin is scheme://host[:port], e.g. http://localhost:5173)", s, why)
-	}
 	if s == "*" || strings.EqualFold(s, "null") {
-		return "", bad("the local API has no credential of its own, so it admits only origins it is given one by one")
+		return "", fmt.Errorf("origin %q: the local API has no credential of its own, so it admits only origins it is given one by one", s)
 	}
-	u, err := url.Parse(s)
+	o, err := origin.Normalize(s)
 	if err != nil {
-		return "", bad("not a URL")
+		return "", fmt.Errorf("origin %q: %v (an origin is scheme://host[:port], e.g. http://localhost:5173)", s, err)
 	}
-	scheme := strings.ToLower(u.Scheme)
-	switch {
-	case scheme != "http" && scheme != "https":
-		return "", bad("the scheme must be http or https")
-	case u.Opaque != "" || u.Host == "":
-		return "", bad("no host")
-	case u.User != nil:
-		return "", bad("an origin has no user")
-	case u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(s, "#"):
-		return "", bad("an origin has no path, query or fragment")
-	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if host == "" {
-		return "", bad("no host")
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	return scheme + "://" + host, nil
+	return o, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/shared/origin"
 )
 
 // Dashboards on other origins (Options.AllowOrigins, --allow-origin).
@@ -84,38 +85,11 @@ func normalizeOrigin(s string) (string, error) {
 	if s == "*" {
 		return s, nil
 	}
-	bad := func(why string) error {
-		return fmt.Errorf("origin %q: %s (an origin is scheme://host[:port], e.g. https://dash.example.com, or *)", s, why)
-	}
-	u, err := url.Parse(s)
+	o, err := origin.Normalize(s)
 	if err != nil {
-		return "", bad("not a URL")
+		return "", fmt.Errorf("origin %q: %v (an origin is scheme://host[:port], e.g. https://dash.example.com, or *)", s, err)
 	}
-	scheme := strings.ToLower(u.Scheme)
-	switch {
-	case scheme != "http" && scheme != "https":
-		return "", bad("the scheme must be http or https")
-	case u.Opaque != "" || u.Host == "":
-		return "", bad("no host")
-	case u.User != nil:
-		return "", bad("an origin has no user")
-	case u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(s, "#"):
-		return "", bad("an origin has no path, query or fragment")
-	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if host == "" {
-		return "", bad("no host")
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	return scheme + "://" + host, nil
+	return o, nil
 }
 
 // corsPolicy answers the cross-origin requests of the listed origins.
