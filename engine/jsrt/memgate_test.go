@@ -318,7 +318,9 @@ const gateHelperEnv = "JSRT_GATE_CALL"
 func TestGateHelperProcess(t *testing.T) {
 	src := os.Getenv(gateHelperEnv)
 	if src == "" {
-		t.Skip("runs in a process of its own, started by TestTheIssuesCallsFailAloneInAProcessOfTheirOwn")
+		// Not a skip: make test counts skipped tests as missing tools,
+		// and nothing is missing here. The real run is the subprocess's.
+		return
 	}
 	// An endless body, announced as 3 GB or not announced at all.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -348,9 +350,6 @@ const helperBudget = 64 << 20
 // out of memory, or a goroutine stack over its limit) or grew it by
 // gigabytes.
 func TestTheIssuesCallsFailAloneInAProcessOfTheirOwn(t *testing.T) {
-	if os.Getenv(gateHelperEnv) != "" {
-		t.Skip("in the helper process")
-	}
 	calls := []struct{ name, src string }{
 		{"new Uint8Array(1e11)", `new Uint8Array(1e11)`},
 		{"new Uint8Array(2e9)", `new Uint8Array(2e9)`},
