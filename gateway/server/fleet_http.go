@@ -191,11 +191,14 @@ func (fl *fleetMemory) lastSeen(ctx context.Context) (map[string]store.Machine, 
 // seenCacheFor is how long searches reuse the machines' last-seen times.
 const seenCacheFor = time.Second
 
-// cachedLastSeen is lastSeen, reused for seenCacheFor.
-func (fl *fleetMemory) cachedLastSeen(ctx context.Context) (map[string]store.Machine, error) {
+// cachedLastSeen is lastSeen, reused for seenCacheFor unless it lacks one
+// of the names asked for: a machine whose first threads were stored after
+// the cache was read (the endpoints list reads it too) must not be shown
+// as never seen.
+func (fl *fleetMemory) cachedLastSeen(ctx context.Context, names ...string) (map[string]store.Machine, error) {
 	fl.seenMu.Lock()
 	defer fl.seenMu.Unlock()
-	if fl.seen != nil && time.Since(fl.seenAt) < seenCacheFor {
+	if fl.seen != nil && time.Since(fl.seenAt) < seenCacheFor && hasAll(fl.seen, names) {
 		return fl.seen, nil
 	}
 	m, err := fl.lastSeen(ctx)
@@ -204,6 +207,16 @@ func (fl *fleetMemory) cachedLastSeen(ctx context.Context) (map[string]store.Mac
 	}
 	fl.seen, fl.seenAt = m, time.Now()
 	return m, nil
+}
+
+// hasAll says whether every name is in machines.
+func hasAll(machines map[string]store.Machine, names []string) bool {
+	for _, n := range names {
+		if _, ok := machines[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // searchThreads is GET /api/gateway/threads.
@@ -223,7 +236,11 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 	}
 	machines := map[string]store.Machine{}
 	if len(page.Threads) > 0 {
-		if machines, err = fl.cachedLastSeen(ctx); err != nil {
+		names := make([]string, 0, len(page.Threads))
+		for _, t := range page.Threads {
+			names = append(names, t.Machine)
+		}
+		if machines, err = fl.cachedLastSeen(ctx, names...); err != nil {
 			fl.log.Error("fleet: list machines", "err", err)
 			return echo.NewHTTPError(http.StatusInternalServerError, "reading the fleet's machines failed")
 		}

@@ -431,3 +431,21 @@ func TestFleetKeysetPaging(t *testing.T) {
 		}
 	}
 }
+
+// A machine whose first threads are stored after the machines were read
+// (the endpoints list reads them too, for the names it remembers) is not
+// shown as never seen: a search re-reads the machines it lacks instead of
+// serving the last second's answer.
+func TestASearchNeverShowsAMachineItJustStoredAsNeverSeen(t *testing.T) {
+	t.Parallel()
+	f, _ := newFleetFixture(t)
+	// The cache of the machines' last-seen times, read before any machine.
+	if resp, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil); resp.StatusCode != 200 {
+		t.Fatalf("endpoints: %d %s", resp.StatusCode, body)
+	}
+	f.connector("laptop", newFakeConnector(fakeThread("t1", "hello", "completed", "greet", "said hello", time.Now())))
+	found := f.waitSearch("", 1)
+	if th := found.Threads[0]; th.LastSeen == nil {
+		t.Fatalf("the machine of a thread just stored is shown as never seen: %+v", th)
+	}
+}
