@@ -120,6 +120,11 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		if o.debug {
 			logOffset = printDebugLines(w, l.InfoLog(rec.BundleHash, rec.ThreadID), logOffset, style)
 		}
+		// A head that cannot back a status has no trustworthy steps
+		// either, and no __end__ may ever be seen from it: say why, once.
+		if _, damage := threads.ReadStatus(store, rec, threads.NotExecuting); damage != nil {
+			return 0, fmt.Errorf("live: thread %s cannot be followed: %w\n%s", rec.ThreadID, damage, doctorHint)
+		}
 		frames, err := threads.Walk(store, rec.Head)
 		if err != nil {
 			return 0, err
