@@ -89,12 +89,16 @@ func replaceBlob(t *testing.T, casDir, hash string, with func(path string) error
 	}
 }
 
-// lineDamage are the ways a readable line can name a head or start that
-// cannot back a status; "" names the control case, nothing damaged.
-var lineDamage = []struct {
+// damageCase is one way to damage a thread; name "" is the control case,
+// nothing damaged.
+type damageCase struct {
 	name  string
 	spoil spoiler
-}{
+}
+
+// lineDamage are the ways a readable line can name a head or start that
+// cannot back a status (more are added where the system has them).
+var lineDamage = []damageCase{
 	{"", func(t *testing.T, _ *rand.Rand, _ string, s threads.Source, c, _ chain) (string, string) {
 		return c.head(s), c.start
 	}},
