@@ -125,7 +125,7 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		// A head that cannot back a status has no trustworthy steps
 		// either, and no __end__ may ever be seen from it: say why, once.
 		if _, damage := threads.ReadStatus(store, rec, threads.NotExecuting); damage != nil {
-			return 0, fmt.Errorf("live: thread %s cannot be followed: %w\n%s", rec.ThreadID, damage, doctorHint)
+			return 0, fmt.Errorf("live: thread %s cannot be followed: %w\n%s", rec.ThreadID, damage, doctorAdvice)
 		}
 		frames, err := threads.Walk(store, rec.Head)
 		if err != nil {

@@ -39,6 +39,10 @@ func (a *app) threadCmd() *cobra.Command {
 // file.
 const doctorHint = "`uncaged-workflow doctor` shows what is damaged; `uncaged-workflow doctor --repair` rebuilds it from the CAS"
 
+// doctorAdvice points to doctor for problems a repair may not fix (a node
+// gone from the CAS): it says what to do about each.
+const doctorAdvice = "`uncaged-workflow doctor` lists every problem and what to do about each"
+
 // reportDamage names the damaged files a list read past, and the lines of
 // the threads it shows as damaged, on stderr (as a JSON object
 // {"damaged": [...]} with --json, so stdout keeps its shape), and fails
@@ -62,13 +66,14 @@ func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
 			lines = true
 		}
 	}
-	if files {
-		fmt.Fprintln(a.env.Stderr, "warning: threads named only in a damaged file are not listed")
-	}
 	if lines {
 		fmt.Fprintln(a.env.Stderr, "warning: a thread whose head or start cannot be trusted is shown as damaged, not with a status")
 	}
-	fmt.Fprintf(a.env.Stderr, "warning: %s\n", doctorHint)
+	if files {
+		fmt.Fprintf(a.env.Stderr, "warning: threads named only there are not listed; %s\n", doctorHint)
+	} else {
+		fmt.Fprintf(a.env.Stderr, "warning: %s\n", doctorAdvice)
+	}
 	return exitError{1}
 }
 
@@ -79,7 +84,7 @@ func withDoctorHint(err error) error {
 	case errors.Is(err, threads.ErrDamaged):
 		return fmt.Errorf("%w\n%s", err, doctorHint)
 	case errors.Is(err, gc.ErrRefused):
-		return fmt.Errorf("%w\n`uncaged-workflow doctor` lists every problem and what to do about each", err)
+		return fmt.Errorf("%w\n%s", err, doctorAdvice)
 	}
 	return err
 }
