@@ -10,6 +10,13 @@
 // unknown workflow in POST /api/threads is a 404. Every error is JSON
 // {"error": "..."}.
 //
+// A thread whose line names a head or start that cannot back a status
+// (threads.ReadStatus: not in the CAS, unreadable, not hashing to its
+// name, not on the line's start's chain) has the status "damaged" in every
+// answer and event, and no steps; the answer's "damaged" field (a list
+// and a thread's detail, and the live stream's thread-start record) names
+// its file, line and threadId. A sound thread's answer has no such field.
+//
 // Routes (every GET answers HEAD too, shared/echohead):
 //
 //	GET    /healthz, /api/healthz           {"ok":true}
@@ -52,8 +59,9 @@
 // again when its head or status moved; it replaces record 1 and adds no
 // record), "info" events (debug-log lines as they are appended), a ": ping" comment
 // every 15 s, and finally "done" with {"reason":"completed"} once the thread
-// has ended or {"reason":"not-running"} when it is unfinished and no engine
-// host runs it. Every event's id is "<records>:<logOffset>": how many
+// has ended, {"reason":"not-running"} when it is unfinished and no engine
+// host runs it, or {"reason":"damaged"} when its head cannot back a status
+// and no engine host is moving it on. Every event's id is "<records>:<logOffset>": how many
 // records have been sent (the thread-start is record 1, the first step 2)
 // and the debug-log byte offset reached. A reconnecting client sends the
 // last id back as Last-Event-ID and gets neither a record nor a log line

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
@@ -16,7 +18,13 @@ import (
 func TestThreadListNamesDamagedFiles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.Engine = nil })
-	if err := threads.Upsert(f.l.BundleDir("GOOD"), "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: "YQDQ3X4EH1VP2", Start: "AB2BP0Y50PSY6", UpdatedAt: 1778000100000}); err != nil {
+	// A sound thread: its head (here its start, as a thread that made no
+	// step yet) is in the CAS.
+	start, err := cas.Open(f.l.CASDir()).PutNode(node.NewStart(node.StartPayload{Name: "demo", Hash: "GOOD"}, "AB2BP0Y50PSY6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := threads.Upsert(f.l.BundleDir("GOOD"), "06EZJ3QM9Q4S5XWA0R1C7D8E2G", threads.Entry{Head: start, Start: start, UpdatedAt: 1778000100000}); err != nil {
 		t.Fatal(err)
 	}
 	healthy := f.call(http.MethodGet, "/api/threads", "")

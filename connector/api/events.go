@@ -268,10 +268,14 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 	}
 	f.mu.Unlock()
 	// Statuses read the head node: outside the lock, so streams sending
-	// meanwhile are not held up.
+	// meanwhile are not held up. A head that cannot back a status is sent
+	// as damaged, never as the status it used to have.
 	for i := range updates {
 		u := &updates[i]
-		u.status = threads.DeriveStatus(u.rec.Source, headEnd(f.s, u.rec.Head), u.live)
+		var d *threads.DamageError
+		if u.status, d = threads.ReadStatus(f.s.store, u.rec, u.live); d != nil {
+			f.s.log.Warn("events: thread's head cannot back a status: sent as damaged", "path", d.Path, "line", d.Line, "reason", d.Reason)
+		}
 	}
 	if len(updates) == 0 && removed == 0 {
 		return
@@ -293,13 +297,6 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
-}
-
-// headEnd is the thread's head when it is an __end__ state (nil when it
-// is not, or cannot be read: the next change reads it again).
-func headEnd(s *server, head string) *node.State {
-	end, _ := threads.HeadEnd(s.store, head)
-	return end
 }
 
 // compact drops the stale items once they are half the log, so the log
@@ -362,7 +359,7 @@ func (f *feed) resumable(v string) (uint64, bool) {
 // GET /api/threads and the live route use, with what its model calls
 // used (package usage) priced at prices.
 func (s *server) summary(p pending, names map[string]string, prices registry.Prices) fleet.Thread {
-	start := s.threadStart(p.rec, p.status)
+	start := s.threadStart(p.rec, p.status, nil)
 	wf := names[p.rec.BundleHash]
 	if wf == "" {
 		wf = start.Workflow
@@ -375,9 +372,12 @@ func (s *server) summary(p pending, names map[string]string, prices registry.Pri
 	if start.Prompt != nil {
 		out.Prompt = fleet.TruncatePrompt(*start.Prompt)
 	}
-	frames, err := threads.Walk(s.store, p.rec.Head)
-	if err != nil {
-		s.log.Warn("events: reading a thread's chain", "thread", p.rec.ThreadID, "err", err)
+	var frames []threads.Frame
+	if p.status != threads.StatusDamaged { // no step can be trusted from an unsound head
+		var err error
+		if frames, err = threads.Walk(s.store, p.rec.Head); err != nil {
+			s.log.Warn("events: reading a thread's chain", "thread", p.rec.ThreadID, "err", err)
+		}
 	}
 	for _, fr := range frames {
 		switch fr.State.Payload.Role {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/usage"
@@ -292,8 +293,13 @@ func TestEventsCarryUsage(t *testing.T) {
 // would resend it to every client.
 func TestAFinishedThreadIsNotResentWhenTheEngineLetsGoOfIt(t *testing.T) {
 	l := storage.Layout{Root: t.TempDir()}
-	f := newFeed(&server{opts: Options{Layout: l}, store: cas.Open(l.CASDir())})
-	finished := threads.Record{ThreadID: "01KFINISHED0000000000000000", BundleHash: "B", Head: "SSVQ0RZ55P9Y4", Start: "SSVQ0RZ55P9Y4", Source: threads.SourceHistory}
+	store := cas.Open(l.CASDir())
+	f := newFeed(&server{opts: Options{Layout: l}, store: store, log: slog.New(slog.DiscardHandler)})
+	start, err := store.PutNode(node.NewStart(node.StartPayload{Name: "w", Hash: "B"}, "SSVQ0RZ55P9Y4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := threads.Record{ThreadID: "01KFINISHED0000000000000000", BundleHash: "B", Head: start, Start: start, Source: threads.SourceHistory}
 	for _, running := range []map[string]host.RunningThread{
 		{finished.ThreadID: {Status: threads.StatusRunning}},
 		{finished.ThreadID: {Status: threads.StatusPaused}},

@@ -28,7 +28,7 @@ const (
 	// skips nor repeats anything.
 	EventStart = "start"
 	EventInfo  = "info" // a debug-log line {tag, content, timestamp}
-	EventDone  = "done" // the stream ends: {"reason": DoneCompleted | DoneNotRunning}
+	EventDone  = "done" // the stream ends: {"reason": DoneCompleted | DoneNotRunning | DoneDamaged}
 )
 
 // Reasons of the done event.
@@ -38,6 +38,10 @@ const (
 	// DoneNotRunning: the thread is unfinished and no engine host runs it
 	// (interrupted; POST …/resume continues it), or it was removed.
 	DoneNotRunning = "not-running"
+	// DoneDamaged: the thread's head or start cannot back a status, and
+	// no engine host is moving it on (the thread-start record's damaged
+	// field says what is wrong).
+	DoneDamaged = "damaged"
 )
 
 // maxInfoChunk bounds one read of the debug log; a line longer than this
@@ -131,6 +135,7 @@ type liveStream struct {
 
 	head    string       // head the cached steps end at
 	sent    string       // head and engine status the client's thread-start shows
+	damaged bool         // the thread-start sent says the head cannot back a status
 	steps   []any        // role and result records of head
 	ended   bool         // steps end with the result
 	logFile os.FileInfo  // the debug log read so far, to notice a new file
@@ -183,25 +188,28 @@ func (st *liveStream) step() (done bool, err error) {
 	if _, ok := running[rec.ThreadID]; !ok {
 		shown += "-"
 	}
-	switch {
-	case st.pos.records == 0:
-		start := st.s.threadStart(rec, host.ThreadStatus(st.s.store, rec, running))
-		if err := st.record(start); err != nil {
-			return true, err
-		}
-		st.sent = shown
-	case st.sent != shown:
+	if st.pos.records == 0 || st.sent != shown {
 		// Also on a reconnect's first poll: the client's copy may be old.
-		data, err := json.Marshal(st.s.threadStart(rec, host.ThreadStatus(st.s.store, rec, running)))
+		status, damage := host.ThreadStatus(st.s.store, rec, running)
+		start := st.s.threadStart(rec, status, damage)
+		if st.pos.records == 0 {
+			err = st.record(start)
+		} else {
+			err = st.startEvent(start)
+		}
 		if err != nil {
 			return true, err
 		}
-		if err := st.event(EventStart, data); err != nil {
-			return true, err
+		if damage != nil && !st.damaged {
+			st.s.log.Warn("live: thread's head cannot back a status", "path", damage.Path, "line", damage.Line, "reason", damage.Reason)
 		}
-		st.sent = shown
+		st.sent, st.damaged = shown, damage != nil
 	}
-	if rec.Head != st.head {
+	if st.damaged {
+		// No step can be trusted from a head that is not sound; the head
+		// is judged again when it moves.
+		st.head, st.steps, st.ended = "", nil, false
+	} else if rec.Head != st.head {
 		steps, ended, err := st.s.stepRecords(rec.Head)
 		if err != nil {
 			st.s.log.Warn("live: reading the thread's chain", "thread", rec.ThreadID, "err", err)
@@ -223,43 +231,65 @@ func (st *liveStream) step() (done bool, err error) {
 	if err := st.info(); err != nil {
 		return true, err
 	}
+	stopped := engErr == nil && host.Liveness(running, rec.ThreadID) == threads.NotExecuting
 	switch {
-	case st.ended, rec.Source == threads.SourceHistory:
+	case st.ended:
 		return true, st.done(DoneCompleted)
-	case engErr == nil && host.Liveness(running, rec.ThreadID) == threads.NotExecuting:
+	case st.damaged && (rec.Source == threads.SourceHistory || stopped):
+		return true, st.done(DoneDamaged)
+	case rec.Source == threads.SourceHistory:
+		return true, st.done(DoneCompleted)
+	case stopped:
 		return true, st.done(DoneNotRunning)
 	}
 	return false, nil
 }
 
-// reread looks the thread up again, in its own bundle only (a thread never
-// changes bundle): the active index, then the history.
-func (st *liveStream) reread() (threads.Record, error) {
-	dir := st.s.opts.Layout.BundleDir(st.rec.BundleHash)
-	idx, err := threads.ReadIndex(dir)
+// startEvent sends the thread-start record again, as it stands now.
+func (st *liveStream) startEvent(start ThreadStartRecord) error {
+	data, err := json.Marshal(start)
 	if err != nil {
-		return st.rec, err
+		return err
 	}
-	rec := st.rec
-	if e, ok := idx[rec.ThreadID]; ok {
-		rec.Head, rec.Start, rec.UpdatedAt, rec.Source = e.Head, e.Start, e.UpdatedAt, threads.SourceActive
-		return rec, nil
-	}
-	var found bool
-	err = threads.EachHistory(dir, func(e threads.HistoryEntry) error {
-		if e.ThreadID == rec.ThreadID {
-			rec.Head, rec.Start, rec.UpdatedAt, rec.Source = e.Head, e.Start, e.CompletedAt, threads.SourceHistory
-			found = true
-		}
-		return nil
+	return st.event(EventStart, data)
+}
+
+// reread looks the thread up again, in its own bundle only (a thread never
+// changes bundle): the active index, then the history, with the line it is
+// read from (where a damaged head is named). A damaged file that may be
+// what names the thread now is an error: the next poll tries again.
+func (st *liveStream) reread() (threads.Record, error) {
+	var active, finished *threads.Record
+	var damaged error
+	err := threads.ScanBundle(st.s.opts.Layout, st.rec.BundleHash, threads.BundleVisitor{
+		Line: func(ln threads.Line) error {
+			if ln.ThreadID == st.rec.ThreadID {
+				r := ln.Record
+				if r.Source == threads.SourceActive {
+					active = &r
+				} else {
+					finished = &r
+				}
+			}
+			return nil
+		},
+		Damaged: func(d *threads.DamageError) {
+			if damaged == nil {
+				damaged = d
+			}
+		},
 	})
 	switch {
-	case found:
-		return rec, nil
 	case err != nil:
 		return st.rec, err
+	case active != nil:
+		return *active, nil
+	case finished != nil:
+		return *finished, nil
+	case damaged != nil:
+		return st.rec, damaged
 	}
-	return st.rec, fmt.Errorf("%w: %s", threads.ErrNotFound, rec.ThreadID)
+	return st.rec, fmt.Errorf("%w: %s", threads.ErrNotFound, st.rec.ThreadID)
 }
 
 // record sends the next record.

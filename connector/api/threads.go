@@ -45,19 +45,27 @@ type ThreadList struct {
 	Total   int             `json:"total"`
 	// Damaged names the index and history files (relative to the storage
 	// root) that could not be read completely: threads named only there
-	// are missing from the list. Absent when every file was read.
+	// are missing from the list. It also names the line of each listed
+	// thread whose head or start cannot back a status (its status is
+	// "damaged"; threadId says which). Absent when there is nothing to
+	// report.
 	Damaged []DamagedFile `json:"damaged,omitempty"`
 }
 
 // DamagedFile is a place in a thread index or history file that cannot be
-// read; `uncaged-workflow doctor --repair` rebuilds it from the CAS.
+// read, or a line whose head or start cannot be trusted; `uncaged-workflow
+// doctor` says what to do.
 type DamagedFile struct {
 	// Path is relative to the storage root, e.g. bundles/<hash>/threads.json.
 	Path string `json:"path"`
-	// Line is the 1-based line the damage starts on.
+	// Line is the 1-based line the damage starts on (0 for an entry of a
+	// threads.json whose head or start cannot be trusted).
 	Line int `json:"line"`
 	// Reason says what is wrong there.
 	Reason string `json:"reason"`
+	// ThreadID is the thread whose head or start cannot be trusted, for
+	// such a line; absent for a file that cannot be read.
+	ThreadID string `json:"threadId,omitempty"`
 }
 
 // RunningSummary is one thread in GET /api/threads/running.
@@ -78,6 +86,10 @@ type ThreadDetail struct {
 	Records  []any  `json:"records"`
 	// Usage is what all the thread's model calls used (package usage).
 	Usage usage.Totals `json:"usage"`
+	// Damaged names the thread's line when its head or start cannot back
+	// a status (the status is "damaged" and no step is shown: none can be
+	// trusted); absent otherwise.
+	Damaged []DamagedFile `json:"damaged,omitempty"`
 }
 
 // Record types, the "type" of every record.
@@ -104,6 +116,9 @@ type ThreadStartRecord struct {
 	Head       string         `json:"head"`
 	Start      string         `json:"start"`
 	Source     threads.Source `json:"source"`
+	// Damaged is as in ThreadDetail, for the live stream, which has no
+	// other place for it.
+	Damaged []DamagedFile `json:"damaged,omitempty"`
 }
 
 // RoleRecord is one step of a thread.
@@ -140,6 +155,7 @@ type ResultRecord struct {
 var validStatuses = []threads.Status{
 	threads.StatusRunning, threads.StatusPaused, threads.StatusCompleted,
 	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
+	threads.StatusDamaged,
 }
 
 // checkThreadRef answers 400 for an id threads.CheckRef refuses.
@@ -224,7 +240,7 @@ func parseStatuses(v string) (map[threads.Status]bool, error) {
 			}
 		}
 		if !ok {
-			return nil, fail(http.StatusBadRequest, "unknown status %q: want running, paused, completed, failed, killed or interrupted", part)
+			return nil, fail(http.StatusBadRequest, "unknown status %q: want running, paused, completed, failed, killed, interrupted or damaged", part)
 		}
 		out[threads.Status(part)] = true
 	}
@@ -270,7 +286,7 @@ func (s *server) damagedFiles(damaged []*threads.DamageError) []DamagedFile {
 		if rel, err := filepath.Rel(s.opts.Layout.Root, d.Path); err == nil {
 			p = filepath.ToSlash(rel)
 		}
-		out = append(out, DamagedFile{Path: p, Line: d.Line, Reason: d.Reason})
+		out = append(out, DamagedFile{Path: p, Line: d.Line, Reason: d.Reason, ThreadID: d.Thread})
 	}
 	return out
 }
@@ -307,6 +323,16 @@ func (s *server) listThreads(c echo.Context) error {
 		started int64
 		status  threads.Status
 	}
+	// judge sets a row's status; a thread whose head or start cannot back
+	// one is reported with the damaged files (after them, in list order).
+	var unsound []*threads.DamageError
+	judge := func(r *row, running map[string]host.RunningThread) {
+		var d *threads.DamageError
+		if r.status, d = host.ThreadStatus(s.store, r.rec, running); d != nil {
+			s.log.Warn("a listed thread's head cannot back a status", "path", d.Path, "line", d.Line, "reason", d.Reason)
+			unsound = append(unsound, d)
+		}
+	}
 	rows := make([]row, len(recs))
 	for i, r := range recs {
 		rows[i] = row{rec: r, started: startedAt(s.store, r)}
@@ -321,7 +347,7 @@ func (s *server) listThreads(c echo.Context) error {
 	if len(want) > 0 {
 		kept := rows[:0]
 		for _, r := range rows {
-			r.status = host.ThreadStatus(s.store, r.rec, running)
+			judge(&r, running)
 			if want[r.status] {
 				kept = append(kept, r)
 			}
@@ -331,16 +357,17 @@ func (s *server) listThreads(c echo.Context) error {
 	total := len(rows)
 	rows = Window(rows, page.offset, page.limit)
 	names := reg.BundleNames()
-	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total, Damaged: s.damagedFiles(damaged)}
+	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
 	for _, r := range rows {
 		if r.status == "" {
-			r.status = host.ThreadStatus(s.store, r.rec, running)
+			judge(&r, running)
 		}
 		out.Threads = append(out.Threads, ThreadSummary{
 			ThreadID: r.rec.ThreadID, Workflow: optional(names[r.rec.BundleHash]), Hash: r.rec.BundleHash,
 			StartedAt: isoTime(r.started), UpdatedAt: isoTime(r.rec.UpdatedAt), Status: r.status, Source: r.rec.Source,
 		})
 	}
+	out.Damaged = s.damagedFiles(append(damaged, unsound...))
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -374,26 +401,37 @@ func (s *server) getThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	records := []any{s.threadStart(rec, host.ThreadStatus(s.store, rec, s.runningOrLog()))}
-	steps, _, err := s.stepRecords(rec.Head)
-	if err != nil {
-		return s.internal(c, err)
+	status, damage := host.ThreadStatus(s.store, rec, s.runningOrLog())
+	start := s.threadStart(rec, status, damage)
+	records := []any{start}
+	if damage == nil {
+		steps, _, err := s.stepRecords(rec.Head)
+		if err != nil {
+			return s.internal(c, err)
+		}
+		records = append(records, steps...)
+	} else {
+		s.log.Warn("thread's head cannot back a status", "path", damage.Path, "line", damage.Line, "reason", damage.Reason)
 	}
-	records = append(records, steps...)
 	total, err := s.addUsage(rec, records)
 	if err != nil {
 		return s.internal(c, err)
 	}
-	return c.JSON(http.StatusOK, ThreadDetail{ThreadID: rec.ThreadID, Records: records, Usage: total})
+	return c.JSON(http.StatusOK, ThreadDetail{ThreadID: rec.ThreadID, Records: records, Usage: total, Damaged: start.Damaged})
 }
 
-// threadStart builds the thread-start record.
-func (s *server) threadStart(rec threads.Record, status threads.Status) ThreadStartRecord {
+// threadStart builds the thread-start record of a thread whose status is
+// status: threads.StatusDamaged with damage saying why, or any other with
+// damage nil.
+func (s *server) threadStart(rec threads.Record, status threads.Status, damage *threads.DamageError) ThreadStartRecord {
 	started := startedAt(s.store, rec)
 	out := ThreadStartRecord{
 		Type: RecordThreadStart, ThreadID: rec.ThreadID, Workflow: "unknown", Status: status,
 		StartedAt: isoTime(started), Timestamp: started,
 		BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start, Source: rec.Source,
+	}
+	if damage != nil {
+		out.Damaged = s.damagedFiles([]*threads.DamageError{damage})
 	}
 	if n, err := s.store.GetNode(rec.Start); err == nil {
 		if st, ok := n.(node.Start); ok {

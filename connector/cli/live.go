@@ -44,7 +44,9 @@ last line that says how: "completed: …", "failed: …" or "killed: …".
 Exit codes (so that "live <id> && next-step" waits for success, like
 gh run watch --exit-status):
   0    the thread completed (return code 0)
-  1    the thread failed (any other return code), or live itself failed
+  1    the thread failed (any other return code), its line names a head
+       or start that cannot be trusted (the line is named), or live itself
+       failed
   130  the thread was killed, or live was interrupted (Ctrl-C) before the
        thread ended (which does not stop the thread)`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -119,6 +121,11 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 	for {
 		if o.debug {
 			logOffset = printDebugLines(w, l.InfoLog(rec.BundleHash, rec.ThreadID), logOffset, style)
+		}
+		// A head that cannot back a status has no trustworthy steps
+		// either, and no __end__ may ever be seen from it: say why, once.
+		if _, damage := threads.ReadStatus(store, rec, threads.NotExecuting); damage != nil {
+			return 0, fmt.Errorf("live: thread %s cannot be followed: %w\n%s", rec.ThreadID, damage, doctorAdvice)
 		}
 		frames, err := threads.Walk(store, rec.Head)
 		if err != nil {

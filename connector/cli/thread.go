@@ -39,9 +39,14 @@ func (a *app) threadCmd() *cobra.Command {
 // file.
 const doctorHint = "`uncaged-workflow doctor` shows what is damaged; `uncaged-workflow doctor --repair` rebuilds it from the CAS"
 
-// reportDamage names the damaged files a list read past, on stderr (as a
-// JSON object {"damaged": [...]} with --json, so stdout keeps its shape),
-// and fails the command: the list it printed is incomplete.
+// doctorAdvice points to doctor for problems a repair may not fix (a node
+// gone from the CAS): it says what to do about each.
+const doctorAdvice = "`uncaged-workflow doctor` lists every problem and what to do about each"
+
+// reportDamage names the damaged files a list read past, and the lines of
+// the threads it shows as damaged, on stderr (as a JSON object
+// {"damaged": [...]} with --json, so stdout keeps its shape), and fails
+// the command: what it printed is incomplete.
 func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
 	if len(damaged) == 0 {
 		return nil
@@ -52,10 +57,23 @@ func (a *app) reportDamage(damaged []*threads.DamageError, asJSON bool) error {
 		}
 		return exitError{1}
 	}
+	var files, lines bool
 	for _, d := range damaged {
 		fmt.Fprintf(a.env.Stderr, "warning: %v\n", d)
+		if d.Thread == "" {
+			files = true
+		} else {
+			lines = true
+		}
 	}
-	fmt.Fprintf(a.env.Stderr, "warning: threads named only there are not listed; %s\n", doctorHint)
+	if lines {
+		fmt.Fprintln(a.env.Stderr, "warning: a thread whose head or start cannot be trusted is shown as damaged, not with a status")
+	}
+	if files {
+		fmt.Fprintf(a.env.Stderr, "warning: threads named only there are not listed; %s\n", doctorHint)
+	} else {
+		fmt.Fprintf(a.env.Stderr, "warning: %s\n", doctorAdvice)
+	}
 	return exitError{1}
 }
 
@@ -66,7 +84,7 @@ func withDoctorHint(err error) error {
 	case errors.Is(err, threads.ErrDamaged):
 		return fmt.Errorf("%w\n%s", err, doctorHint)
 	case errors.Is(err, gc.ErrRefused):
-		return fmt.Errorf("%w\n`uncaged-workflow doctor` lists every problem and what to do about each", err)
+		return fmt.Errorf("%w\n%s", err, doctorAdvice)
 	}
 	return err
 }
@@ -139,18 +157,21 @@ func (a *app) threadShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			status, damage := host.ThreadStatus(store, rec, runningThreads(l))
 			view := threadView{
 				ThreadID: rec.ThreadID, BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start,
-				Source: rec.Source, Status: host.ThreadStatus(store, rec, runningThreads(l)), UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
+				Source: rec.Source, Status: status, UpdatedAt: rec.UpdatedAt, Steps: []stepView{},
 			}
 			if n, err := store.GetNode(rec.Start); err == nil {
 				if s, ok := n.(node.Start); ok {
 					view.ParentState = optional(s.Payload.ParentState)
 				}
 			}
-			frames, err := threads.Walk(store, rec.Head)
-			if err != nil {
-				return err
+			var frames []threads.Frame
+			if damage == nil { // no step can be trusted from an unsound head
+				if frames, err = threads.Walk(store, rec.Head); err != nil {
+					return err
+				}
 			}
 			spent, err := a.threadUsage(l, rec)
 			if err != nil {
@@ -172,7 +193,13 @@ func (a *app) threadShowCmd() *cobra.Command {
 				})
 			}
 			// The output is JSON either way; --json is accepted for symmetry.
-			return writeJSON(a.out(), view)
+			if err := writeJSON(a.out(), view); err != nil {
+				return err
+			}
+			if damage != nil {
+				return a.reportDamage([]*threads.DamageError{damage}, asJSON)
+			}
+			return nil
 		},
 	}
 	jsonFlag(cmd, &asJSON)

@@ -33,6 +33,8 @@ type threadRow struct {
 	Start      string         `json:"start"`
 	UpdatedAt  int64          `json:"updatedAt"`
 	StartedAt  int64          `json:"startedAt"`
+
+	rec threads.Record // what the row was made from, with the line it was read from
 }
 
 func (a *app) threadListCmd() *cobra.Command {
@@ -74,7 +76,7 @@ each started and was last updated, its bundle, head and source; --json (or
 			rows = api.Window(rows, lf.offset, lf.limit)
 			// A status costs a read of the thread's head, so only the
 			// threads shown get one.
-			fillStatuses(store, rows, runningThreads(l))
+			damaged = append(damaged, fillStatuses(store, rows, runningThreads(l))...)
 			names := reg.BundleNames()
 			for i := range rows {
 				rows[i].Workflow = optional(names[rows[i].BundleHash])
@@ -98,11 +100,6 @@ each started and was last updated, its bundle, head and source; --json (or
 	lf.register(cmd)
 	of.register(cmd)
 	return cmd
-}
-
-// record is the index record a row was made from.
-func (r threadRow) record() threads.Record {
-	return threads.Record{ThreadID: r.ThreadID, BundleHash: r.BundleHash, Head: r.Head, Start: r.Start, Source: r.Source, UpdatedAt: r.UpdatedAt}
 }
 
 // writeThreadTable prints rows as the table `thread list` shows people.
@@ -133,10 +130,13 @@ func writeThreadTable(w io.Writer, rows []threadRow, wide bool, now time.Time) e
 	return t.flush()
 }
 
-// fillStatuses sets each row's status. Reading the heads waits on the
-// filesystem far more than on the CPU, so a few goroutines per core share
-// the rows: a list of 100,000 threads stays well under a second.
-func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.RunningThread) {
+// fillStatuses sets each row's status, and returns, in row order, the
+// damage of the threads whose head or start cannot back one (their status
+// is threads.StatusDamaged). Reading the heads waits on the filesystem far
+// more than on the CPU, so a few goroutines per core share the rows: a
+// list of 100,000 threads stays well under a second.
+func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.RunningThread) []*threads.DamageError {
+	damage := make([]*threads.DamageError, len(rows))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(len(rows), runtime.GOMAXPROCS(0)*4) {
@@ -144,11 +144,12 @@ func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.Ru
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(len(rows)); i = next.Add(1) - 1 {
-				rows[i].Status = host.ThreadStatus(store, rows[i].record(), running)
+				rows[i].Status, damage[i] = host.ThreadStatus(store, rows[i].rec, running)
 			}
 		}()
 	}
 	wg.Wait()
+	return slices.DeleteFunc(damage, func(d *threads.DamageError) bool { return d == nil })
 }
 
 // newestFirst makes a row of each record and orders them by start time,
@@ -158,7 +159,7 @@ func newestFirst(store *cas.Store, recs []threads.Record) []threadRow {
 	for i, r := range recs {
 		rows[i] = threadRow{
 			ThreadID: r.ThreadID, BundleHash: r.BundleHash, Source: r.Source, Head: r.Head, Start: r.Start,
-			UpdatedAt: r.UpdatedAt, StartedAt: threadStartedAt(store, r),
+			UpdatedAt: r.UpdatedAt, StartedAt: threadStartedAt(store, r), rec: r,
 		}
 	}
 	slices.SortFunc(rows, func(x, y threadRow) int {

@@ -203,13 +203,18 @@ func (h *Host) notRunning(id string) error {
 }
 
 // ended is the error of a request for a thread that has ended, saying
-// how; nil while it has not.
+// how; nil while it has not. A thread whose head cannot back a status
+// (threads.ReadStatus) has neither ended nor can go on: that is the error.
 func (h *Host) ended(rec threads.Record) error {
+	status, damage := threads.ReadStatus(h.exec.CAS, rec, threads.NotExecuting)
+	if damage != nil {
+		return fmt.Errorf("%s; `uncaged-workflow doctor` says what to do", damage.Reason)
+	}
 	end, _ := threads.HeadEnd(h.exec.CAS, rec.Head)
 	if end == nil && rec.Source != threads.SourceHistory {
 		return nil
 	}
-	how := string(threads.DeriveStatus(rec.Source, end, threads.NotExecuting))
+	how := string(status)
 	if end != nil {
 		how += fmt.Sprintf(", return code %d", end.ReturnCode())
 	}

@@ -18,8 +18,9 @@ func Liveness(running map[string]RunningThread, id string) threads.Liveness {
 }
 
 // ThreadStatus derives a thread's status from its head and from what the
-// host (running, keyed by thread id; empty when no host runs) says.
-func ThreadStatus(store *cas.Store, rec threads.Record, running map[string]RunningThread) threads.Status {
-	end, _ := threads.HeadEnd(store, rec.Head)
-	return threads.DeriveStatus(rec.Source, end, Liveness(running, rec.ThreadID))
+// host (running, keyed by thread id; empty when no host runs) says: or
+// threads.StatusDamaged, with the damage, for a head or start that cannot
+// back one (threads.ReadStatus).
+func ThreadStatus(store *cas.Store, rec threads.Record, running map[string]RunningThread) (threads.Status, *threads.DamageError) {
+	return threads.ReadStatus(store, rec, Liveness(running, rec.ThreadID))
 }

@@ -45,19 +45,29 @@ func Walk(store *cas.Store, head string) ([]Frame, error) {
 	return frames, nil
 }
 
-// HeadEnd returns the head state when it is an __end__ state, else nil.
+// HeadEnd returns the head state when it is an __end__ state, else nil
+// (a step, or the start of a thread that has made none). A head that
+// cannot be trusted — not in the CAS, unreadable, bytes that do not hash
+// to its name, not a start or state node — is a *NodeError
+// (ErrUnsoundNode): nothing can be said about how the thread stands.
+// ReadStatus also checks the head against its line's start.
 func HeadEnd(store *cas.Store, head string) (*node.State, error) {
-	n, err := store.GetNode(head)
-	if errors.Is(err, cas.ErrNotFound) {
-		return nil, nil
-	}
+	n, err := readTrusted(store, "head", head)
 	if err != nil {
 		return nil, err
 	}
-	if st, ok := n.(node.State); ok && st.IsEnd() {
-		return &st, nil
+	if _, ok := n.(node.Content); ok {
+		return nil, &NodeError{Field: "head", Hash: head, Problem: "is a content node, not a step or the start of a thread"}
 	}
-	return nil, nil
+	return endOf(n), nil
+}
+
+// endOf is n when it is an __end__ state, else nil.
+func endOf(n node.Node) *node.State {
+	if st, ok := n.(node.State); ok && st.IsEnd() {
+		return &st
+	}
+	return nil
 }
 
 // ContentPayload returns the text of a content node, or false when hash

@@ -31,6 +31,10 @@ type DamageError struct {
 	Line int `json:"line"`
 	// Reason says what is wrong there.
 	Reason string `json:"reason"`
+	// Thread is set when the line itself reads but names a head or start
+	// that cannot back the thread's status (ReadStatus): the thread is
+	// listed, as damaged, rather than missing from the list.
+	Thread string `json:"threadId,omitempty"`
 	// Unreadable marks a file (Line 0) or directory that could not be read
 	// at all, rather than content that could not be parsed: a repair has
 	// nothing to rebuild it from.
@@ -39,7 +43,10 @@ type DamageError struct {
 
 // Error names the file, the line and what is wrong.
 func (e *DamageError) Error() string {
-	if e.Line == 0 {
+	switch {
+	case e.Path == "":
+		return "damaged: " + e.Reason
+	case e.Line == 0:
 		return fmt.Sprintf("damaged %s: %s", e.Path, e.Reason)
 	}
 	return fmt.Sprintf("damaged file %s, line %d: %s", e.Path, e.Line, e.Reason)

@@ -38,6 +38,12 @@ type Record struct {
 	// UpdatedAt is updatedAt for an active thread and completedAt for a
 	// finished one (ms since the epoch).
 	UpdatedAt int64 `json:"updatedAt"`
+	// Path is the threads.json or history file the record was read from,
+	// and Line the 1-based line of a history line (0 for an index entry):
+	// where a head that cannot back a status is named (ReadStatus). Both
+	// are empty on a record that was made rather than read.
+	Path string `json:"-"`
+	Line int    `json:"-"`
 }
 
 // BundleHashes lists the bundle directories under bundles/, sorted. Every
@@ -99,19 +105,22 @@ func Resolve(l storage.Layout, id string) (Record, error) {
 			damaged = append(damaged, d)
 		}
 		if e, ok := idx[id]; ok {
-			return Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt}, nil
+			return Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt, Path: IndexFile(l.BundleDir(h))}, nil
 		}
 	}
 	errStop := errors.New("stop")
 	for _, h := range bundles {
 		var found *Record
-		err := EachHistoryTolerant(l.BundleDir(h), func(e HistoryEntry) error {
+		err := eachHistory(l.BundleDir(h), func(e HistoryEntry, path string, line int) error {
 			if e.ThreadID == id {
-				found = &Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt}
+				found = &Record{ThreadID: id, BundleHash: h, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt, Path: path, Line: line}
 				return errStop
 			}
 			return nil
-		}, func(d *DamageError) { damaged = append(damaged, d) })
+		}, func(d *DamageError) error {
+			damaged = append(damaged, d)
+			return nil
+		}, nil)
 		if found != nil {
 			return *found, nil
 		}
@@ -280,6 +289,10 @@ const (
 	StatusFailed      Status = "failed"
 	StatusKilled      Status = "killed"
 	StatusInterrupted Status = "interrupted"
+	// StatusDamaged stands where a status would for a thread whose line
+	// names a head or start that cannot back one (ReadStatus): it is no
+	// status of the thread, but what is known instead of one.
+	StatusDamaged Status = "damaged"
 )
 
 // ReturnCodeKilled is the return code of a killed or aborted thread.

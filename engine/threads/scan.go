@@ -40,13 +40,13 @@ func ScanBundle(l storage.Layout, bundleHash string, v BundleVisitor) error {
 		v.File(path, b)
 	}
 	for id, e := range idx {
-		rec := Record{ThreadID: id, BundleHash: bundleHash, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt}
+		rec := Record{ThreadID: id, BundleHash: bundleHash, Head: e.Head, Start: e.Start, Source: SourceActive, UpdatedAt: e.UpdatedAt, Path: path}
 		if err := v.Line(Line{Record: rec, Path: path}); err != nil {
 			return err
 		}
 	}
 	return eachHistory(dir, func(e HistoryEntry, path string, line int) error {
-		rec := Record{ThreadID: e.ThreadID, BundleHash: bundleHash, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt}
+		rec := Record{ThreadID: e.ThreadID, BundleHash: bundleHash, Head: e.Head, Start: e.Start, Source: SourceHistory, UpdatedAt: e.CompletedAt, Path: path, Line: line}
 		return v.Line(Line{Record: rec, Path: path, LineNo: line})
 	}, func(d *DamageError) error {
 		v.Damaged(d)

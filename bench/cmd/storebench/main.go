@@ -146,12 +146,15 @@ func benchThreadList(root string, n int) {
 	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	active := make(map[string]threads.Index)
 	history := make(map[string]*bytes.Buffer)
+	casDir := l.CASDir()
+	must(0, os.MkdirAll(casDir, 0o755))
 	for i := 0; i < n; i++ {
 		b := bundles[rng.Intn(len(bundles))]
 		id := ids.NewThreadID(now.Add(time.Duration(i) * time.Second))
-		head := ids.HashString(id + "head")
-		start := ids.HashString(id + "start")
 		at := now.Add(-time.Duration(rng.Intn(30*24)) * time.Hour).UnixMilli()
+		// Every head and start is a real node, as in a real root: a list
+		// reports a thread whose head is not in the CAS as damaged.
+		head, start := threadNodes(casDir, id, i%3 != 0)
 		if i%3 == 0 {
 			if active[b] == nil {
 				active[b] = threads.Index{}
@@ -295,6 +298,25 @@ func benchGC(root string, n int) {
 		(phases[gc.PhaseSweep] - phases[gc.PhaseMark]).Round(time.Millisecond), (ours - phases[gc.PhaseSweep]).Round(time.Millisecond))
 	report("cas gc, with refs index", ours, base, blobs-garbage, "blobs")
 	fmt.Println()
+}
+
+// threadNodes writes a thread's prompt, start and head node into the CAS
+// at casDir (plain writes: a benchmark's setup needs no durability) and
+// returns the head and start: an __end__ state when ended, else a step.
+func threadNodes(casDir, id string, ended bool) (head, start string) {
+	put := func(nd node.Node) string {
+		b := must(nd.Marshal())
+		h := ids.HashBytes(b)
+		must(0, os.WriteFile(filepath.Join(casDir, h+".txt"), b, 0o644))
+		return h
+	}
+	prompt := put(node.NewContent("prompt of "+id, nil))
+	start = put(node.NewStart(node.StartPayload{Name: "flow", Hash: "BENCH"}, prompt))
+	p := node.StatePayload{Role: "coder", Start: start, Content: prompt}
+	if ended {
+		p.Role, p.Meta = node.RoleEnd, canonyaml.Map{{Key: "returnCode", Value: 0}, {Key: "summary", Value: "done"}}
+	}
+	return put(node.NewState(p)), start
 }
 
 func timeMedian(runs int, fn func()) time.Duration {
