@@ -38,7 +38,7 @@ import (
 // needs the machine itself.
 
 // fleetStatuses are the thread statuses a search may filter on.
-var fleetStatuses = []string{"running", "paused", "completed", "failed", "killed", "interrupted"}
+var fleetStatuses = []string{"running", "paused", "completed", "failed", "killed", "interrupted", "damaged"}
 
 // FleetThread is one thread in GET /api/gateway/threads.
 type FleetThread struct {

@@ -30,7 +30,8 @@ export type WorkflowDetail = {
 };
 /** WorkflowVersion is one version of a workflow, current or older, with its own descriptor. */
 export type WorkflowVersion = { name: string; hash: string; timestamp: number; current: boolean; descriptor: Descriptor | null };
-export type ThreadStatus = "running" | "paused" | "completed" | "failed" | "killed" | "interrupted";
+// "damaged": its head or start cannot back a status (doctor says why).
+export type ThreadStatus = "running" | "paused" | "completed" | "failed" | "killed" | "interrupted" | "damaged";
 export type ThreadSummary = {
   threadId: string;
   workflow: string | null;

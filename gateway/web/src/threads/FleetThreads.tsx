@@ -10,7 +10,7 @@ import { MergedThreads } from "./AllThreads";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { fleetRow, Sort } from "./threads";
 
-const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted"];
+const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted", "damaged"];
 /** FLEET_PAGE is how many threads a page of the fleet view shows. */
 export const FLEET_PAGE = 50;
 

@@ -7,7 +7,7 @@ import { RunDialog } from "./RunDialog";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { Sort } from "./threads";
 
-const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted"];
+const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted", "damaged"];
 const PAGE = 20;
 
 export function ThreadList({ machine: m }: { machine: string }) {

@@ -20,6 +20,11 @@ describe("streamText", () => {
     expect(streamText(done("not-running"), [], undefined)).toBe("Stream ended: nothing runs this thread now.");
     expect(streamText(done("something-new"), [], undefined)).toBe("Stream ended (something-new).");
   });
+  it("never gives a damaged thread a status it cannot back", () => {
+    expect(streamText(done("damaged"), [], "damaged")).toMatch(/cannot be known.*doctor/);
+    // Even when its records end in a result: the head that would back it is gone.
+    expect(streamText(done("damaged"), [result(0)], undefined)).toMatch(/cannot be known/);
+  });
   it("says live, or why not yet", () => {
     expect(streamText({ done: null, connected: true, error: null }, [], "running")).toBe("● live");
     expect(streamText({ done: null, connected: false, error: "reconnecting" }, [], "running")).toBe("reconnecting");

@@ -25,6 +25,9 @@ export function streamText(s: { done: string | null; connected: boolean; error: 
   if (!s.done) return s.connected ? "● live" : s.error ?? "connecting…";
   const result = records.find((r) => r.type === "workflow-result");
   const code = result?.type === "workflow-result" ? result.returnCode : undefined;
+  if (s.done === "damaged" || status === "damaged") {
+    return "Stream ended: this thread's head or start is missing or damaged in its machine's store, so its status cannot be known; `uncaged-workflow doctor` on that machine says what is wrong.";
+  }
   if (s.done === "not-running") {
     if (status === "paused") return "Stream ended: the thread is paused; Resume continues it.";
     if (status === "interrupted") return "Stream ended: nothing runs this thread now (interrupted); Resume starts it again.";

@@ -57,7 +57,7 @@ export type SortDir = "asc" | "desc";
 export type Sort = { key: SortKey; dir: SortDir };
 
 // Live threads first, then the ones that need a look, then the finished ones.
-const STATUS_ORDER = ["running", "paused", "interrupted", "failed", "killed", "completed"];
+const STATUS_ORDER = ["running", "paused", "interrupted", "damaged", "failed", "killed", "completed"];
 
 const time = (s: string) => {
   const t = Date.parse(s);
