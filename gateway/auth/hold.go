@@ -95,12 +95,6 @@ func (h *hold) release() {
 	})
 }
 
-// done is Bind's release: the work under its context is over.
-func (h *hold) done() {
-	h.release()
-	h.cancel(context.Canceled)
-}
-
 // Hold registers something p's credential opened: end is called once,
 // with the refusal saying why ("revoked" or "expired"), when the token is
 // revoked or reaches its expiry — at once, before Hold returns, when that
@@ -222,18 +216,32 @@ func (a *Authority) revocableHolds() int {
 
 // Bind returns a context that ends when ctx does or, with the *Refusal
 // as its cause (Ended), when p's credential is revoked or expires. Call
-// done when the work under it is over. For a credential that cannot end
-// it returns ctx itself.
-func (a *Authority) Bind(ctx context.Context, p Principal) (bound context.Context, done func()) {
+// the Binding's Done when the work under it is over. For a credential that
+// cannot end it returns ctx itself.
+func (a *Authority) Bind(ctx context.Context, p Principal) (context.Context, Binding) {
 	if p.Shared || (p.TokenID == "" && p.Expires.IsZero()) {
-		return ctx, func() {}
+		return ctx, Binding{}
 	}
 	bound, cancel := context.WithCancelCause(ctx)
-	h := a.hold(p, nil, cancel)
-	if h == nil { // ended already: bound is cancelled
-		return bound, func() { cancel(context.Canceled) }
+	// nil when it ended already: bound is cancelled.
+	return bound, Binding{h: a.hold(p, nil, cancel), cancel: cancel}
+}
+
+// Binding is what Bind holds open. A value, not a func: a request costs
+// no closure for it.
+type Binding struct {
+	h      *hold
+	cancel context.CancelCauseFunc
+}
+
+// Done lets the binding go: the work under its context is over.
+func (b Binding) Done() {
+	if b.h != nil {
+		b.h.release()
 	}
-	return bound, h.done
+	if b.cancel != nil {
+		b.cancel(context.Canceled)
+	}
 }
 
 // Ended is why ctx's credential ended (Bind), or nil when it did not.

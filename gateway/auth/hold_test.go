@@ -118,7 +118,8 @@ func TestHoldEndsWithTheCredential(t *testing.T) {
 					}
 					var e ends
 					release := a.Hold(p, e.end)
-					bound, done := a.Bind(ctx, p)
+					bound, binding := a.Bind(ctx, p)
+					done := binding.Done
 					defer done()
 					clock.Advance(ttl - time.Second)
 					if e.n.Load() != 0 || bound.Err() != nil {

@@ -42,32 +42,31 @@ func changesState(r *http.Request) bool {
 	return !isSafe(r.Method) || r.URL.Path == tunnel.ConnectPath
 }
 
-// auditRefusals records the refused changes (see above).
-func (g *Gateway) auditRefusals(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		if g.opts.Store == nil || !changesState(r) {
+// auditRefusals serves c with next and records the refused change, if it
+// was one (see above). It runs in guard, the outermost middleware.
+func (g *Gateway) auditRefusals(c echo.Context, next echo.HandlerFunc) error {
+	r := c.Request()
+	if g.opts.Store == nil || !changesState(r) {
+		return next(c)
+	}
+	// Another replica forwarded it: that one records what came of it.
+	hop := r.Header.Get(cluster.HopHeader) != ""
+	if hop && g.opts.Cluster != nil {
+		if _, err := g.opts.Cluster.VerifyHop(r); err == nil {
 			return next(c)
 		}
-		// Another replica forwarded it: that one records what came of it.
-		hop := r.Header.Get(cluster.HopHeader) != ""
-		if hop && g.opts.Cluster != nil {
-			if _, err := g.opts.Cluster.VerifyHop(r); err == nil {
-				return next(c)
-			}
-		}
-		err := next(c)
-		status := c.Response().Status
-		if err != nil && !c.Response().Committed {
-			status = errorStatus(err)
-		}
-		if (status != http.StatusUnauthorized && status != http.StatusForbidden) || c.Get(auditedKey) != nil {
-			return err
-		}
-		target := fmt.Sprintf("%s %s (%s)", r.Method, r.URL.Path, refusalReason(err, status, hop))
-		g.audit.addCoalesced(ActionRefused+"|"+c.RealIP(), auditEntry("", "", c.RealIP(), ActionRefused, refusedMachine(r), target, status))
+	}
+	err := next(c)
+	status := c.Response().Status
+	if err != nil && !c.Response().Committed {
+		status = errorStatus(err)
+	}
+	if (status != http.StatusUnauthorized && status != http.StatusForbidden) || c.Get(auditedKey) != nil {
 		return err
 	}
+	target := fmt.Sprintf("%s %s (%s)", r.Method, r.URL.Path, refusalReason(err, status, hop))
+	g.audit.addCoalesced(ActionRefused+"|"+c.RealIP(), auditEntry("", "", c.RealIP(), ActionRefused, refusedMachine(r), target, status))
+	return err
 }
 
 // Reasons of refusals that are not a credential's (auth's Reason codes).

@@ -3,15 +3,16 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/logging"
@@ -193,13 +194,32 @@ func (g *Gateway) storeProblem() string {
 	return ""
 }
 
-// recoverLogged is echo's Recover, its stack traces through the rate
-// limit: a request that makes a handler panic can be sent a million times.
-func (g *Gateway) recoverLogged() echo.MiddlewareFunc {
-	return middleware.RecoverWithConfig(middleware.RecoverConfig{
-		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
-			g.bounds.untrusted.Error("panic serving a request", "path", c.Request().URL.Path, "err", err.Error(), "stack", string(stack))
-			return err
-		},
-	})
+// guard runs inside the request log (which then logs a panicking
+// request's 500 too): it records refused changes
+// (auditRefusals) and recovers a handler's panic as echo's Recover does —
+// 500, the stack trace logged through the rate limit, since a request that
+// makes a handler panic can be sent a million times. One middleware, not
+// two: echo builds each one's closure again for every request.
+func (g *Gateway) guard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			perr, ok := v.(error)
+			if !ok {
+				perr = fmt.Errorf("%v", v)
+			}
+			stack := make([]byte, 4<<10)
+			stack = stack[:runtime.Stack(stack, true)]
+			g.bounds.untrusted.Error("panic serving a request", "path", c.Request().URL.Path, "err", perr.Error(), "stack", string(stack))
+			c.Error(perr)
+			err = nil
+		}()
+		return g.auditRefusals(c, next)
+	}
 }

@@ -34,11 +34,11 @@ import (
 // a body cut short must not pass for a whole one.
 func (g *Gateway) whileValid(c echo.Context, p auth.Principal, next echo.HandlerFunc) (err error) {
 	r := c.Request()
-	ctx, done := g.opts.Auth.Bind(r.Context(), p)
+	ctx, binding := g.opts.Auth.Bind(r.Context(), p)
 	if ctx == r.Context() {
 		return next(c) // the shared secret, or a token that cannot end
 	}
-	defer done()
+	defer binding.Done()
 	c.SetRequest(r.WithContext(ctx))
 	defer func() {
 		why := auth.Ended(ctx)

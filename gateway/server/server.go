@@ -296,7 +296,7 @@ func (g *Gateway) routes() *echo.Echo {
 	e.IPExtractor = trustedProxies(g.opts.TrustedProxies).clientIP
 	// Before routing: a preflight has no route, and the request log must
 	// see it, and the cookie refusals of other origins, like any answer.
-	e.Pre(g.recoverLogged(), g.requestLog(), g.auditRefusals, g.cors.middleware)
+	e.Pre(g.requestLog(), g.guard, g.cors.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
 	e.GET("/readyz", g.ready)
 	e.GET("/metrics", g.serveMetrics)
