@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,10 +67,12 @@ type sessionKey struct {
 // hold is one thing a credential opened: end (or cancel, for Bind) is
 // called once when the credential ends, unless release came first.
 type hold struct {
-	a      *Authority
-	s      *session
-	end    func(*Refusal)
-	cancel context.CancelCauseFunc
+	a   *Authority
+	s   *session // nil when it ended before it was registered
+	end func(*Refusal)
+	// stop ends a Bind's context; why is then why it ended.
+	stop context.CancelFunc
+	why  atomic.Pointer[Refusal]
 	// once makes the end and the release exclusive: whichever comes first
 	// is the only one.
 	once sync.Once
@@ -78,8 +81,9 @@ type hold struct {
 // finish ends h for why, unless it was released or ended already.
 func (h *hold) finish(why *Refusal) {
 	h.once.Do(func() {
-		if h.cancel != nil {
-			h.cancel(why)
+		if h.stop != nil {
+			h.why.Store(why)
+			h.stop()
 			return
 		}
 		h.end(why)
@@ -89,6 +93,9 @@ func (h *hold) finish(why *Refusal) {
 // release lets h go without ending it.
 func (h *hold) release() {
 	h.once.Do(func() {
+		if h.s == nil {
+			return
+		}
 		h.a.mu.Lock()
 		delete(h.s.holds, h)
 		h.a.mu.Unlock()
@@ -102,36 +109,38 @@ func (h *hold) release() {
 // on its own (end is then never called). end must not block: it runs
 // where the revocation is applied or the timer fires.
 func (a *Authority) Hold(p Principal, end func(*Refusal)) (release func()) {
-	h := a.hold(p, end, nil)
-	if h == nil {
+	if !canEnd(p) {
 		return func() {}
 	}
+	h := &hold{a: a, end: end}
+	a.register(h, p)
 	return h.release
 }
 
-// hold registers h for p (nil: p's credential cannot end, or has ended
-// already and h was finished at once).
-func (a *Authority) hold(p Principal, end func(*Refusal), cancel context.CancelCauseFunc) *hold {
-	if p.Shared || (p.TokenID == "" && p.Expires.IsZero()) {
-		return nil
-	}
-	h := &hold{a: a, end: end, cancel: cancel}
+// canEnd says whether p's credential can be revoked or expire: the
+// shared secret cannot, nor a token without an id or an expiry.
+func canEnd(p Principal) bool {
+	return !p.Shared && (p.TokenID != "" || !p.Expires.IsZero())
+}
+
+// register puts h in p's session, or finishes it at once when p's
+// credential has ended already.
+func (a *Authority) register(h *hold, p Principal) {
 	a.mu.Lock()
 	now := a.now()
 	switch {
 	case p.TokenID != "" && a.revoked[p.TokenID]:
 		a.mu.Unlock()
 		h.finish(revokedRefusal())
-		return nil
+		return
 	case !p.Expires.IsZero() && !now.Before(p.Expires):
 		a.mu.Unlock()
 		h.finish(expiredRefusal(p.Expires))
-		return nil
+		return
 	}
 	h.s = a.sessionLocked(p, now)
 	h.s.holds[h] = struct{}{}
 	a.mu.Unlock()
-	return h
 }
 
 // sessionLocked is p's session, made (with its expiry timer) on first use
@@ -214,40 +223,47 @@ func (a *Authority) revocableHolds() int {
 	return n
 }
 
-// Bind returns a context that ends when ctx does or, with the *Refusal
-// as its cause (Ended), when p's credential is revoked or expires. Call
-// the Binding's Done when the work under it is over. For a credential that
-// cannot end it returns ctx itself.
-func (a *Authority) Bind(ctx context.Context, p Principal) (context.Context, Binding) {
-	if p.Shared || (p.TokenID == "" && p.Expires.IsZero()) {
+// Bind returns a context that ends when ctx does, after timeout when it
+// is positive, or when p's credential is revoked or expires; the
+// Binding's Ended then says why. Call its Done when the work under the
+// context is over. For a credential that cannot end it returns ctx itself,
+// with no timeout: one context a request, not two, where the caller would
+// add its own timeout anyway (a context's Deadline says whether it has
+// one).
+func (a *Authority) Bind(ctx context.Context, p Principal, timeout time.Duration) (context.Context, Binding) {
+	if !canEnd(p) {
 		return ctx, Binding{}
 	}
-	bound, cancel := context.WithCancelCause(ctx)
-	// nil when it ended already: bound is cancelled.
-	return bound, Binding{h: a.hold(p, nil, cancel), cancel: cancel}
+	h := &hold{a: a}
+	var bound context.Context
+	if timeout > 0 {
+		bound, h.stop = context.WithTimeout(ctx, timeout)
+	} else {
+		bound, h.stop = context.WithCancel(ctx)
+	}
+	a.register(h, p)
+	return bound, Binding{h: h}
 }
 
 // Binding is what Bind holds open. A value, not a func: a request costs
 // no closure for it.
-type Binding struct {
-	h      *hold
-	cancel context.CancelCauseFunc
-}
+type Binding struct{ h *hold }
 
 // Done lets the binding go: the work under its context is over.
 func (b Binding) Done() {
 	if b.h != nil {
 		b.h.release()
-	}
-	if b.cancel != nil {
-		b.cancel(context.Canceled)
+		b.h.stop()
 	}
 }
 
-// Ended is why ctx's credential ended (Bind), or nil when it did not.
-func Ended(ctx context.Context) *Refusal {
-	r, _ := context.Cause(ctx).(*Refusal)
-	return r
+// Ended is why the credential ended the binding's context, or nil when it
+// did not (the context may still have ended otherwise).
+func (b Binding) Ended() *Refusal {
+	if b.h == nil {
+		return nil
+	}
+	return b.h.why.Load()
 }
 
 func revokedRefusal() *Refusal { return refuse(ReasonRevoked, "token revoked") }

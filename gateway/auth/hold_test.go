@@ -118,7 +118,7 @@ func TestHoldEndsWithTheCredential(t *testing.T) {
 					}
 					var e ends
 					release := a.Hold(p, e.end)
-					bound, binding := a.Bind(ctx, p)
+					bound, binding := a.Bind(ctx, p, 0)
 					done := binding.Done
 					defer done()
 					clock.Advance(ttl - time.Second)
@@ -144,11 +144,11 @@ func TestHoldEndsWithTheCredential(t *testing.T) {
 						if why := e.why.Load(); why.Reason != en.reason {
 							t.Fatalf("ended for %q, want %q", why.Reason, en.reason)
 						}
-						if why := Ended(bound); why == nil || why.Reason != en.reason || !errors.Is(bound.Err(), context.Canceled) {
+						if why := binding.Ended(); why == nil || why.Reason != en.reason || !errors.Is(bound.Err(), context.Canceled) {
 							t.Fatalf("the bound context: %v, %v", bound.Err(), why)
 						}
-					} else if Ended(bound) != nil {
-						t.Fatalf("the bound context ended for %v", Ended(bound))
+					} else if binding.Ended() != nil {
+						t.Fatalf("the bound context ended for %v", binding.Ended())
 					}
 					// Released, nothing is held; once the credential ended,
 					// nothing stays behind, and until then at most its one

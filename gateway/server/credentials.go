@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,14 +35,20 @@ import (
 // a body cut short must not pass for a whole one.
 func (g *Gateway) whileValid(c echo.Context, p auth.Principal, next echo.HandlerFunc) (err error) {
 	r := c.Request()
-	ctx, binding := g.opts.Auth.Bind(r.Context(), p)
+	// A proxied request that is not a stream has a timeout (forward): the
+	// binding's context carries it, so the request costs one context.
+	var timeout time.Duration
+	if _, _, proxied := splitProxied(r.URL.Path); proxied && !isStream(r) {
+		timeout = g.opts.RequestTimeout
+	}
+	ctx, binding := g.opts.Auth.Bind(r.Context(), p, timeout)
 	if ctx == r.Context() {
 		return next(c) // the shared secret, or a token that cannot end
 	}
 	defer binding.Done()
 	c.SetRequest(r.WithContext(ctx))
 	defer func() {
-		why := auth.Ended(ctx)
+		why := binding.Ended()
 		if why == nil {
 			return // a panic, if any, goes on unrecovered
 		}

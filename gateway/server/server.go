@@ -574,7 +574,9 @@ func (g *Gateway) forward(c echo.Context) error {
 		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody), m: g.metrics}
 	}
 	ctx := r.Context()
-	if !isStream(r) {
+	if _, timed := ctx.Deadline(); !timed && !isStream(r) {
+		// Not timed yet: the dashboard's credential binds the request's
+		// context with the timeout when the credential can end (whileValid).
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()

@@ -249,8 +249,13 @@ func TestSlowNonStreamingRequestTimesOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, time.Hour, func(o *Options) { o.RequestTimeout = 100 * time.Millisecond })
 	f.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
-	resp, body := f.do("GET", "/api/clients/laptop/slow", f.dash, nil)
-	if resp.StatusCode != 504 || !strings.Contains(body, "did not answer in time") {
-		t.Fatalf("timeout: %d %s", resp.StatusCode, body)
+	// A token that can end times the request in its binding (whileValid);
+	// one that cannot is timed by forward itself.
+	lasting, _ := f.auth.Issue(auth.RoleDashboard, "", 0)
+	for name, credential := range map[string]string{"a token that expires": f.dash, "a token that cannot end": lasting} {
+		resp, body := f.do("GET", "/api/clients/laptop/slow", credential, nil)
+		if resp.StatusCode != 504 || !strings.Contains(body, "did not answer in time") {
+			t.Fatalf("%s: timeout: %d %s", name, resp.StatusCode, body)
+		}
 	}
 }
