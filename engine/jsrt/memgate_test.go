@@ -419,8 +419,8 @@ func runGateHelper(t *testing.T, src string, maxRSS int64) string {
 			peak = rss
 			if rss > maxRSS {
 				_ = cmd.Process.Kill()
-				<-done
-				t.Fatalf("the process grew to %d MiB of resident memory:\n%s", rss>>20, tail(out.String()))
+				exit := <-done
+				t.Fatalf("the process grew to %d MiB of resident memory (killed: %v):\n%s", rss>>20, exit, tail(out.String()))
 			}
 		}
 	}

@@ -47,14 +47,6 @@ func (b *nameBindings) state(name string) (bound, known bool) {
 	return bound, b.loaded
 }
 
-// get is name's binding, if any.
-func (b *nameBindings) get(name string) (store.NameBinding, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	nb, ok := b.names[name]
-	return nb, ok
-}
-
 // list is every binding, in no order.
 func (b *nameBindings) list() []store.NameBinding {
 	b.mu.RLock()

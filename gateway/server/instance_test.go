@@ -18,13 +18,6 @@ import (
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
-// dialInstance dials name as the given instance id (asking to take over
-// when takeover), with a token for name and no instance key.
-func (f *fixture) dialInstance(name, instance string, takeover bool) (*tunnelConn, error) {
-	f.t.Helper()
-	return f.dialRoot(name, root{id: instance}, takeover)
-}
-
 // root is what a storage root sends to prove its instance: its id and
 // key (either may be empty).
 type root struct{ id, key string }
@@ -270,7 +263,7 @@ func TestAnotherInstanceIsRefusedOnAnotherReplica(t *testing.T) {
 	}
 	defer nc.Close()
 	var wire testkit.Buffer
-	if _, err := nc.Subscribe(">", func(m *nats.Msg) { wire.Write(append(m.Data, '\n')) }); err != nil {
+	if _, err := nc.Subscribe(">", func(m *nats.Msg) { _, _ = wire.Write(append(m.Data, '\n')) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {

@@ -186,7 +186,7 @@ func TestACutSummarySaysHowMuchWasCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf("bytes cut by the gateway]")
+		want := "bytes cut by the gateway]"
 		if len(got.Summary) > store.MaxSummaryBytes || !strings.HasSuffix(got.Summary, want) || !strings.HasPrefix(got.Summary, "日日日") {
 			t.Fatalf("summary stored: %d bytes ending %q", len(got.Summary), got.Summary[len(got.Summary)-60:])
 		}

@@ -217,7 +217,8 @@ func (s *sqlStore) Claim(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("store: claim %s: %w", s.path, err)
 	}
 	data, _ := json.Marshal(me) // strings, numbers and a time
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(append(data, '\n'), 0)
 	}
 	if err != nil {

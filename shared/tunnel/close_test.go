@@ -47,7 +47,7 @@ func TestCloseReportsAStallExactlyWhenTheQueueCannotBeDelivered(t *testing.T) {
 func checkCloseReport(t *testing.T, i int, rng *rand.Rand, total, take, closers int) {
 	t.Helper()
 	ours, peer := net.Pipe()
-	defer peer.Close()
+	defer func() { _ = peer.Close() }() // a pipe's Close cannot fail
 	c := newCoalescingConn(ours, func() { _ = ours.Close() }, 0)
 	deliverable := take >= total
 	// A peer that reads to the end gets all the time it needs; one that
