@@ -210,7 +210,7 @@ func TestSQLiteBackupAndRestoreAsDocumented(t *testing.T) {
 		}
 	} else {
 		t.Log("sqlite3 is not installed: backing up with VACUUM INTO instead of .backup")
-		conn, err := sql.Open("sqlite", db)
+		conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)") // the gateway writes meanwhile
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -205,7 +205,7 @@ func TestTheSecretWaitsForTheBindings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	st := openStoreT(t, store.Config{DataDir: dir})
-	side, err := sql.Open("sqlite", filepath.Join(dir, store.SQLiteFile))
+	side, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.SQLiteFile)+"?_pragma=busy_timeout(10000)") // the gateway reads the file meanwhile
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,13 +166,17 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 		}
 	}
 	was := h.state.Load()
-	if (was == nil && state == "") || (was != nil && *was == state) {
-		return
-	}
 	if state == "" {
 		h.state.Store(nil)
 	} else {
 		h.state.Store(&state)
+	}
+	// The reason shown by /readyz follows every check, but a line is
+	// logged only when the kind of state changes: one broken table can
+	// fail successive checks with different texts (SQLite reports a
+	// schema change, then the missing table).
+	if storeStateKind(was) == storeStateKind(&state) {
+		return
 	}
 	attrs := []any{"database", st.Where(), "identity", st.Identity().ID}
 	switch {
@@ -182,6 +186,19 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 		g.opts.Logger.Warn("store does not answer: what needs it fails until it does; still ready, serving from memory", append(attrs, "err", err.Error())...)
 	default:
 		g.opts.Logger.Error("store not usable: not ready until it is", append(attrs, "err", err.Error())...)
+	}
+}
+
+// storeStateKind sorts a recorded store state: "" usable, "unreachable"
+// or "unusable".
+func storeStateKind(state *string) string {
+	switch {
+	case state == nil || *state == "":
+		return ""
+	case strings.HasPrefix(*state, unreachablePrefix):
+		return "unreachable"
+	default:
+		return "unusable"
 	}
 }
 

@@ -630,7 +630,7 @@ func setSchemaVersion(t *testing.T, cfg store.Config, version int64) {
 		}
 		return
 	}
-	db, err := sql.Open("sqlite", filepath.Join(cfg.DataDir, store.SQLiteFile))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(cfg.DataDir, store.SQLiteFile)+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
