@@ -27,6 +27,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http/httputil"
 	"sort"
@@ -36,6 +37,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
 )
@@ -83,6 +85,15 @@ type Options struct {
 	// errors a flood of them brings (a slow consumer) — one per message
 	// otherwise: the caller rate-limits it (logging.Limited). nil: Logger.
 	UntrustedLogger *slog.Logger
+	// ErrorLog takes the forwarding proxy's own lines (a body that broke
+	// while it was copied), which name addresses and errors: the caller
+	// rate-limits it (logging.Limited.StdLogger). nil: UntrustedLogger,
+	// at warn level.
+	ErrorLog *log.Logger
+	// Streams, when set, are the event streams the gateway relays: a
+	// stream forwarded to another replica is wrapped there, so that a
+	// stopping gateway ends it at an event's end (eventstream.Set.End).
+	Streams *eventstream.Set
 }
 
 // Local is this replica's own connectors, as the gateway holds them.
@@ -129,8 +140,11 @@ type Cluster struct {
 	// replay a leave, an old snapshot or an undone registration.
 	seen map[string]time.Time
 
-	// pubMu keeps the parts of one snapshot together on the wire.
+	// pubMu keeps the parts of one snapshot together on the wire; left,
+	// under it, says the leave is sent: nothing but the leave may follow,
+	// or the others would take this replica for back, then for silent.
 	pubMu sync.Mutex
+	left  bool
 	// dirty are the local connectors changed since the last update;
 	// changed wakes the loop to announce them, in batches, so a wave of
 	// reconnections costs one List per batch rather than per connector.
@@ -181,6 +195,9 @@ func New(o Options) (*Cluster, error) {
 	}
 	if o.UntrustedLogger == nil {
 		o.UntrustedLogger = o.Logger
+	}
+	if o.ErrorLog == nil {
+		o.ErrorLog = slog.NewLogLogger(o.UntrustedLogger.Handler(), slog.LevelWarn)
 	}
 	// A key of its own: a cluster MAC can never pass for a token signature.
 	m := hmac.New(sha256.New, o.Key)
@@ -250,7 +267,10 @@ func (c *Cluster) Start(local Local) error {
 		nats.ConnectHandler(greet("connected to NATS")),
 		nats.ReconnectHandler(greet("reconnected to NATS")),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			c.o.Logger.Warn("disconnected from NATS", "err", fmt.Sprint(err))
+			if err == nil {
+				return // Close: this replica is leaving, and says so
+			}
+			c.o.Logger.Warn("disconnected from NATS", "err", err.Error())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.o.UntrustedLogger.Warn("NATS error", "err", err.Error())
@@ -325,6 +345,9 @@ func (c *Cluster) Close() {
 		}
 		close(c.stop)
 		<-c.stopped
+		c.pubMu.Lock()
+		c.left = true
+		c.pubMu.Unlock()
 		if c.nc.IsConnected() { // else the leave is lost anyway: silence will tell
 			c.publish(message{Kind: kindLeave})
 			if err := c.nc.FlushTimeout(2 * time.Second); err != nil {
@@ -364,6 +387,9 @@ func (c *Cluster) publishChanges() {
 	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
+	if c.left {
+		return
+	}
 	for len(eps) > 0 {
 		n := min(len(eps), maxPerMessage)
 		c.publish(message{Kind: kindUpdate, Endpoints: eps[:n]})
@@ -381,6 +407,9 @@ func (c *Cluster) publishSnapshot() {
 	eps := c.local.List()
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
+	if c.left {
+		return // a call for snapshots arriving while this replica leaves
+	}
 	for part := 0; part == 0 || len(eps) > 0; part++ {
 		n := min(len(eps), maxPerMessage)
 		c.publish(message{Kind: kindSnapshot, Part: part, More: len(eps) > n, Endpoints: eps[:n]})

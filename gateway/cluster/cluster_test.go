@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/uncaged/workflow/gateway/internal/fakeclock"
 	"github.com/uncaged/workflow/gateway/internal/natstest"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/presence"
@@ -430,5 +433,90 @@ func TestOnlySignedHellosGetSnapshots(t *testing.T) {
 		if got := answers(i, tc.msg); got != tc.want {
 			t.Errorf("%s: %d snapshots, want %d", tc.what, got, tc.want)
 		}
+	}
+}
+
+// "replica silent" is logged for a replica that went quiet without a
+// word, never for one that said it was leaving: its connectors went
+// offline at once, and nothing is wrong.
+func TestOnlyASilentReplicaIsLoggedSilent(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	clock := fakeclock.New(time.Now())
+	// Every replica reads the one clock, so their messages stay fresh
+	// while the test moves it; the loops' own sweeps, a minute apart in
+	// real time, judge by it too.
+	const interval = time.Minute
+	var logs testkit.Buffer
+	join := func(id string, local *fakeLocal, logger *slog.Logger) *Cluster {
+		c, err := New(Options{NATS: url, ReplicaID: id, Advertise: "http://127.0.0.1:1" + id[1:], Key: testKey, Interval: interval, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.now = clock.Now
+		if err := c.Start(local); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	watcher := join("r1", newFakeLocal(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	leaving := join("r2", newFakeLocal(online("laptop", 100)), nil)
+	dying := join("r3", newFakeLocal(online("ci-box", 100)), nil)
+	testkit.WaitUntil(t, "r1 to see r2's and r3's connectors", func() bool {
+		return routeOf(watcher, "laptop").Online && routeOf(watcher, "ci-box").Online
+	})
+	leaving.Close()
+	testkit.WaitUntil(t, "r1 to hear r2 leave", func() bool { return !routeOf(watcher, "laptop").Online })
+	dying.closeOnce.Do(func() { // no leave message
+		close(dying.stop)
+		<-dying.stopped
+		dying.nc.Close()
+	})
+	clock.Advance(expiryIntervals*interval + interval/2)
+	watcher.sweep()
+	silent := map[string]int{}
+	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var l struct{ Msg, Replica string }
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "replica silent") {
+			silent[l.Replica]++
+		}
+	}
+	if silent["r2"] != 0 || silent["r3"] == 0 {
+		t.Fatalf("replicas logged silent: %v; want r3, which died, and not r2, which left:\n%s", silent, logs.String())
+	}
+}
+
+// Once a replica has sent its leave, it sends no snapshot or update, so
+// the others never take it for back (and then for silent): a call for
+// snapshots answered while it leaves, or a connector change, publishes
+// nothing.
+func TestNothingFollowsTheLeave(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	local := newFakeLocal(online("laptop", 100))
+	c := member(t, url, "r1", time.Hour, local)
+	nc, wire := wiretap(t, url)
+	c.pubMu.Lock()
+	c.left = true // as Close does before it sends the leave
+	c.pubMu.Unlock()
+	c.publishSnapshot()
+	local.set(online("ci-box", 200))
+	c.dirtyMu.Lock()
+	c.dirty["ci-box"] = struct{}{}
+	c.dirtyMu.Unlock()
+	c.publishChanges()
+	// Whatever the replica sent has reached the server once its flush
+	// returns, so a message published after that arrives after it: the
+	// first to arrive is the marker.
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish(subjectPresence, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := wire.NextMsg(testkit.WaitBound)
+	if err != nil || string(msg.Data) != "marker" {
+		t.Fatalf("a replica that has left published %v (%v)", msg, err)
 	}
 }

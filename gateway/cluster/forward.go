@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/internal/proxybuf"
 )
 
@@ -59,11 +60,16 @@ func (c *Cluster) newProxy() *httputil.ReverseProxy {
 		// allocated 32 KiB, two thirds of the bytes a forward allocates,
 		// and the garbage collector's work under load.
 		BufferPool: proxybuf.Pool,
-		ModifyResponse: func(*http.Response) error {
+		ModifyResponse: func(res *http.Response) error {
 			c.forwarded.WithLabelValues(resultOK).Inc()
+			if c.o.Streams != nil && eventstream.Is(res.Header) {
+				res.Body = c.o.Streams.Wrap(res.Body)
+			}
 			return nil
 		},
 		ErrorHandler: c.proxyError,
+		// Never the standard logger: its lines are not JSON.
+		ErrorLog: c.o.ErrorLog,
 	}
 }
 

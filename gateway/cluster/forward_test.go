@@ -3,7 +3,9 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // pair is two replicas' clusters sharing a key (not joined to NATS:
@@ -236,4 +241,73 @@ func BenchmarkForward(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A stream forwarded to another replica ends at an event's end when the
+// gateway's streams end (a stop): the dashboard gets every event whole and
+// a clean end, and the holder's handler hears the hop go.
+func TestAForwardedStreamEndsCleanlyWhenTheStreamsEnd(t *testing.T) {
+	t.Parallel()
+	streams := eventstream.NewSet()
+	from, err := New(Options{NATS: "nats://127.0.0.1:1", ReplicaID: "r1", Advertise: "http://127.0.0.1:1", Key: testKey, Streams: streams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlerDone := make(chan struct{})
+	peer := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handlerDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: 1\ndata: first\n\n") // the client checks what arrives
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	fr := front(t, from, Route{Replica: "r2", Advertise: peer.URL, Online: true}, 0)
+	resp, err := http.Get(fr.URL + "/api/clients/laptop/threads/x/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || line != "id: 1\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if open := streams.End(context.Background()); open != 0 {
+		t.Fatalf("%d streams still open", open)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil || string(rest) != "data: first\n\n" {
+		t.Fatalf("the stream ended with %q, %v", rest, err)
+	}
+	<-handlerDone
+}
+
+// The forwarding proxy's own lines (a forwarded answer that broke
+// midway) go to the cluster's logger, as JSON, never to the standard
+// log package's plain lines.
+func TestTheForwardingProxyLogsThroughTheLogger(t *testing.T) {
+	t.Parallel()
+	var logs testkit.Buffer
+	from, err := New(Options{NATS: "nats://127.0.0.1:1", ReplicaID: "r1", Advertise: "http://127.0.0.1:1", Key: testKey,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "half of it") // then the holder breaks
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	fr := front(t, from, Route{Replica: "r2", Advertise: peer.URL, Online: true}, 0)
+	resp, err := http.Get(fr.URL + "/api/clients/laptop/files/x")
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body) // broken, as the holder's answer was
+		resp.Body.Close()
+	}
+	testkit.WaitUntil(t, "the proxy's line in the log", func() bool { return strings.Contains(logs.String(), "ReverseProxy read error") })
+	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var l struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Level != "WARN" {
+			t.Fatalf("not a JSON warning: %q (%v)", line, err)
+		}
+	}
 }

@@ -330,14 +330,25 @@ func (r *Registry) Online() int {
 }
 
 // CloseAll closes every connection (gateway shutdown), all at once, and
-// returns when each Close has.
+// returns when each Close has. Each name online goes offline first, told
+// to OnChange as when its connector leaves, so a stop shows in the log
+// how long each machine was away.
 func (r *Registry) CloseAll(reason string) {
 	r.mu.Lock()
 	entries := make([]*entry, 0, len(r.entries))
-	for _, e := range r.entries {
+	var wentOffline []string
+	for name, e := range r.entries {
 		entries = append(entries, e)
+		if e.online {
+			e.online = false
+			wentOffline = append(wentOffline, name)
+		}
 	}
 	r.mu.Unlock()
+	sort.Strings(wentOffline)
+	for _, name := range wentOffline {
+		r.changed(name, Offline)
+	}
 	var wg sync.WaitGroup
 	for _, e := range entries {
 		e.stop()

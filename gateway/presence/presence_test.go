@@ -274,3 +274,35 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// CloseAll (a gateway stopping) takes each connector online offline as
+// its leaving would, told to OnChange once, before closing them all; a
+// connector already offline is not told again.
+func TestCloseAllTakesEachOnlineConnectorOffline(t *testing.T) {
+	t.Parallel()
+	r := New(time.Hour)
+	var mu sync.Mutex
+	var changes []string
+	r.OnChange = func(name, status string) { mu.Lock(); changes = append(changes, name+"="+status); mu.Unlock() }
+	laptop, ciBox, gone := newFake(), newFake(), newFake()
+	attach(t, r, "laptop", laptop, Info{})
+	attach(t, r, "ci-box", ciBox, Info{})
+	attach(t, r, "gone", gone, Info{})
+	_ = gone.Close("left") // the fake's close does not fail
+	testkit.WaitUntil(t, "gone to be offline", func() bool { _, online, _ := r.Get("gone"); return !online })
+	r.CloseAll("gateway shutting down")
+	for _, c := range []*fakeConn{laptop, ciBox} {
+		if got := c.reason.Load(); got != "gateway shutting down" {
+			t.Fatalf("closed with %v", got)
+		}
+	}
+	if r.Online() != 0 {
+		t.Fatalf("%d online after CloseAll", r.Online())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"laptop=online", "ci-box=online", "gone=online", "gone=offline", "ci-box=offline", "laptop=offline"}
+	if strings.Join(changes, " ") != strings.Join(want, " ") {
+		t.Fatalf("changes %v, want %v", changes, want)
+	}
+}

@@ -37,12 +37,14 @@ const DefaultBodyTimeout = 60 * time.Second
 const bodyTimeoutMessage = "request body not received in time"
 
 // serveHTTP is the gateway's handler: echo's, with the body deadline set
-// first. Outside echo, because echo builds its middleware chain anew for
+// first and the request counted in flight. Outside echo, because echo builds its middleware chain anew for
 // every request, and a request without a body should cost nothing here.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if c, body := markServing(r); c != nil { // the global connection limit's (connlimit.go)
 		defer c.unmarkServing(body)
 	}
+	g.inFlight.begin(r) // what a stop that cannot wait names (stop.go)
+	defer g.inFlight.end(r)
 	if r.Body != nil && r.Body != http.NoBody && g.opts.BodyTimeout > 0 {
 		deadline := time.Now().Add(g.opts.BodyTimeout)
 		// An error: not a network connection (a test's recorder).

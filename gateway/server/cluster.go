@@ -105,8 +105,14 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()
 	}
+	timed, _ := r.Body.(*deadlineBody)
+	if r.Body != nil && r.Body != http.NoBody {
+		// Counted here, where the request entered the cluster, and not
+		// by the replica it goes to (instrument).
+		r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
+	}
 	cl.Forward(interim{c.Response()}, r.WithContext(ctx), route)
-	if !c.Response().Committed && bodyCutShort(r) {
+	if !c.Response().Committed && timed.cutShort(r.Context()) {
 		return true, errBodyTimeout
 	}
 	return true, nil

@@ -3,11 +3,14 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
@@ -166,4 +169,83 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 		resp, body := r1.do("GET", "/readyz", "", nil)
 		return resp.StatusCode == 503 && strings.Contains(body, "NATS")
 	})
+}
+
+// A request is counted once in the cluster, by the replica it entered
+// at: sent through r2 to a connector r1 holds, it counts on r2 (the
+// status its client got, the time to headers with the hop, the bytes each
+// way) and not again on r1, which counts only what entered there. So
+// every metric a proxied request touches sums over the replicas to the
+// cluster's traffic.
+func TestARequestIsCountedOnceWhereItEnteredTheCluster(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Start(t)
+	holder, entry := newReplica(t, ns.ClientURL(), "r1"), newReplica(t, ns.ClientURL(), "r2")
+	holder.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/broken" {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %d bytes", len(body))
+	}))
+	entry.waitHeld("laptop", "r1")
+
+	// Through each replica: some reads, some writes with a body, and a
+	// failure from the connector.
+	type sent struct{ ok, failed, in, out int }
+	traffic := map[*fixture]*sent{holder: {}, entry: {}}
+	for i := range 7 {
+		for f, s := range traffic {
+			method, path, body := "GET", "/api/clients/laptop/threads", ""
+			switch i % 3 {
+			case 1:
+				method, body = "POST", strings.Repeat("b", 10*i)
+			case 2:
+				path = "/api/clients/laptop/broken"
+			}
+			resp, answer := f.do(method, path, f.dash, strings.NewReader(body))
+			switch resp.StatusCode {
+			case 200:
+				s.ok++
+			case 500:
+				s.failed++
+			default:
+				t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, answer)
+			}
+			s.in += len(body)
+			s.out += len(answer)
+		}
+	}
+	scraped := map[*fixture]map[string]*dto.MetricFamily{holder: holder.scrape(""), entry: entry.scrape("")}
+	for _, m := range []struct {
+		series string
+		want   func(s *sent) float64
+	}{
+		{"uncaged_gateway_proxy_requests_total code 2xx", func(s *sent) float64 { return float64(s.ok) }},
+		{"uncaged_gateway_proxy_requests_total code 5xx", func(s *sent) float64 { return float64(s.failed) }},
+		{"uncaged_gateway_proxy_requests_total code 4xx", func(*sent) float64 { return 0 }},
+		{"uncaged_gateway_proxy_duration_seconds", func(s *sent) float64 { return float64(s.ok + s.failed) }},
+		{"uncaged_gateway_proxy_bytes_total direction in", func(s *sent) float64 { return float64(s.in) }},
+		{"uncaged_gateway_proxy_bytes_total direction out", func(s *sent) float64 { return float64(s.out) }},
+		{"uncaged_gateway_auth_failures_total reason invalid", func(*sent) float64 { return 0 }},
+	} {
+		parts := strings.Split(m.series, " ")
+		sum, want := 0.0, 0.0
+		for f, s := range traffic {
+			got := metricValue(scraped[f], parts[0], parts[1:]...)
+			if got != m.want(s) {
+				t.Errorf("%s on %s = %v, want %v: what entered there", m.series, f.gw.opts.Cluster.ReplicaID(), got, m.want(s))
+			}
+			sum += got
+			want += m.want(s)
+		}
+		if sum != want {
+			t.Errorf("%s over the cluster = %v, want %v", m.series, sum, want)
+		}
+	}
+	forwarded := float64(traffic[entry].ok + traffic[entry].failed)
+	if got := metricValue(scraped[entry], "uncaged_gateway_cluster_forwarded_requests_total", "result", "ok"); got != forwarded {
+		t.Errorf("r2 forwarded %v, want %v", got, forwarded)
+	}
 }

@@ -122,7 +122,19 @@ func (g *Gateway) Listener(ln net.Listener) net.Listener {
 	l := &limitListener{Listener: ln, perAddress: g.opts.MaxConnsPerIP, global: g.opts.MaxConns, trusted: g.opts.TrustedProxies,
 		log: g.bounds.untrusted, metrics: g.metrics, open: map[netip.Prefix]int{}, conns: map[*countedConn]struct{}{}}
 	g.metrics.CountOpenConnections(l.count)
+	g.listener = l
 	return l
+}
+
+// closeIdleConnections closes, now and from now on, every connection of
+// Listener's between requests with its last answer written — HTTP/2
+// ones too, which the server's Shutdown would leave to their peers (or a
+// second after its GOAWAY): the other replicas' connections, idle once
+// their forwarded requests have ended, would hold a stop that long.
+func (g *Gateway) closeIdleConnections() {
+	if g.listener != nil {
+		g.listener.closeIdle()
+	}
 }
 
 // limitListener counts the open connections, per client and in all.
@@ -137,6 +149,26 @@ type limitListener struct {
 	mu    sync.Mutex
 	open  map[netip.Prefix]int
 	conns map[*countedConn]struct{}
+	// stopping closes each connection as soon as it is idle
+	// (closeIdle).
+	stopping atomic.Bool
+}
+
+// closeIdle closes the idle connections, and has each one that goes idle
+// from now on closed.
+func (l *limitListener) closeIdle() {
+	l.stopping.Store(true)
+	l.mu.Lock()
+	var idle []*countedConn
+	for c := range l.conns {
+		if c.idle.Load() && !c.hijacked.Load() {
+			idle = append(idle, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close() // between requests: nothing is lost
+	}
 }
 
 // addressKey is the client a peer address counts as: an IPv4 address
@@ -310,6 +342,10 @@ type countedConn struct {
 	// read (more than one over HTTP/2); hijacked, a WebSocket's.
 	serving  atomic.Int32
 	hijacked atomic.Bool
+	// idle says the server reported it between requests, its last answer
+	// written (http.StateIdle; HTTP/2 reports it when its last stream
+	// has closed).
+	idle atomic.Bool
 }
 
 // waiting says whether c waits on its client, and may be shed.
@@ -345,6 +381,12 @@ func trackConnState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateIdle:
 		cc.since.Store(time.Now().UnixNano())
+		cc.idle.Store(true)
+		if cc.l.stopping.Load() {
+			_ = cc.Close() // the gateway stops: nothing more to serve
+		}
+	case http.StateActive:
+		cc.idle.Store(false)
 	case http.StateHijacked:
 		cc.hijacked.Store(true)
 	}

@@ -208,8 +208,8 @@ func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn
 		fl.mu.Unlock()
 		var old errTooOld
 		switch {
-		case ctx.Err() != nil:
-			return
+		case ctx.Err() != nil, closed(conn.Done()):
+			return // the connection's end is no break of its stream
 		case errors.As(err, &old):
 			fl.log.Info("fleet: this connector has no change stream; its threads are not remembered", "connector", name, "status", old.status)
 			return
@@ -463,5 +463,15 @@ func (fl *fleetMemory) bounded(name string, res store.SyncResult) {
 	if res.Evicted > 0 {
 		m.FleetThreadsEvicted(res.Evicted)
 		log.Warn("fleet: machine over its share of the store: its oldest threads forgotten", "connector", name, "threads", res.Evicted, "bytes", res.EvictedBytes)
+	}
+}
+
+// closed says whether done is closed.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/internal/proxybuf"
 	"github.com/uncaged/workflow/gateway/presence"
 )
@@ -91,8 +92,13 @@ func (g *Gateway) relay(w http.ResponseWriter, in *http.Request, ctx context.Con
 		// HTTP/2 server worked out for a short answer would leave no room.
 		h.Del("Content-Length")
 	}
+	events := eventstream.Is(res.Header)
+	if events {
+		// A stopping gateway ends it at an event's end (Run).
+		res.Body = g.streams.Wrap(res.Body)
+	}
 	w.WriteHeader(res.StatusCode)
-	if err := copyAnswer(w, res); err != nil {
+	if err := copyAnswer(w, res, events); err != nil {
 		_ = res.Body.Close() // the response is abandoned either way
 		panic(http.ErrAbortHandler)
 	}
@@ -221,11 +227,8 @@ func connectionTokens(h http.Header) map[string]bool {
 // copyAnswer copies the connector's body to the client, flushing after
 // every write when it is an event stream or of unknown length (as
 // ReverseProxy does with FlushInterval 0), so live views arrive live.
-func copyAnswer(w http.ResponseWriter, res *http.Response) error {
-	flush := res.ContentLength == -1
-	if ct, _, _ := strings.Cut(res.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
-		flush = true
-	}
+func copyAnswer(w http.ResponseWriter, res *http.Response, events bool) error {
+	flush := events || res.ContentLength == -1
 	rc := http.NewResponseController(w)
 	buf := proxybuf.Pool.Get()
 	defer proxybuf.Pool.Put(buf)

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/logging"
 	"github.com/uncaged/workflow/shared/version"
@@ -49,31 +52,69 @@ type Config struct {
 	// neither a data directory nor a database URL nothing is kept, which
 	// only tests want. Cluster mode needs a database every replica shares.
 	Store store.Config
+	// StandardLog, when set, sends what libraries write to the standard
+	// log package (x/net's HTTP/2 client on a connector's misbehaving
+	// tunnel, net/http's transport) through the gateway's logger, rate
+	// limited, for as long as Run runs: in JSON mode every line of the
+	// process is then JSON. The log package is the process's, so only
+	// the serve command sets it, never a test running gateways side by
+	// side.
+	StandardLog bool
+
+	// beforeServerStops, when set, is called during the stop once every
+	// tunnel is closed and its end counted, while the HTTP server still
+	// serves (a test scrapes /metrics then); shutdownTimeout replaces
+	// ShutdownTimeout when set.
+	beforeServerStops func()
+	shutdownTimeout   time.Duration
 }
 
-// ShutdownTimeout bounds how long Run waits for HTTP requests in flight
-// once its context ends.
+// ShutdownTimeout bounds how long Run's stop waits for the streams, the
+// tunnels and the requests in flight to end, once its context ends.
 const ShutdownTimeout = 10 * time.Second
 
 // maxClusterInterval bounds how often a replica repeats its presence.
 const maxClusterInterval = 5 * time.Second
 
 // Run serves the gateway until ctx ends, then stops it in the order that
-// loses the least: the other replicas hear this one is leaving (so they
-// stop forwarding here), the connectors are told "gateway shutting down"
-// (so they log why and reconnect), and the HTTP server drains. It returns
-// nil after a clean stop, else the error that stopped it.
+// loses the least (stop.go): the other replicas hear this one is leaving
+// (so they stop forwarding here), the event streams it relays end at an
+// event's end (so their clients resume elsewhere), the connectors are
+// told "gateway shutting down" (so they log why and reconnect) and each
+// one's end is logged and counted, and the HTTP server drains. Its last
+// log line is "gateway stopped", with how long the stop took. It returns
+// nil after a clean stop; a *StopError naming the requests still in
+// flight when ShutdownTimeout ran out; else the error that stopped it.
 func Run(ctx context.Context, cfg Config) error {
 	logger := cfg.Options.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	var stopping time.Time
+	err := run(ctx, cfg, logger, &stopping)
+	if !stopping.IsZero() {
+		took := slog.Float64("duration_ms", float64(time.Since(stopping).Microseconds())/1000)
+		if err != nil {
+			logger.Error("gateway stopped", took, slog.String("err", err.Error()))
+		} else {
+			logger.Info("gateway stopped", took)
+		}
+	}
+	return err
+}
+
+// run is Run, which sets *stopping when the stop begins: everything run
+// defers is done before Run logs the stop's end.
+func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Time) error {
 	// One rate limit for every line an unauthenticated party can cause,
 	// the cluster's and the gateway's (bounds.go); what it left out is
 	// logged before Run returns.
 	limited := logging.NewLimited(logger.Handler(), logging.LimitOptions{})
 	defer limited.Flush()
 	cfg.Options.limited = limited
+	if cfg.StandardLog {
+		defer captureStandardLog(limited.StdLogger(slog.LevelWarn))()
+	}
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
@@ -100,6 +141,9 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stopPruning()
 		go pruneHistory(pruneCtx, st, cfg.Options.HistoryRetention, logger)
 	}
+	// The streams this replica relays, to connectors' tunnels and to other
+	// replicas: one set, which the stop ends.
+	cfg.Options.streams = eventstream.NewSet()
 	var cl *cluster.Cluster
 	if cfg.NATS != "" {
 		var err error
@@ -131,21 +175,31 @@ func Run(ctx context.Context, cfg Config) error {
 		logger.Info("cluster mode", "replica", cl.ReplicaID(), "nats", redactURL(cfg.NATS))
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(g.Listener(ln)) }()
+	bounded := g.Listener(ln)
+	go func() { errc <- srv.Serve(bounded) }()
 	logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version, "trusted_proxies", cfg.TrustedProxiesGiven)
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	*stopping = time.Now()
 	logger.Info("gateway shutting down")
 	if cl != nil {
 		cl.Close() // the others first hear this replica is leaving
 	}
-	g.Shutdown()
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cfg.shutdownTimeout, ShutdownTimeout))
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	g.streams.End(sctx)
+	g.closeTunnels(sctx)
+	if cfg.beforeServerStops != nil {
+		cfg.beforeServerStops()
+	}
+	g.closeIdleConnections()
+	if err = srv.Shutdown(sctx); err != nil {
+		err = &StopError{After: time.Since(*stopping), Requests: g.inFlight.stuck(), Err: err}
+		_ = srv.Close() // cut off what is left; err says what it was
+	}
 	// The requests have drained: flush their audit entries before the
 	// store closes.
 	actx, acancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -154,6 +208,20 @@ func Run(ctx context.Context, cfg Config) error {
 		logger.Warn("audit log not flushed", "err", aerr.Error())
 	}
 	return err
+}
+
+// captureStandardLog sends the standard log package's output to to, and
+// returns what puts it back.
+func captureStandardLog(to *log.Logger) (restore func()) {
+	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
+	log.SetOutput(to.Writer())
+	log.SetFlags(0) // the logger adds the time
+	log.SetPrefix("")
+	return func() {
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
 }
 
 // openStore opens the store cfg names, or returns nil when it names none.
@@ -247,8 +315,10 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 		replicaID = net.JoinHostPort(hostname, port)
 	}
 	var untrusted *slog.Logger // the cluster's Logger, unless Run limits them
+	var errorLog *log.Logger
 	if cfg.Options.limited != nil {
 		untrusted = cfg.Options.limited.Logger()
+		errorLog = cfg.Options.limited.StdLogger(slog.LevelWarn)
 	}
 	// The durations as given, not New's defaults: cluster.New has its own.
 	heartbeat, requestTimeout := cfg.Options.Heartbeat, cfg.Options.RequestTimeout
@@ -257,6 +327,7 @@ func newCluster(addr net.Addr, cfg Config, logger *slog.Logger) (*cluster.Cluste
 		// Presence is repeated every heartbeat, at most every 5 s, so a dead
 		// replica's connectors show offline within 15 s.
 		Interval: min(heartbeat, maxClusterInterval), ResponseHeaderTimeout: requestTimeout, Logger: logger, UntrustedLogger: untrusted,
+		ErrorLog: errorLog, Streams: cfg.Options.streams,
 	})
 }
 

@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/shared/logging"
@@ -22,7 +27,10 @@ import (
 // TestRunStopsInOrderWhenItsContextEnds starts the gateway as the serve
 // command does, with a tunnel connector and an original client online,
 // then cancels: Run returns nil, both connectors were closed, the original
-// client heard why, and the listener no longer accepts.
+// client heard why, and the listener no longer accepts. A scrape of
+// /metrics during the stop, once the connectors are closed and before the
+// server stops answering, counts both as ended by the shutdown; the log
+// says each went offline and ends with "gateway stopped".
 func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
 	a, err := auth.New([]byte(strings.Repeat("k", 32)), "shared-secret")
@@ -37,10 +45,23 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() {
-		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0)}, Listener: ln})
-	}()
 	base := "http://" + ln.Addr().String()
+	var duringStop map[string]*dto.MetricFamily
+	scrapeDuringStop := func() {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Errorf("scrape during the stop: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		if duringStop, err = p.TextToMetricFamilies(resp.Body); err != nil {
+			t.Errorf("scrape during the stop: %v", err)
+		}
+	}
+	go func() {
+		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0)}, Listener: ln, beforeServerStops: scrapeDuringStop})
+	}()
 	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)
 	online := func(name string) bool {
 		req, _ := http.NewRequest("GET", base+"/api/gateway/endpoints", nil)
@@ -119,5 +140,74 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("log lacks %q:\n%s", line, logs.String())
 		}
+	}
+	expect(t, duringStop, map[string]float64{
+		"uncaged_gateway_connector_disconnects_total reason shutdown": 2,
+		"uncaged_gateway_connectors_online":                           0,
+	})
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	offline := map[string]int{}
+	for _, line := range lines {
+		var l struct{ Level, Msg, Connector string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Level != "INFO" {
+			t.Errorf("log line %q: %v", line, err)
+		}
+		if l.Msg == "connector offline" {
+			offline[l.Connector]++
+		}
+	}
+	if offline["tunnelled"] != 1 || offline["original"] != 1 {
+		t.Errorf("connector offline lines: %v, want one for each", offline)
+	}
+	var last struct {
+		Msg        string
+		DurationMS *float64 `json:"duration_ms"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Msg != "gateway stopped" || last.DurationMS == nil {
+		t.Errorf("the last log line is %q, want gateway stopped with its duration", lines[len(lines)-1])
+	}
+}
+
+// A stop that cannot wait for a request says which: a client that
+// announced a body and sent a few bytes of it holds its request (no body
+// timeout here) past the stop's bound, and Run returns a *StopError
+// naming it, also logged as the last line, instead of a bare deadline.
+func TestAStopThatCannotWaitSaysForWhat(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New([]byte(strings.Repeat("k", 32)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testkit.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0), BodyTimeout: -1}, Listener: ln,
+			shutdownTimeout: 100 * time.Millisecond})
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }() // the gateway has cut it off already
+	if _, err := io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tok"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "Run to serve the login", func() bool { return strings.Contains(logs.String(), "gateway listening") })
+	cancel()
+	var stopErr *StopError
+	if err := <-ran; !errors.As(err, &stopErr) || !errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "1 request still in flight") || !strings.Contains(err.Error(), "POST /api/gateway/login") {
+		t.Fatalf("Run returned %v, want the request it could not wait for", err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var last struct{ Level, Msg, Err string }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Level != "ERROR" || last.Msg != "gateway stopped" || !strings.Contains(last.Err, "POST /api/gateway/login") {
+		t.Fatalf("the last log line is %q", lines[len(lines)-1])
 	}
 }

@@ -51,6 +51,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
@@ -172,6 +173,10 @@ type Options struct {
 	// limited rate-limits the log lines a party without a credential can
 	// cause (bounds.go); Run shares its own with the cluster.
 	limited *logging.Limited
+	// streams are the event streams the gateway relays, which a stop ends
+	// at an event's end (nil: New makes them); Run shares them with the
+	// cluster, which relays streams to other replicas.
+	streams *eventstream.Set
 	// storeCheckEvery is how often Store is checked (0: storeCheckEvery).
 	storeCheckEvery time.Duration
 }
@@ -209,6 +214,15 @@ type Gateway struct {
 	bindings nameBindings
 	// bounds are what keeps clients within bounds (bounds.go).
 	bounds gatewayBounds
+	// streams are the event streams being relayed (Options.streams);
+	// inFlight the requests being served (stop.go), so that a stop that
+	// cannot wait for them says which; tunnels counts the connections
+	// whose end is not counted and logged yet.
+	streams  *eventstream.Set
+	inFlight inFlight
+	tunnels  countdown
+	// listener is Listener's, once made.
+	listener *limitListener
 }
 
 // New builds a gateway.
@@ -249,8 +263,12 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.streams == nil {
+		opts.streams = eventstream.NewSet()
+	}
 	g := &Gateway{opts: opts, presence: presence.New(opts.Heartbeat), connectLimit: newRateLimiter(opts.ConnectRate, opts.ConnectBurst), started: time.Now(), now: time.Now,
-		bindings: nameBindings{names: map[string]store.NameBinding{}}}
+		bindings: nameBindings{names: map[string]store.NameBinding{}}, streams: opts.streams,
+		inFlight: inFlight{reqs: map[*http.Request]requestLine{}}}
 	g.metrics = metrics.New(g.presence.Online)
 	g.initBounds()
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
@@ -278,14 +296,22 @@ func (g *Gateway) Presence() *presence.Registry { return g.presence }
 // Metrics are the gateway's metrics (served at /metrics).
 func (g *Gateway) Metrics() *metrics.Gateway { return g.metrics }
 
-// Shutdown closes every tunnel with a reason the connectors log.
-func (g *Gateway) Shutdown() {
+// Shutdown closes every tunnel with a reason the connectors log, and
+// returns once each one's end is counted and logged (`connector
+// offline`), so that /metrics, still served, shows them.
+func (g *Gateway) Shutdown() { g.closeTunnels(context.Background()) }
+
+// closeTunnels is Shutdown, waiting for the ends to be counted until ctx
+// ends.
+func (g *Gateway) closeTunnels(ctx context.Context) {
 	g.shuttingDown.Store(true)
 	g.stopWatching()
-	g.presence.CloseAll(shutdownReason)
-	// The connectors' last-seen times are written before the store the
-	// caller closes next goes.
+	// The fleet's readers first: a change stream cut by its tunnel's
+	// close is no break to warn of. The connectors' last-seen times are
+	// written before the store the caller closes next goes.
 	g.fleet.close()
+	g.presence.CloseAll(shutdownReason)
+	g.tunnels.wait(ctx)
 }
 
 func (g *Gateway) routes() *echo.Echo {
@@ -514,7 +540,9 @@ func (g *Gateway) connect(c echo.Context) error {
 	g.endTunnelWithCredential(p, name, t)
 	g.connected(c, name, p, info, replaced, remote)
 	g.metrics.Connected(info.Protocol)
+	g.tunnels.add()
 	go func() {
+		defer g.tunnels.done()
 		<-t.Done()
 		if client != nil {
 			if err := client.Err(); err != nil {
@@ -537,7 +565,10 @@ func (g *Gateway) forward(c echo.Context) error {
 	if err := g.refuseUnregistered(name); err != nil {
 		return err
 	}
+	// Its bytes are counted where it entered the cluster (instrument).
+	counted := true
 	if g.opts.Cluster != nil {
+		counted = c.Request().Header.Get(cluster.HopHeader) == ""
 		if handled, err := g.forwardInCluster(c, name); handled {
 			return err
 		}
@@ -571,7 +602,10 @@ func (g *Gateway) forward(c echo.Context) error {
 	}
 	timed, _ := r.Body.(*deadlineBody)
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody), m: g.metrics}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody)
+		if counted {
+			r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
+		}
 	}
 	ctx := r.Context()
 	if _, timed := ctx.Deadline(); !timed && !isStream(r) {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -34,10 +35,18 @@ func main() {
 	err := root.Execute()
 	stopProfile()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		if !errors.As(err, new(loggedError)) {
+			fmt.Fprintln(os.Stderr, err)
+		}
 		os.Exit(1)
 	}
 }
+
+// loggedError is an error the command has logged already: main exits 1
+// without printing it again, as a plain line among the log's JSON ones.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // envPrefix starts the name of every variable that configures the gateway.
 const envPrefix = "UNCAGED_GATEWAY_"
@@ -171,7 +180,7 @@ func serveCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return server.Run(ctx, server.Config{
+			err = server.Run(ctx, server.Config{
 				Options: server.Options{
 					Auth: a, Heartbeat: heartbeat, Logger: logger, RequestTimeout: requestTimeout,
 					MaxBody: maxBody, WSReadLimit: wsReadLimit, MaxConcurrent: maxConcurrent,
@@ -183,7 +192,16 @@ func serveCmd() *cobra.Command {
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
 				NATS: natsURL, Advertise: advertise, ReplicaID: replicaID, SigningKey: signingKey,
+				StandardLog: true,
 			})
+			var stopErr *server.StopError
+			switch {
+			case err == nil:
+				return nil
+			case !errors.As(err, &stopErr): // a stop's error is in "gateway stopped"
+				logger.Error("gateway failed", "err", err.Error())
+			}
+			return loggedError{err}
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
