@@ -38,6 +38,7 @@ func TestClusterBehindCaddy(t *testing.T) {
 // load balancer startFront starts, with connectors and a dashboard client
 // that reach the cluster only through it, and checks what the shipped
 // configuration promises:
+//   - a thread's live stream arrives through it while the thread runs;
 //   - while one replica stops, no GET through the balancer fails (the
 //     endpoints list, and a connector held by another replica);
 //   - that replica's connectors reconnect through the balancer to a live
@@ -63,11 +64,14 @@ func clusterBehindBalancer(t *testing.T, startFront func(t *testing.T, replicas 
 		client: &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}}
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
+	roots := map[string]string{}
 	var conns []*proc
 	for _, name := range names {
 		root := engineRoot(t)
+		roots[name] = root
 		// A workflow named after the connector tells who answered.
 		add(t, root, "wf-"+name, "linear.esm.js")
+		add(t, root, "slow", "slow.esm.js")
 		tok := gwCLI(t, key, "token", "create", "--connector", name)
 		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
 			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+front.addr))
@@ -108,6 +112,9 @@ func clusterBehindBalancer(t *testing.T, startFront func(t *testing.T, replicas 
 	}
 	holder := allOnline("every connector online through the balancer", func(id string) bool { return id != "" })
 	t.Logf("connectors held: %v", holder)
+	// A live stream through the balancer arrives event by event, as
+	// through the single gateway's configuration.
+	clusterStream(t, front.addr, dash, "alpha", roots["alpha"])
 
 	// Stop the replica holding alpha while GETs go through the balancer
 	// without a pause: to the endpoints list, and to every connector a
