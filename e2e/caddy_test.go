@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -26,12 +27,20 @@ func TestThroughCaddy(t *testing.T) {
 // repository's Caddyfile and returns its address.
 func startCaddy(t *testing.T, upstream string) string {
 	t.Helper()
-	bin := requireProxy(t, "caddy", "apt-get install caddy")
-	caddyfile, err := filepath.Abs("../deploy/caddy/Caddyfile")
+	host, port, err := net.SplitHostPort(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, err := net.SplitHostPort(upstream)
+	return runCaddy(t, "../deploy/caddy/Caddyfile", "UNCAGED_GATEWAY_UPSTREAM="+host, "UNCAGED_GATEWAY_PORT="+port)
+}
+
+// runCaddy runs Caddy on a free port with caddyfile and the variables in
+// env, waits until the gateway's /healthz answers through it, and returns
+// its address.
+func runCaddy(t *testing.T, caddyfile string, env ...string) string {
+	t.Helper()
+	bin := requireProxy(t, "caddy", "apt-get install caddy")
+	caddyfile, err := filepath.Abs(caddyfile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +48,17 @@ func startCaddy(t *testing.T, upstream string) string {
 	addr := freePort(t)
 	// The Caddyfile's own knobs, as compose sets them; a plain-HTTP site
 	// address keeps Caddy from issuing certificates.
-	env := append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir,
-		"UNCAGED_DOMAIN=http://"+addr, "UNCAGED_GATEWAY_UPSTREAM="+host, "UNCAGED_GATEWAY_PORT="+port)
+	env = append(append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir,
+		"UNCAGED_DOMAIN=http://"+addr), env...)
 	adapt := exec.Command(bin, "adapt", "--config", caddyfile, "--adapter", "caddyfile")
 	adapt.Env = env
 	out, err := adapt.Output()
 	if err != nil {
-		t.Fatalf("caddy adapt: %v", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("caddy adapt %s: %v\n%s", caddyfile, err, exit.Stderr)
+		}
+		t.Fatalf("caddy adapt %s: %v", caddyfile, err)
 	}
 	// Turn off the admin endpoint only: its fixed port would clash with any
 	// other Caddy on the machine. Everything else is the Caddyfile's.

@@ -225,13 +225,20 @@ func clusterKey(t *testing.T) string {
 // NATS).
 func startReplica(t *testing.T, key, natsURL, id string) *replica {
 	t.Helper()
+	return startReplicaOn(t, key, natsURL, id, "127.0.0.1:0")
+}
+
+// startReplicaOn is startReplica listening on listen: a replica that comes
+// back where a load balancer's configuration says it is.
+func startReplicaOn(t *testing.T, key, natsURL, id, listen string) *replica {
+	t.Helper()
 	r := &replica{id: id}
 	db, ok := storeOf(key)
 	if !ok {
 		t.Fatal("startReplica: no database for this key (clusterKey)")
 	}
 	r.p = startProc(t, append([]string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, db...), "uncaged-gateway", "serve",
-		"--listen", "127.0.0.1:0", "--replica-id", id, "--heartbeat", "1s",
+		"--listen", listen, "--replica-id", id, "--heartbeat", "1s",
 		"--request-timeout", clusterRequestTimeout.String(),
 		// Behind the balancer every connector comes from one address.
 		"--connect-rate", "-1")

@@ -343,16 +343,32 @@ func gwCLIStatus(t *testing.T, g *gatewayEnv) string {
 // address.
 func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
-	bin := requireProxy(t, "nginx", "apt-get install nginx-light")
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := freePort(t)
+	runNginx(t, addr, fmt.Sprintf(`map $http_upgrade $connection_upgrade { default upgrade; '' close; }
+server {
+    listen %[1]s;
+    location / {
+        proxy_pass http://%[2]s;
+        include %[3]s;
+    }
+}
+`, addr, upstream, proxyConf))
+	return addr
+}
+
+// runNginx runs nginx with site (what goes inside its http block) and
+// waits until the gateway's /healthz answers through it on addr.
+func runNginx(t *testing.T, addr, site string) {
+	t.Helper()
+	bin := requireProxy(t, "nginx", "apt-get install nginx-light")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	conf := fmt.Sprintf(`daemon off;
 worker_processes 1;
 pid %[1]s/nginx.pid;
@@ -365,16 +381,9 @@ http {
     fastcgi_temp_path %[1]s/fastcgi;
     uwsgi_temp_path %[1]s/uwsgi;
     scgi_temp_path %[1]s/scgi;
-    map $http_upgrade $connection_upgrade { default upgrade; '' close; }
-    server {
-        listen %[2]s;
-        location / {
-            proxy_pass http://%[3]s;
-            include %[4]s;
-        }
-    }
+%[2]s
 }
-`, dir, addr, upstream, proxyConf)
+`, dir, site)
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -384,7 +393,6 @@ http {
 		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return string(b)
 	})
-	return addr
 }
 
 // requireProxy finds a reverse proxy's program. Locally a missing one skips

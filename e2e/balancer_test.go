@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	natsservertest "github.com/nats-io/nats-server/v2/test"
+
+	"github.com/uncaged/workflow/shared/testkit"
+)
+
+// TestClusterBehindNginx runs three real replicas (NATS, PostgreSQL)
+// behind nginx configured with deploy/nginx/uncaged-gateway-cluster.conf:
+// see clusterBehindBalancer.
+func TestClusterBehindNginx(t *testing.T) {
+	t.Parallel()
+	clusterBehindBalancer(t, startNginxCluster)
+}
+
+// TestClusterBehindCaddy is TestClusterBehindNginx with Caddy configured
+// with deploy/caddy/Caddyfile.cluster (active checks on /readyz).
+func TestClusterBehindCaddy(t *testing.T) {
+	t.Parallel()
+	clusterBehindBalancer(t, startCaddyCluster)
+}
+
+// clusterBehindBalancer runs three replicas of a real cluster behind the
+// load balancer startFront starts, with connectors and a dashboard client
+// that reach the cluster only through it, and checks what the shipped
+// configuration promises:
+//   - a thread's live stream arrives through it while the thread runs;
+//   - while one replica stops, no GET through the balancer fails (the
+//     endpoints list, and a connector held by another replica);
+//   - that replica's connectors reconnect through the balancer to a live
+//     replica and are reachable through it again;
+//   - once every replica has stopped and one is started again, the first
+//     request through the balancer after that replica's /readyz answers 200
+//     succeeds: no failure is remembered past the outage;
+//   - the connectors come back through the balancer to that replica.
+func clusterBehindBalancer(t *testing.T, startFront func(t *testing.T, replicas []string) string) {
+	ns := natsservertest.RunRandClientPortServer()
+	t.Cleanup(ns.Shutdown)
+	natsURL := ns.ClientURL()
+	key := clusterKey(t)
+	dash := gwCLI(t, key, "token", "create", "--dashboard")
+	var replicas []*replica
+	var addrs []string
+	for i := 1; i <= 3; i++ {
+		r := startReplica(t, key, natsURL, fmt.Sprintf("r%d", i))
+		replicas = append(replicas, r)
+		addrs = append(addrs, r.addr)
+	}
+	front := frontClient{addr: startFront(t, addrs), dash: dash,
+		client: &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}}
+
+	names := []string{"alpha", "bravo", "charlie", "delta"}
+	roots := map[string]string{}
+	var conns []*proc
+	for _, name := range names {
+		root := engineRoot(t)
+		roots[name] = root
+		// A workflow named after the connector tells who answered.
+		add(t, root, "wf-"+name, "linear.esm.js")
+		add(t, root, "slow", "slow.esm.js")
+		tok := gwCLI(t, key, "token", "create", "--connector", name)
+		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
+			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+front.addr))
+	}
+	stopTogether(t, conns...)
+	holders := func() map[string]string {
+		code, body, err := front.get("/api/gateway/endpoints")
+		var eps []clusterEndpoint
+		if err != nil || code != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+			return nil
+		}
+		out := map[string]string{}
+		for _, e := range eps {
+			if e.Status == "online" {
+				out[e.Name] = e.Replica
+			}
+		}
+		return out
+	}
+	// allOnline waits until every connector is online and reachable
+	// through the balancer, held by a replica that live accepts.
+	allOnline := func(what string, live func(replicaID string) bool) map[string]string {
+		t.Helper()
+		var held map[string]string
+		testkit.WaitFor(t, what, func() error {
+			held = holders()
+			for _, name := range names {
+				if !live(held[name]) {
+					return fmt.Errorf("%s is held by %q", name, held[name])
+				}
+				if err := front.reachable(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return held
+	}
+	holder := allOnline("every connector online through the balancer", func(id string) bool { return id != "" })
+	t.Logf("connectors held: %v", holder)
+	// A live stream through the balancer arrives event by event, as
+	// through the single gateway's configuration.
+	clusterStream(t, front.addr, dash, "alpha", roots["alpha"])
+
+	// Stop the replica holding alpha while GETs go through the balancer
+	// without a pause: to the endpoints list, and to every connector a
+	// replica that stays holds. None may fail.
+	victim := replicas[0]
+	for _, r := range replicas {
+		if r.id == holder["alpha"] {
+			victim = r
+		}
+	}
+	paths := []string{"/api/gateway/endpoints"}
+	for _, name := range names {
+		if holder[name] != victim.id {
+			paths = append(paths, "/api/clients/"+name+"/workflows")
+		}
+	}
+	load := front.hammer(paths)
+	testkit.WaitUntil(t, "GETs through the balancer before the stop", func() bool { return load.sent() >= 2*len(paths) })
+	victim.p.stop(syscall.SIGTERM)
+	holder = allOnline("the stopped replica's connectors back through the balancer", func(id string) bool { return id != "" && id != victim.id })
+	// The checks after the stop counted too: a few more rounds of the
+	// load's own, after everything is back, close the window.
+	after := load.sent()
+	testkit.WaitUntil(t, "GETs through the balancer after the reconnection", func() bool { return load.sent() >= after+2*len(paths) })
+	sent, failures := load.stop()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d GETs through the balancer failed while %s stopped; the first: %s", len(failures), sent, victim.id, strings.Join(failures[:min(5, len(failures))], "; "))
+	} else {
+		t.Logf("%d GETs through the balancer while %s stopped, none failed; connectors now held: %v", sent, victim.id, holder)
+	}
+
+	// Stop the others: no replica is left.
+	var back *replica
+	for _, r := range replicas {
+		if r != victim {
+			r.p.stop(syscall.SIGTERM)
+			back = r
+		}
+	}
+	if code, body, err := front.get("/api/gateway/endpoints"); err == nil && code == 200 {
+		t.Fatalf("the balancer answered 200 with every replica stopped: %s", body)
+	}
+	// One comes back where the balancer's configuration says it is. The
+	// first request after its /readyz answers (startReplicaOn waited for
+	// that) goes through.
+	back = startReplicaOn(t, key, natsURL, back.id, back.addr)
+	if code, body, err := front.get("/api/gateway/endpoints"); err != nil || code != 200 {
+		t.Fatalf("first request through the balancer after %s is ready again: %d %s %v", back.id, code, body, err)
+	}
+	allOnline("every connector back through the balancer on "+back.id, func(id string) bool { return id == back.id })
+}
+
+// frontClient is a dashboard client of a load balancer.
+type frontClient struct {
+	addr, dash string
+	client     *http.Client
+}
+
+// get sends a GET through the balancer with the dashboard token.
+func (f frontClient) get(path string) (int, string, error) {
+	req, err := http.NewRequest("GET", "http://"+f.addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.dash)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// reachable says why name's workflows cannot be listed through the
+// balancer, or nil when they are: the request reached its connector.
+func (f frontClient) reachable(name string) error {
+	code, body, err := f.get("/api/clients/" + name + "/workflows")
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %v", name, err)
+	case code != 200 || !strings.Contains(body, `"name":"wf-`+name+`"`):
+		return fmt.Errorf("%s: %d %s", name, code, strings.TrimSpace(body))
+	}
+	return nil
+}
+
+// load is GETs sent through a balancer one after the other until stop.
+type load struct {
+	mu       sync.Mutex
+	n        int
+	failures []string
+	quit     chan struct{}
+	done     chan struct{}
+}
+
+// hammer sends GETs of paths in turn through the balancer, each after the
+// answer to the one before, until stop; it stops by itself after 100000
+// or testkit.WaitBound, whichever comes first.
+func (f frontClient) hammer(paths []string) *load {
+	l := &load{quit: make(chan struct{}), done: make(chan struct{})}
+	deadline := time.Now().Add(testkit.WaitBound)
+	go func() {
+		defer close(l.done)
+		for i := 0; i < 100000 && time.Now().Before(deadline); i++ {
+			select {
+			case <-l.quit:
+				return
+			default:
+			}
+			p := paths[i%len(paths)]
+			code, body, err := f.get(p)
+			l.mu.Lock()
+			l.n++
+			switch {
+			case err != nil:
+				l.failures = append(l.failures, fmt.Sprintf("GET %s: %v", p, err))
+			case code != 200:
+				l.failures = append(l.failures, fmt.Sprintf("GET %s: %d %s", p, code, strings.TrimSpace(body)))
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *load) sent() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// stop ends the load and returns how many GETs it sent and what failed.
+func (l *load) stop() (int, []string) {
+	close(l.quit)
+	<-l.done
+	return l.n, l.failures
+}
+
+// upstreamServer is a server line of an nginx upstream block, its address
+// in the second group.
+var upstreamServer = regexp.MustCompile(`(?m)^(\s*server\s+)(\S+:\d+)`)
+
+// startNginxCluster runs nginx with deploy/nginx/uncaged-gateway-cluster.conf
+// in front of replicas and returns its address. What it changes of the
+// file is what an operator does: the replicas' addresses, and the
+// listening ports (plain HTTP on a free port where the file has TLS on 443).
+func startNginxCluster(t *testing.T, replicas []string) string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/nginx/uncaged-gateway-cluster.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := string(b)
+	if n := len(upstreamServer.FindAllString(site, -1)); n != len(replicas) {
+		t.Fatalf("the cluster config lists %d replicas, the test runs %d", n, len(replicas))
+	}
+	i := 0
+	site = upstreamServer.ReplaceAllStringFunc(site, func(line string) string {
+		m := upstreamServer.FindStringSubmatch(line)
+		i++
+		return m[1] + replicas[i-1]
+	})
+	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	for old, repl := range map[string]string{
+		"/etc/nginx/conf.d/proxy.conf": proxyConf,
+		"listen 80;":                   "listen " + freePort(t) + ";",
+		"listen 443 ssl http2;":        "listen " + addr + ";",
+	} {
+		if !strings.Contains(site, old) {
+			t.Fatalf("the cluster config has no %q", old)
+		}
+		site = strings.ReplaceAll(site, old, repl)
+	}
+	site = regexp.MustCompile(`(?m)^\s*ssl_certificate(_key)?\s.*$`).ReplaceAllString(site, "")
+	runNginx(t, addr, site)
+	return addr
+}
+
+// startCaddyCluster runs Caddy with deploy/caddy/Caddyfile.cluster, as it
+// is, in front of replicas and returns its address.
+func startCaddyCluster(t *testing.T, replicas []string) string {
+	t.Helper()
+	return runCaddy(t, "../deploy/caddy/Caddyfile.cluster", "UNCAGED_GATEWAY_REPLICAS="+strings.Join(replicas, " "))
+}
