@@ -124,10 +124,11 @@ const unreachablePrefix = "unreachable: "
 // watchStore checks the store now and then every storeCheckEvery until
 // ctx ends; the first check is done before it returns, so /readyz is
 // right from the start. A change of state is logged once: an ERROR when
-// the store stops being the one opened or answers wrong (not ready), a
-// WARN when it does not answer at all (still ready: every replica shares
-// a PostgreSQL server, and serves from memory meanwhile), an INFO when
-// it is fine again.
+// the store stops being the one opened or answers wrong (not ready), an
+// INFO when it is fine again. A store that does not answer at all is an
+// outage (storeoutage.go: still ready, since every replica shares a
+// PostgreSQL server and serves from memory meanwhile), which says so
+// itself when it starts and when it is over.
 func (g *Gateway) watchStore(ctx context.Context, every time.Duration) {
 	st := g.opts.Store
 	if st == nil {
@@ -157,11 +158,18 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 		return // shutting down: the store may be closing
 	}
 	g.metrics.StoreReady(err == nil)
+	unreachable := errors.Is(err, store.ErrUnreachable)
+	switch {
+	case err == nil:
+		g.outage.up()
+	case unreachable:
+		g.outage.down(err)
+	}
 	h := &g.bounds.store
 	state := ""
 	if err != nil {
 		state = err.Error()
-		if errors.Is(err, store.ErrUnreachable) {
+		if unreachable {
 			state = unreachablePrefix + state
 		}
 	}
@@ -176,10 +184,10 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 	}
 	attrs := []any{"database", st.Where(), "identity", st.Identity().ID}
 	switch {
+	case unreachable, err == nil && was != nil && strings.HasPrefix(*was, unreachablePrefix):
+		// The outage's own lines say it.
 	case err == nil:
 		g.opts.Logger.Info("store usable again: ready", attrs...)
-	case errors.Is(err, store.ErrUnreachable):
-		g.opts.Logger.Warn("store does not answer: what needs it fails until it does; still ready, serving from memory", append(attrs, "err", err.Error())...)
 	default:
 		g.opts.Logger.Error("store not usable: not ready until it is", append(attrs, "err", err.Error())...)
 	}

@@ -146,15 +146,15 @@ type Queue struct {
 	changed chan struct{}
 
 	kick chan struct{}
-	// stop ends the writer; done is closed when it has.
+	// stop ends the writer (nil until Start); done is closed when it has.
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// Open starts a queue. A spill file left in Dir by a process that is gone
-// is taken and its records are written first. A Dir that cannot be used
-// is no failure: the queue keeps records in memory only, and the error
-// says why (the queue is never nil).
+// Open opens a queue; Start starts its writer. A spill file left in Dir
+// by a process that is gone is taken and its records are written first.
+// A Dir that cannot be used is no failure: the queue keeps records in
+// memory only, and the error says why (the queue is never nil).
 func Open(opts Options) (*Queue, error) {
 	if opts.MaxMemory <= 0 {
 		opts.MaxMemory = DefaultMaxMemory
@@ -185,10 +185,21 @@ func Open(opts Options) (*Queue, error) {
 		q.stats.Added = uint64(q.file.records)
 		q.stats.Spilling = true
 	}
+	return q, err
+}
+
+// Start starts the writer: records added before wait until it runs, so
+// that what the callbacks reach can be set up after Open. Starting twice
+// does nothing.
+func (q *Queue) Start() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stop != nil || q.closed {
+		return
+	}
 	var ctx context.Context
 	ctx, q.stop = context.WithCancel(context.Background())
 	go q.run(ctx)
-	return q, err
 }
 
 // Add queues rec (the queue keeps it: the caller must not change it) and
@@ -517,14 +528,18 @@ var ErrNotKept = errors.New("records not kept")
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if q.closed {
+		started := q.stop != nil
 		q.mu.Unlock()
-		<-q.done
+		if started {
+			<-q.done
+		}
 		return nil
 	}
 	q.closed = true
 	q.changedLocked()
+	started := q.stop != nil
 	q.mu.Unlock()
-	for {
+	for started {
 		q.mu.Lock()
 		idle := q.pendingLocked() == 0 || q.stats.Away
 		ch := q.changed
@@ -539,8 +554,10 @@ func (q *Queue) Close(ctx context.Context) error {
 		}
 		break
 	}
-	q.stop()
-	<-q.done
+	if started {
+		q.stop()
+		<-q.done
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// Oldest first, as far as the file's bound lets: the newest are the

@@ -119,7 +119,16 @@ func openQueue(t *testing.T, dir string, dest *destination, dr *drops, maxMemory
 	if err != nil {
 		t.Fatal(err)
 	}
+	q.Start()
 	return q
+}
+
+// started opens and starts a queue.
+func started(t *testing.T, opts Options) (*Queue, error) {
+	t.Helper()
+	q, err := Open(opts)
+	q.Start()
+	return q, err
 }
 
 // kill ends q as kill -9 ends its process: the writer stops, the file is
@@ -277,7 +286,7 @@ func TestWithoutAFileMemoryIsTheBound(t *testing.T) {
 	for _, dir := range []string{"", notADir} {
 		dest, dr := newDestination(), &drops{}
 		dest.setAway(true)
-		q, err := Open(Options{Dir: dir, MaxMemory: 10, Write: dest.write, OnDrop: dr.onDrop})
+		q, err := started(t, Options{Dir: dir, MaxMemory: 10, Write: dest.write, OnDrop: dr.onDrop})
 		if (err != nil) != (dir != "") {
 			t.Fatalf("dir %q: %v", dir, err)
 		}
@@ -304,7 +313,7 @@ func TestARefusedRecordIsDroppedAfterItsAttempts(t *testing.T) {
 	dest := newDestination()
 	var mu sync.Mutex
 	var dropErr error
-	q, err := Open(Options{Write: dest.write, Unavailable: func(err error) bool { return errors.Is(err, errAway) },
+	q, err := started(t, Options{Write: dest.write, Unavailable: func(err error) bool { return errors.Is(err, errAway) },
 		OnDrop: func(rec []byte, reason DropReason, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -395,7 +404,7 @@ func TestWaitRoomHoldsOnlyWhileTheDestinationAnswers(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{})
 	var once sync.Once
-	q, err := Open(Options{MaxMemory: 10, Write: func(ctx context.Context, rec []byte) error {
+	q, err := started(t, Options{MaxMemory: 10, Write: func(ctx context.Context, rec []byte) error {
 		select {
 		case <-gate:
 			return nil
@@ -432,7 +441,7 @@ func TestWaitRoomLetsGoWhileTheDestinationIsAway(t *testing.T) {
 	t.Parallel()
 	dest := newDestination()
 	dest.setAway(true)
-	q, err := Open(Options{MaxMemory: 10, Write: dest.write, RetryMin: 1e5})
+	q, err := started(t, Options{MaxMemory: 10, Write: dest.write, RetryMin: 1e5})
 	if err != nil {
 		t.Fatal(err)
 	}
