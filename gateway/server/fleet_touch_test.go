@@ -78,20 +78,6 @@ func newTouchFixture(t *testing.T, touchEvery time.Duration, log *slog.Logger) (
 	return &fixture{t: t, auth: a, gw: g, srv: srv, dash: dash}, g.fleet, counter
 }
 
-// lastSeen is every machine's last seen time in st.
-func lastSeen(t *testing.T, st store.Store) map[string]time.Time {
-	t.Helper()
-	ms, err := st.ListMachines(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]time.Time{}
-	for _, m := range ms {
-		out[m.Name] = m.LastSeen
-	}
-	return out
-}
-
 // The connected machines are marked seen together, one store write a
 // round, instead of a write per machine; a machine that leaves is marked
 // seen as it goes and drops out of the rounds, and the rounds stop with
