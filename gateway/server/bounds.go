@@ -182,6 +182,12 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 	} else {
 		h.state.Store(&state)
 	}
+	// Logged once per change of kind — fine, not usable, out of reach —
+	// not of wording: a check that runs while the database is being
+	// changed can see the problem half made, and the next one whole.
+	if storeKind(was) == storeKind(h.state.Load()) {
+		return
+	}
 	attrs := []any{"database", st.Where(), "identity", st.Identity().ID}
 	switch {
 	case unreachable, err == nil && was != nil && strings.HasPrefix(*was, unreachablePrefix):
@@ -191,6 +197,18 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 	default:
 		g.opts.Logger.Error("store not usable: not ready until it is", append(attrs, "err", err.Error())...)
 	}
+}
+
+// storeKind is a storeHealth state's kind: "" fine, "unreachable" or
+// "unusable".
+func storeKind(state *string) string {
+	switch {
+	case state == nil:
+		return ""
+	case strings.HasPrefix(*state, unreachablePrefix):
+		return "unreachable"
+	}
+	return "unusable"
 }
 
 // storeProblem is why the store keeps the gateway from being ready, ""
