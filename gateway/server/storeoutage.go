@@ -127,7 +127,7 @@ func (o *storeOutage) progress() {
 	s := w.stats()
 	o.g.opts.Logger.Error("store outage over: the database answers again and what waited is written",
 		"lasted", o.g.now().Sub(o.since).Round(time.Millisecond).String(), "since", o.since.UTC().Format(time.RFC3339),
-		"queued", s.Added-o.start.Added, "written", s.Written-o.start.Written, "dropped", s.Dropped-o.start.Dropped,
+		"queued", uint64(o.start.Pending())+s.Added-o.start.Added, "written", s.Written-o.start.Written, "dropped", s.Dropped-o.start.Dropped,
 		"requests_refused", o.refused.Load()-o.refusedAtStart, "last_err", o.err)
 }
 
