@@ -361,15 +361,15 @@ func (q *Queue) Drained(upTo uint64) bool {
 	return q.headSeq > upTo
 }
 
-// WaitRoom waits, while the destination answers, until memory is less
-// than half full, so that a producer that can wait (one reading a stream
+// WaitRoom waits, while the destination answers, until memory is empty
+// or less than half full, so that a producer that can wait (one reading a stream
 // it can slow down) does not spill to the file what the writer is about
 // to write anyway. It returns at once while the destination is away or
 // the queue is closed, and when ctx ends.
 func (q *Queue) WaitRoom(ctx context.Context) {
 	for {
 		q.mu.Lock()
-		ok := q.closed || q.stats.Away || q.memBytes < q.opts.MaxMemory/2
+		ok := q.closed || q.stats.Away || q.memBytes == 0 || q.memBytes < q.opts.MaxMemory/2
 		ch := q.changed
 		q.mu.Unlock()
 		if ok {

@@ -450,3 +450,21 @@ func TestWaitRoomLetsGoWhileTheDestinationIsAway(t *testing.T) {
 	testkit.WaitUntil(t, "the destination to be found away", func() bool { return q.Stats().Away })
 	q.WaitRoom(context.Background()) // returns: a hang here fails by the test's timeout
 }
+
+// With a memory bound smaller than any record, an empty memory holds no
+// producer: everything goes to the file, and WaitRoom never waits on a
+// memory that cannot fill.
+func TestWaitRoomNeverHoldsOnAnEmptyMemory(t *testing.T) {
+	t.Parallel()
+	dest := newDestination()
+	q, err := started(t, Options{Dir: t.TempDir(), MaxMemory: 1, Write: dest.write})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = q.Close(context.Background()) }()
+	for i := range 3 {
+		q.WaitRoom(context.Background()) // returns: a hang here fails by the test's timeout
+		q.Add(fmt.Appendf(nil, "rec-%d", i))
+	}
+	testkit.WaitUntil(t, "the three records to be written", func() bool { return len(dest.seen()) == 3 })
+}
