@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/gateway/auth"
+	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/fleet"
 	"github.com/uncaged/workflow/shared/testkit"
@@ -297,5 +298,28 @@ func TestEveryRouteThatNeedsTheStoreAnswers503WhileItIsDown(t *testing.T) {
 	}
 	if n := strings.Count(f.logs.String(), `"msg":"store failed a request"`); n != 0 {
 		t.Errorf("%d lines for single requests:\n%s", n, f.logs.String())
+	}
+}
+
+// A record's kind is read from its first bytes, as add encodes it.
+func TestRecordKindReadsWhatAddEncodes(t *testing.T) {
+	t.Parallel()
+	for _, r := range []storeRecord{
+		{Kind: metrics.StoreKindAudit, Audit: &store.AuditEntry{Action: ActionKill}},
+		{Kind: metrics.StoreKindThreads, Machine: "laptop", Threads: []store.Thread{{ID: "T1"}}},
+		{Kind: metrics.StoreKindSeen, Names: []string{"laptop"}},
+	} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recordKind(b); got != r.Kind {
+			t.Errorf("%s read as %q from %.40s", r.Kind, got, b)
+		}
+	}
+	for _, b := range []string{"", "{}", `{"k":"audit`, "not json"} {
+		if got := recordKind([]byte(b)); got != "" {
+			t.Errorf("%q read as %q", b, got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -55,8 +56,9 @@ type storeWrites struct {
 	q  *spool.Queue
 }
 
-// newStoreWrites opens the queue (replaying a spill file left in
-// Options.SpoolDir) and starts its writer; nil without a store.
+// newStoreWrites opens the queue, taking a spill file left in
+// Options.SpoolDir, whose records it writes first; nil without a store.
+// New starts its writer once everything the writes reach is set.
 func (g *Gateway) newStoreWrites() *storeWrites {
 	st := g.opts.Store
 	if st == nil {
@@ -194,14 +196,22 @@ func auditDropReason(r spool.DropReason) string {
 	return auditDropStore
 }
 
-// recordKind reads a record's kind without decoding the rest: the kind
-// is its first field.
+// kindPrefix starts every record add encodes: the kind is storeRecord's
+// first field.
+const kindPrefix = `{"k":"`
+
+// recordKind reads a record's kind without decoding the rest (a batch of
+// threads is megabytes): "" for bytes that are not a record.
 func recordKind(b []byte) string {
-	var r struct {
-		Kind string `json:"k"`
+	rest, ok := bytes.CutPrefix(b, []byte(kindPrefix))
+	if !ok {
+		return ""
 	}
-	_ = json.Unmarshal(b, &r) // a record that is not one counts as ""
-	return r.Kind
+	kind, _, ok := bytes.Cut(rest, []byte(`"`))
+	if !ok {
+		return ""
+	}
+	return string(kind)
 }
 
 // close stops taking records and writes what waits, until ctx ends or at
