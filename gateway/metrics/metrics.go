@@ -14,7 +14,8 @@
 //	uncaged_gateway_auth_failures_total               counter {reason="missing"|"invalid"|"wrong_role"|"wrong_name"}
 //	uncaged_gateway_legacy_frames_dropped_total       counter {reason="binary"|"invalid"|"unknown_id"}
 //
-// and those of the gateway's bounds (bounds.go).
+// and those of the gateway's bounds (bounds.go) and of what it writes to
+// its store behind the requests (store.go).
 //
 // Proxy bytes are body bytes: "in" read from dashboard requests (and sent
 // on to connectors), "out" written back in responses.
@@ -66,6 +67,7 @@ type Gateway struct {
 	authFailures  *prometheus.CounterVec
 	legacyDropped *prometheus.CounterVec
 	bounds        bounds
+	store         storeMetrics
 }
 
 // New returns the gateway's metrics on a new registry; online is asked for
@@ -108,6 +110,7 @@ func New(online func() int) *Gateway {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.registerBounds()
+	m.registerStore()
 	// Every known series exists from the start, at 0, so rates work from
 	// the first scrape.
 	for _, p := range []string{ProtocolH2, ProtocolLegacy} {

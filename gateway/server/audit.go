@@ -54,16 +54,15 @@ import (
 // coalesced: a burst a minute per kind, then one summary counting the
 // rest (auditcoalesce.go).
 //
-// Writing never slows a request: entries go through a bounded queue to one
-// writer goroutine. When the queue is full the entry is dropped, logged
-// and counted (uncaged_gateway_audit_dropped_total), never waited for. Run
-// flushes the queue after the HTTP server has drained and before the
-// store closes (closeAudit).
-
-// DefaultAuditQueue is how many audit entries may wait for the store.
-// Entries come at the pace of people's clicks; the queue only has to
-// cover a slow moment of the database.
-const DefaultAuditQueue = 1024
+// Writing never slows a request: entries go to the store's queue
+// (storewrites.go), which one writer empties in order. While the store
+// does not answer they wait there, in memory and then in a spill file;
+// past both bounds an entry is dropped, logged and counted
+// (uncaged_gateway_audit_dropped_total), never waited for. Each entry
+// carries a key drawn when it was made, so that one written twice (its
+// answer lost, a spill file replayed) is in the log once. Run flushes the
+// queue after the HTTP server has drained and before the store closes
+// (closeAudit).
 
 // Actions of the audit log.
 const (
@@ -115,17 +114,13 @@ const maxTarget = 256
 // thread's id, a hash): those answers are small JSON objects.
 const captureLimit = 4 << 10
 
-// auditLog is the queue to the store and its writer.
+// auditLog records entries through the store's queue.
 type auditLog struct {
-	st      store.Store
+	// writes is the store's queue; nil when the gateway keeps nothing
+	// (then nothing is recorded).
+	writes  *storeWrites
 	logger  *slog.Logger
 	dropped *prometheus.CounterVec
-
-	// mu guards closed against add, so nothing is sent on a closed queue.
-	mu     sync.RWMutex
-	closed bool
-	q      chan store.AuditEntry
-	done   chan struct{}
 
 	// coalesce bounds the entries others set the pace of
 	// (auditcoalesce.go); stopSweeping ends its sweeps.
@@ -134,16 +129,13 @@ type auditLog struct {
 	stopOnce     sync.Once
 }
 
-// newAuditLog starts the writer of st's audit log (nil st: nothing is
-// recorded) with a queue of size entries (0: DefaultAuditQueue).
-func newAuditLog(st store.Store, size int, m *metrics.Gateway, logger *slog.Logger) *auditLog {
-	if size <= 0 {
-		size = DefaultAuditQueue
-	}
-	a := &auditLog{st: st, logger: logger, done: make(chan struct{}),
+// newAuditLog makes the audit log, which records nothing until it has
+// the store's queue (a gateway without a store never does).
+func newAuditLog(m *metrics.Gateway, logger *slog.Logger) *auditLog {
+	a := &auditLog{logger: logger,
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "uncaged_gateway_audit_dropped_total",
-			Help: "Audit entries lost, by reason: the queue to the store was full, the store refused them, or they came after shutdown.",
+			Help: "Audit entries lost, by reason: the store's queue was full in memory and on disk, the store refused them, or they came after shutdown.",
 		}, []string{"reason"})}
 	for _, r := range []string{auditDropFull, auditDropStore, auditDropClosed} {
 		a.dropped.WithLabelValues(r) // shown at 0 before the first loss
@@ -151,22 +143,24 @@ func newAuditLog(st store.Store, size int, m *metrics.Gateway, logger *slog.Logg
 	a.coalesce = newCoalescer(a.add, time.Now, auditWindow)
 	m.Registry().MustRegister(a.dropped, a.coalesce.coalesced)
 	a.stopSweeping = make(chan struct{})
-	if st == nil {
-		a.closed = true
-		close(a.done)
-		a.stopOnce.Do(func() {}) // nothing sweeps
-		return a
-	}
-	a.q = make(chan store.AuditEntry, size)
-	go a.write()
-	go a.coalesce.run(a.stopSweeping)
 	return a
+}
+
+// record starts recording into w, the store's queue: called once, before
+// the gateway serves.
+func (a *auditLog) record(w *storeWrites) {
+	if w == nil {
+		a.stopOnce.Do(func() {}) // nothing sweeps
+		return
+	}
+	a.writes = w
+	go a.coalesce.run(a.stopSweeping)
 }
 
 // addCoalesced queues e unless its kind's burst is spent: then it is
 // counted in the kind's summary entry (auditcoalesce.go).
 func (a *auditLog) addCoalesced(kind string, e store.AuditEntry) {
-	if a.st == nil {
+	if a.writes == nil {
 		return
 	}
 	a.coalesce.add(kind, e)
@@ -174,23 +168,13 @@ func (a *auditLog) addCoalesced(kind string, e store.AuditEntry) {
 
 // add queues e without ever blocking.
 func (a *auditLog) add(e store.AuditEntry) {
-	if a.st == nil {
+	if a.writes == nil {
 		return
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		a.drop(e, auditDropClosed, nil)
-		return
-	}
-	select {
-	case a.q <- e:
-	default:
-		a.drop(e, auditDropFull, nil)
-	}
+	a.writes.audit(e)
 }
 
 // drop counts and logs a lost entry: what was done and by whom, so the
@@ -205,44 +189,27 @@ func (a *auditLog) drop(e store.AuditEntry, reason string, err error) {
 	a.logger.Warn("audit entry lost", attrs...)
 }
 
-// write appends the queued entries until the queue is closed and empty.
-func (a *auditLog) write() {
-	defer close(a.done)
-	for e := range a.q {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		if _, err := a.st.AppendAudit(ctx, e); err != nil {
-			a.drop(e, auditDropStore, err)
-		}
-		cancel()
-	}
-}
-
-// close stops taking entries and waits, until ctx ends, for the queued
-// ones to be written.
-func (a *auditLog) close(ctx context.Context) error {
-	// What was counted but not yet summarised is written before the
-	// queue closes.
+// stopCoalescing ends the sweeps and queues every summary still
+// pending: the gateway is stopping.
+func (a *auditLog) stopCoalescing() {
 	a.stopOnce.Do(func() {
 		close(a.stopSweeping)
 		a.coalesce.flush()
 	})
-	a.mu.Lock()
-	if !a.closed {
-		a.closed = true
-		close(a.q)
-	}
-	a.mu.Unlock()
-	select {
-	case <-a.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("audit log: %d entries not written: %w", len(a.q), ctx.Err())
-	}
 }
 
-// closeAudit flushes the audit log: call it once no request can add to it
-// any more (the HTTP server has shut down) and before the store closes.
-func (g *Gateway) closeAudit(ctx context.Context) error { return g.audit.close(ctx) }
+// closeAudit flushes the audit log and everything else queued for the
+// store: call it once no request can add to it any more (the HTTP server
+// has shut down) and before the store closes. While the store does not
+// answer it does not wait: what waits goes to the spill file, for the
+// next start.
+func (g *Gateway) closeAudit(ctx context.Context) error {
+	g.audit.stopCoalescing()
+	if err := g.writes.close(ctx); err != nil {
+		return fmt.Errorf("audit log and the fleet's changes: %w", err)
+	}
+	return nil
+}
 
 // who names the holder of a dashboard or connector credential for an
 // entry: the token's id and note, or the shared secret. A credential that
@@ -302,7 +269,7 @@ func (g *Gateway) auditProxied(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		// Reads, most of the traffic, cost one comparison here.
-		if g.opts.Store == nil || isSafe(r.Method) || r.Header.Get(cluster.HopHeader) != "" {
+		if g.writes == nil || isSafe(r.Method) || r.Header.Get(cluster.HopHeader) != "" {
 			return next(c)
 		}
 		name := c.Param("name")
@@ -437,7 +404,7 @@ func (w *captureWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // names nobody).
 func (g *Gateway) auditLogin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if g.opts.Store == nil {
+		if g.writes == nil {
 			return next(c)
 		}
 		err := next(c)
@@ -467,7 +434,7 @@ func (g *Gateway) auditLogin(next echo.HandlerFunc) echo.HandlerFunc {
 // auditLogout records a logout, naming the session's token.
 func (g *Gateway) auditLogout(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if g.opts.Store == nil {
+		if g.writes == nil {
 			return next(c)
 		}
 		credential, _ := auth.CredentialFrom(c.Request())
@@ -523,8 +490,7 @@ func (g *Gateway) listAudit(c echo.Context) error {
 	}
 	page, err := g.opts.Store.ListAudit(c.Request().Context(), q)
 	if err != nil {
-		g.opts.Logger.Error("audit log not read", "err", err.Error())
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "audit log not read: the gateway's store failed; retry later")
+		return g.storeUnavailable("audit log not read", err)
 	}
 	out := struct {
 		Entries []auditEntryJSON `json:"entries"`

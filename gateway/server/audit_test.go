@@ -302,21 +302,35 @@ func (s *blockingStore) AppendAudit(ctx context.Context, e store.AuditEntry) (in
 	return s.Store.AppendAudit(ctx, e)
 }
 
-// TestAuditQueueNeverBlocks: with the store stuck, entries past the queue
-// are dropped, logged and counted, never waited for; closing flushes what
-// was queued, and an entry after the close is dropped too.
+// TestAuditQueueNeverBlocks: with the store stuck and no spill file,
+// entries past the memory bound are dropped, logged and counted, never
+// waited for; closing flushes what was queued, and an entry after the
+// close is dropped too.
 func TestAuditQueueNeverBlocks(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, t.TempDir())
 	t.Cleanup(func() { _ = st.Close() })
 	bs := &blockingStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
 	var logs testkit.Buffer
-	m := metrics.New(func() int { return 0 })
-	a := newAuditLog(bs, 1, m, slog.New(slog.NewTextHandler(&logs, nil)))
-	a.add(store.AuditEntry{Action: ActionKill, Target: "first"})
-	<-bs.entered                                                  // the writer holds the first
-	a.add(store.AuditEntry{Action: ActionKill, Target: "second"}) // queued
-	a.add(store.AuditEntry{Action: ActionKill, Target: "third"})  // dropped
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
+	entry := func(target string) store.AuditEntry {
+		return store.AuditEntry{Action: ActionKill, Target: target, Time: at}
+	}
+	// Each entry's record is the same size: memory holds two and a half.
+	probe := entry("first")
+	probe.Key = newAuditKey()
+	rec, err := json.Marshal(storeRecord{Kind: metrics.StoreKindAudit, Audit: &probe, At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, time.Hour, func(o *Options) {
+		o.Store, o.Logger, o.SpoolMemory = bs, slog.New(slog.NewTextHandler(&logs, nil)), int64(len(rec)*5/2)
+	})
+	a := f.gw.audit
+	a.add(entry("first"))
+	<-bs.entered           // the writer holds the first (in memory until written)
+	a.add(entry("second")) // queued
+	a.add(entry("third"))  // dropped
 	if n := counterValue(a.dropped.WithLabelValues(auditDropFull)); n != 1 {
 		t.Fatalf("dropped: %v", n)
 	}
@@ -324,10 +338,10 @@ func TestAuditQueueNeverBlocks(t *testing.T) {
 		t.Fatalf("logs: %s", logs.String())
 	}
 	close(bs.release)
-	if err := a.close(context.Background()); err != nil {
+	if err := f.gw.closeAudit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a.add(store.AuditEntry{Action: ActionKill, Target: "late"})
+	a.add(entry("late"))
 	if n := counterValue(a.dropped.WithLabelValues(auditDropClosed)); n != 1 {
 		t.Fatalf("dropped after close: %v", n)
 	}

@@ -106,8 +106,7 @@ func (g *Gateway) bindName(ctx context.Context, name string, p auth.Principal) e
 		if errors.Is(err, store.ErrNotFound) {
 			return g.refusal(&auth.Refusal{Reason: auth.ReasonRevoked, Message: "token revoked"})
 		}
-		g.opts.Logger.Error("name binding not saved", "connector", name, "err", err.Error())
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "the name's binding to its token was not saved: the gateway's store failed; retry later")
+		return g.storeUnavailable("the binding of "+name+" to its token not saved", err)
 	}
 	// The name is bound before this request is answered, not when the
 	// store's notification reaches the watcher: the secret must not slip in

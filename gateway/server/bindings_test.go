@@ -205,7 +205,9 @@ func TestTheSecretWaitsForTheBindings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	st := openStoreT(t, store.Config{DataDir: dir})
-	side, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.SQLiteFile)+"?_pragma=busy_timeout(10000)") // the gateway reads the file meanwhile
+	// Another program's connection, waiting for the gateway's writes (its
+	// audit entries) as any writer beside it must.
+	side, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.SQLiteFile)+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,10 +124,11 @@ const unreachablePrefix = "unreachable: "
 // watchStore checks the store now and then every storeCheckEvery until
 // ctx ends; the first check is done before it returns, so /readyz is
 // right from the start. A change of state is logged once: an ERROR when
-// the store stops being the one opened or answers wrong (not ready), a
-// WARN when it does not answer at all (still ready: every replica shares
-// a PostgreSQL server, and serves from memory meanwhile), an INFO when
-// it is fine again.
+// the store stops being the one opened or answers wrong (not ready), an
+// INFO when it is fine again. A store that does not answer at all is an
+// outage (storeoutage.go: still ready, since every replica shares a
+// PostgreSQL server and serves from memory meanwhile), which says so
+// itself when it starts and when it is over.
 func (g *Gateway) watchStore(ctx context.Context, every time.Duration) {
 	st := g.opts.Store
 	if st == nil {
@@ -157,49 +158,57 @@ func (g *Gateway) checkStore(ctx context.Context, st store.Store) {
 		return // shutting down: the store may be closing
 	}
 	g.metrics.StoreReady(err == nil)
+	unreachable := errors.Is(err, store.ErrUnreachable)
+	switch {
+	case err == nil:
+		g.outage.up()
+	case unreachable:
+		g.outage.down(err)
+	}
 	h := &g.bounds.store
 	state := ""
 	if err != nil {
 		state = err.Error()
-		if errors.Is(err, store.ErrUnreachable) {
+		if unreachable {
 			state = unreachablePrefix + state
 		}
 	}
 	was := h.state.Load()
+	if (was == nil && state == "") || (was != nil && *was == state) {
+		return
+	}
 	if state == "" {
 		h.state.Store(nil)
 	} else {
 		h.state.Store(&state)
 	}
-	// The reason shown by /readyz follows every check, but a line is
-	// logged only when the kind of state changes: one broken table can
-	// fail successive checks with different texts (SQLite reports a
-	// schema change, then the missing table).
-	if storeStateKind(was) == storeStateKind(&state) {
+	// Logged once per change of kind — fine, not usable, out of reach —
+	// not of wording: a check that runs while the database is being
+	// changed can see the problem half made, and the next one whole.
+	if storeKind(was) == storeKind(h.state.Load()) {
 		return
 	}
 	attrs := []any{"database", st.Where(), "identity", st.Identity().ID}
 	switch {
+	case unreachable, err == nil && was != nil && strings.HasPrefix(*was, unreachablePrefix):
+		// The outage's own lines say it.
 	case err == nil:
 		g.opts.Logger.Info("store usable again: ready", attrs...)
-	case errors.Is(err, store.ErrUnreachable):
-		g.opts.Logger.Warn("store does not answer: what needs it fails until it does; still ready, serving from memory", append(attrs, "err", err.Error())...)
 	default:
 		g.opts.Logger.Error("store not usable: not ready until it is", append(attrs, "err", err.Error())...)
 	}
 }
 
-// storeStateKind sorts a recorded store state: "" usable, "unreachable"
-// or "unusable".
-func storeStateKind(state *string) string {
+// storeKind is a storeHealth state's kind: "" fine, "unreachable" or
+// "unusable".
+func storeKind(state *string) string {
 	switch {
-	case state == nil || *state == "":
+	case state == nil:
 		return ""
 	case strings.HasPrefix(*state, unreachablePrefix):
 		return "unreachable"
-	default:
-		return "unusable"
 	}
+	return "unusable"
 }
 
 // storeProblem is why the store keeps the gateway from being ready, ""

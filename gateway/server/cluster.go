@@ -143,5 +143,5 @@ func (g *Gateway) ready(c echo.Context) error {
 	if problem := g.storeProblem(); problem != "" {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "store: " + problem})
 	}
-	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
+	return c.JSON(http.StatusOK, g.readyBody())
 }

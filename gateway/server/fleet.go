@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,9 +22,10 @@ import (
 // The fleet's memory (Options.Store): while a connector is online on this
 // replica, the gateway reads the connector's change stream
 // (GET /api/events, shared/fleet) through the connector's tunnel — its own
-// round trip, not the proxy's — and writes what it hears to the store in
-// batches, one transaction each. After a break it reconnects with the last
-// id it stored, so only what changed is sent again; a reset from the
+// round trip, not the proxy's — and queues what it hears for the store in
+// batches, one transaction each (storewrites.go: written in order, kept
+// through a database outage). After a break it reconnects with the last
+// id it queued, so only what changed is sent again; a reset from the
 // connector (it restarted) brings the whole list. Nothing here is on the
 // proxied request path: the stream starts when presence says the
 // connector came online, and a request for a connector that is online never
@@ -49,7 +51,7 @@ const (
 	// stream again after it broke while the connector stayed online.
 	fleetRetryMin = time.Second
 	fleetRetryMax = 30 * time.Second
-	// fleetWriteTimeout bounds one store write.
+	// fleetWriteTimeout bounds one write of a batch of threads.
 	fleetWriteTimeout = 30 * time.Second
 )
 
@@ -85,6 +87,11 @@ type fleetMemory struct {
 	seenMu sync.Mutex
 	seenAt time.Time
 	seen   map[string]store.Machine
+	// lastMachines is what the store listed last: the machines endpoint
+	// answers from it while the store does not answer. Its own lock:
+	// seenMu is held around the listing that sets it.
+	lastMu       sync.Mutex
+	lastMachines []store.Machine
 
 	// statsCache keeps the glance's answers (stats.go): at 100,000 threads
 	// one costs about a second of the database, and every open glance
@@ -112,7 +119,7 @@ func (g *Gateway) newFleet() *fleetMemory {
 	if g.opts.Store == nil {
 		return nil
 	}
-	return g.newFleetOver(g.opts.Store, fleetTouchEvery)
+	return g.newFleetOver(g.opts.Store, cmp.Or(g.opts.fleetTouchEvery, fleetTouchEvery))
 }
 
 // newFleetOver hooks to presence a fleet's memory kept in st, marking
@@ -154,11 +161,13 @@ func (fl *fleetMemory) changed(name, status string) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r = &fleetReader{conn: conn, stop: stop, done: make(chan struct{})}
+	// Queued before the reader is in the map, so before any round that
+	// names it.
+	fl.touch(name)
 	fl.readers[name] = r
 	go func() {
 		defer close(r.done)
 		defer stop()
-		fl.touch(name)
 		fl.read(ctx, name, conn)
 		// A stream may end before its connection (a connector too old to
 		// have one): the machine is here until the connection goes.
@@ -171,10 +180,9 @@ func (fl *fleetMemory) changed(name, status string) {
 }
 
 // close stops every reader and the touch loop, and waits until the
-// readers' last touches are written: Shutdown calls it before the store
-// is closed, which would otherwise refuse them ("database is closed").
-// No reader starts after it. Nil-safe: a gateway without a store has no
-// fleet.
+// readers' last touches are queued: Shutdown calls it before the store's
+// queue is flushed (closeAudit) and the store closed. No reader starts
+// after it. Nil-safe: a gateway without a store has no fleet.
 func (fl *fleetMemory) close() {
 	if fl == nil {
 		return
@@ -229,13 +237,7 @@ func (fl *fleetMemory) read(ctx context.Context, name string, conn presence.Conn
 
 // touch marks name seen now: when its reader starts and when it ends,
 // so that last seen is exact at both ends of a connection.
-func (fl *fleetMemory) touch(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), fleetWriteTimeout)
-	defer cancel()
-	if _, err := fl.st.TouchMachine(ctx, name); err != nil {
-		fl.log.Warn("fleet: marking a machine seen", "connector", name, "err", err)
-	}
-}
+func (fl *fleetMemory) touch(name string) { fl.g.writes.seen(name) }
 
 // touchWhileReading starts touchLoop when the first reader has started
 // and stops it when the last one has gone. fl.mu is held.
@@ -267,7 +269,7 @@ func (fl *fleetMemory) touchLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			fl.touchReading(ctx)
+			fl.touchReading()
 		}
 	}
 }
@@ -275,7 +277,7 @@ func (fl *fleetMemory) touchLoop(ctx context.Context) {
 // touchReading marks the machines whose readers are running seen now. A
 // reader that has ended (a connector without a stream) stays in the
 // map until its connector goes, but its machine is not being heard.
-func (fl *fleetMemory) touchReading(ctx context.Context) {
+func (fl *fleetMemory) touchReading() {
 	fl.mu.Lock()
 	names := make([]string, 0, len(fl.readers))
 	for name, r := range fl.readers {
@@ -286,15 +288,7 @@ func (fl *fleetMemory) touchReading(ctx context.Context) {
 		}
 	}
 	fl.mu.Unlock()
-	if len(names) == 0 {
-		return
-	}
-	wctx, cancel := context.WithTimeout(ctx, fleetWriteTimeout)
-	defer cancel()
-	// A round cut short because the last reader went is no failure.
-	if err := fl.st.TouchMachines(wctx, names); err != nil && ctx.Err() == nil {
-		fl.log.Warn("fleet: marking the connected machines seen", "machines", len(names), "err", err)
-	}
+	fl.g.writes.seen(names...)
 }
 
 // errTooOld is a connector that answered the stream's request with
@@ -394,17 +388,17 @@ func (fl *fleetMemory) stream(ctx context.Context, name string, conn presence.Co
 				full = true
 			}
 		}
-		if len(batch) > 0 {
-			wctx, wcancel := context.WithTimeout(ctx, fleetWriteTimeout)
-			res, err := fl.st.SyncThreadsResult(wctx, name, batch)
-			wcancel()
-			if err != nil {
-				return fmt.Errorf("storing threads: %w", err)
+		// Queued, not waited for: the queue keeps it through an outage of
+		// the store. A batch the full queue drops breaks the stream, which
+		// resumes before it.
+		if len(batch) > 0 && !fl.g.writes.threads(ctx, name, batch) {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			fl.bounded(name, res)
+			return errStoreQueueFull
 		}
-		// Only what is committed is acknowledged: a break before the write
-		// resumes before these events.
+		// Only what is queued is acknowledged: a break before resumes
+		// before these events.
 		if id != "" {
 			*lastID = id
 		}
@@ -443,11 +437,15 @@ func (fl *fleetMemory) decode(name string, data []byte) (store.Thread, bool) {
 	return out, true
 }
 
-// bounded counts and tells (rate-limited) what the store changed of a
-// connector's threads to fit its bounds: threads refused, fields cut,
-// the machine's oldest threads forgotten for its share.
-func (fl *fleetMemory) bounded(name string, res store.SyncResult) {
-	m, log := fl.g.metrics, fl.g.bounds.untrusted
+// errStoreQueueFull is a batch of threads the store's queue dropped.
+var errStoreQueueFull = errors.New("storing threads: the store's queue is full (in memory and on disk)")
+
+// fleetBounded counts and tells (rate-limited) what the store changed of
+// a connector's threads to fit its bounds, once they are written:
+// threads refused, fields cut, the machine's oldest threads forgotten
+// for its share.
+func (g *Gateway) fleetBounded(name string, res store.SyncResult) {
+	m, log := g.metrics, g.bounds.untrusted
 	for _, r := range res.Refused {
 		m.FleetThreadRefused(r.Reason)
 	}

@@ -26,7 +26,7 @@ import (
 //	    paging: as fast at the 100,000th thread as at the first, where
 //	    offset= reads every thread it skips)
 //	GET /api/gateway/machines
-//	    {"machines":[{"name","online","firstSeen","lastSeen"}]}
+//	    {"machines":[{"name","online","firstSeen","lastSeen"}][,"degraded":"…"]}
 //	GET /api/gateway/stats?by=machine|workflow&since=&until=
 //	    {"by","since","until","groups":[FleetGroupStats]}: per machine or
 //	    workflow, threads per day by status, success rate, median
@@ -181,6 +181,7 @@ func (fl *fleetMemory) lastSeen(ctx context.Context) (map[string]store.Machine, 
 	if err != nil {
 		return nil, err
 	}
+	fl.listed(ms)
 	out := make(map[string]store.Machine, len(ms))
 	for _, m := range ms {
 		out[m.Name] = m
@@ -231,8 +232,7 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 	ctx := c.Request().Context()
 	page, err := fl.st.SearchThreads(ctx, q)
 	if err != nil {
-		fl.log.Error("fleet: search", "err", err)
-		return echo.NewHTTPError(http.StatusInternalServerError, "searching the fleet's history failed")
+		return fl.g.storeUnavailable("searching the fleet's history", err)
 	}
 	machines := map[string]store.Machine{}
 	if len(page.Threads) > 0 {
@@ -241,8 +241,7 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 			names = append(names, t.Machine)
 		}
 		if machines, err = fl.cachedLastSeen(ctx, names...); err != nil {
-			fl.log.Error("fleet: list machines", "err", err)
-			return echo.NewHTTPError(http.StatusInternalServerError, "reading the fleet's machines failed")
+			return fl.g.storeUnavailable("reading the fleet's machines", err)
 		}
 	}
 	out := struct {
@@ -282,16 +281,29 @@ func fleetThread(t store.Thread, online bool, lastSeen time.Time) FleetThread {
 	return out
 }
 
+// degradedMachines is the "degraded" of GET /api/gateway/machines while
+// the store does not answer.
+const degradedMachines = "the gateway's store does not answer: listing the machines online now, and the others as the gateway last read them"
+
 // machines is GET /api/gateway/machines: every machine remembered, and
-// every one online now (on any replica), by name.
+// every one online now (on any replica), by name. While the store does
+// not answer it does not fail: the machines online now are known from
+// presence, the others as the store last listed them, and the answer
+// says so ("degraded").
 func (fl *fleetMemory) machines(c echo.Context) error {
 	if fl == nil {
 		return errNoHistory
 	}
 	stored, err := fl.st.ListMachines(c.Request().Context())
-	if err != nil {
-		fl.log.Error("fleet: list machines", "err", err)
-		return echo.NewHTTPError(http.StatusInternalServerError, "reading the fleet's machines failed")
+	degraded := ""
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err // nobody to answer
+	case err != nil:
+		fl.g.storeFailed("listing the fleet's machines", err)
+		stored, degraded = fl.lastListed(), degradedMachines
+	default:
+		fl.listed(stored)
 	}
 	byName := map[string]*FleetMachine{}
 	for _, m := range stored {
@@ -322,7 +334,25 @@ func (fl *fleetMemory) machines(c echo.Context) error {
 		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return c.JSON(http.StatusOK, map[string]any{"machines": out})
+	body := map[string]any{"machines": out}
+	if degraded != "" {
+		body["degraded"] = degraded
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// listed keeps the machines the store listed last, for an outage.
+func (fl *fleetMemory) listed(ms []store.Machine) {
+	fl.lastMu.Lock()
+	defer fl.lastMu.Unlock()
+	fl.lastMachines = ms
+}
+
+// lastListed is what the store listed last (nil when it never did).
+func (fl *fleetMemory) lastListed() []store.Machine {
+	fl.lastMu.Lock()
+	defer fl.lastMu.Unlock()
+	return fl.lastMachines
 }
 
 // offlineMachine is the proxied routes' innermost middleware. When the
@@ -348,8 +378,9 @@ func (fl *fleetMemory) offlineMachine(next echo.HandlerFunc) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		machines, lerr := fl.lastSeen(ctx)
 		if lerr != nil {
-			fl.log.Warn("fleet: list machines", "err", lerr)
-			return err
+			// Whether the store remembers the machine, and what, cannot be
+			// told now.
+			return fl.g.storeUnavailable("reading what the gateway remembers of machine "+name, lerr)
 		}
 		m, ok := machines[name]
 		if !ok {
@@ -390,8 +421,7 @@ func (fl *fleetMemory) offlineThreads(c echo.Context, m store.Machine) error {
 		Machine: m.Name, Workflow: c.QueryParam("workflow"), Status: status, Limit: limit, Offset: offset,
 	})
 	if err != nil {
-		fl.log.Error("fleet: offline thread list", "machine", m.Name, "err", err)
-		return echo.NewHTTPError(http.StatusInternalServerError, "reading the machine's remembered threads failed")
+		return fl.g.storeUnavailable("reading the machine's remembered threads", err)
 	}
 	type summary struct {
 		ThreadID   string  `json:"threadId"`

@@ -16,51 +16,43 @@ import (
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
-// touchCounter is the store as the fleet sees it, recording every
-// marking of machines seen: the unit under test is how many writes the
-// fleet makes, which the store cannot tell.
+// touchCounter is the store as the fleet's queue reaches it, recording
+// every marking of machines seen: the unit under test is how many writes
+// the fleet makes, which the store cannot tell.
 type touchCounter struct {
 	store.Store
-	mu     sync.Mutex
-	single []string   // TouchMachine's names, in order
-	rounds [][]string // TouchMachines' lists, in order
-	fail   error      // TouchMachines' answer when not nil
+	mu    sync.Mutex
+	calls [][]string // TouchMachinesAt's lists, sorted, in order
+	fail  error      // TouchMachinesAt's answer when not nil
 }
 
-func (c *touchCounter) TouchMachine(ctx context.Context, name string) (store.Machine, error) {
+func (c *touchCounter) TouchMachinesAt(ctx context.Context, names []string, at time.Time) error {
 	c.mu.Lock()
-	c.single = append(c.single, name)
-	c.mu.Unlock()
-	return c.Store.TouchMachine(ctx, name)
-}
-
-func (c *touchCounter) TouchMachines(ctx context.Context, names []string) error {
-	c.mu.Lock()
-	c.rounds = append(c.rounds, slices.Sorted(slices.Values(names)))
+	c.calls = append(c.calls, slices.Sorted(slices.Values(names)))
 	fail := c.fail
 	c.mu.Unlock()
 	if fail != nil {
 		return fail
 	}
-	return c.Store.TouchMachines(ctx, names)
+	return c.Store.TouchMachinesAt(ctx, names, at)
 }
 
-// counts returns copies of what was recorded so far.
-func (c *touchCounter) counts() (single []string, rounds [][]string) {
+// counts returns a copy of what was recorded so far.
+func (c *touchCounter) counts() [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.single), slices.Clone(c.rounds)
+	return slices.Clone(c.calls)
 }
 
-// roundsOf counts the rounds that named exactly names (sorted).
-func roundsOf(rounds [][]string, names ...string) int {
-	n := 0
-	for _, r := range rounds {
-		if slices.Equal(r, names) {
-			n++
+// indexOf is the index of the first call at or after from that named
+// exactly names (sorted), -1 when none did.
+func indexOf(calls [][]string, from int, names ...string) int {
+	for i := from; i < len(calls); i++ {
+		if slices.Equal(calls[i], names) {
+			return i
 		}
 	}
-	return n
+	return -1
 }
 
 // newTouchFixture is a gateway whose fleet's memory is kept in a
@@ -78,33 +70,18 @@ func newTouchFixture(t *testing.T, touchEvery time.Duration, log *slog.Logger) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: testkit.WaitBound, Logger: log})
+	g := New(Options{Auth: a, Heartbeat: time.Hour, RequestTimeout: testkit.WaitBound, Logger: log, Store: counter, fleetTouchEvery: touchEvery})
 	g.started = g.started.Add(-RestartGrace)
-	// Hooked to presence before any connector can connect.
-	fl := g.newFleetOver(counter, touchEvery)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(func() { g.Shutdown(); srv.Close() })
 	dash, _ := a.Issue(auth.RoleDashboard, "", time.Hour)
-	return &fixture{t: t, auth: a, gw: g, srv: srv, dash: dash}, fl, counter
-}
-
-// lastSeen is every machine's last seen time in st.
-func lastSeen(t *testing.T, st store.Store) map[string]time.Time {
-	t.Helper()
-	ms, err := st.ListMachines(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]time.Time{}
-	for _, m := range ms {
-		out[m.Name] = m.LastSeen
-	}
-	return out
+	return &fixture{t: t, auth: a, gw: g, srv: srv, dash: dash}, g.fleet, counter
 }
 
 // The connected machines are marked seen together, one store write a
-// round, instead of a write per machine; a machine that leaves drops out
-// of the rounds, and the rounds stop with the last reader.
+// round, instead of a write per machine; a machine that leaves is marked
+// seen as it goes and drops out of the rounds, and the rounds stop with
+// the last reader.
 func TestFleetTouchesConnectedMachinesInOneWrite(t *testing.T) {
 	t.Parallel()
 	f, fl, counter := newTouchFixture(t, 20*time.Millisecond, nil)
@@ -112,45 +89,36 @@ func TestFleetTouchesConnectedMachinesInOneWrite(t *testing.T) {
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		disconnect[name] = f.connector(name, newFakeConnector())
 	}
-	// Each reader marks its machine seen as it starts.
-	testkit.WaitUntil(t, "the three readers to mark their machines seen", func() bool {
-		single, _ := counter.counts()
-		return len(single) == 3
+	// Each reader's first touch is queued before any round names it, so
+	// once a round names all three every write is a round of all three,
+	// until one leaves.
+	var first int
+	testkit.WaitUntil(t, "a round marking the three machines in one write", func() bool {
+		first = indexOf(counter.counts(), 0, "alpha", "beta", "gamma")
+		return first >= 0
 	})
-	connected := lastSeen(t, counter.Store)
-
-	testkit.WaitUntil(t, "every machine's last seen to advance", func() bool {
-		now := lastSeen(t, counter.Store)
-		for name, was := range connected {
-			if !now[name].After(was) {
-				return false
-			}
+	testkit.WaitUntil(t, "three more rounds", func() bool { return len(counter.counts()) >= first+4 })
+	calls := counter.counts()
+	for _, c := range calls[first : first+4] {
+		if !slices.Equal(c, []string{"alpha", "beta", "gamma"}) {
+			t.Fatalf("with three machines connected, a write marked %v: every round writes all of them at once, never per machine (%v)", c, calls[first:])
 		}
-		return true
-	})
-	single, rounds := counter.counts()
-	if len(single) != 3 {
-		t.Errorf("machines marked seen one by one %v: the rounds must not write per machine", single)
 	}
-	if roundsOf(rounds, "alpha", "beta", "gamma") == 0 {
-		t.Errorf("no round marked the three machines in one write: %v", rounds)
-	}
-	for _, r := range rounds {
-		if len(r) != len(slices.Compact(slices.Clone(r))) {
-			t.Errorf("a round named a machine twice: %v", r)
+	for _, c := range calls {
+		if len(c) != len(slices.Compact(slices.Clone(c))) {
+			t.Errorf("a write named a machine twice: %v", c)
 		}
 	}
 
 	// A machine that leaves is marked seen as it goes, then left out.
+	before := len(counter.counts())
 	disconnect["beta"]()
 	f.waitStatus("beta", "offline")
-	testkit.WaitUntil(t, "beta's last touch and a round of the two machines still here", func() bool {
-		single, rounds := counter.counts()
-		return len(single) > 3 && roundsOf(rounds, "alpha", "gamma") > 0
+	testkit.WaitUntil(t, "beta's last touch, then a round of the two machines still here", func() bool {
+		calls := counter.counts()
+		last := indexOf(calls, before, "beta")
+		return last >= 0 && indexOf(calls, last, "alpha", "gamma") >= 0
 	})
-	if single, _ := counter.counts(); !slices.Equal(single[3:], []string{"beta"}) {
-		t.Errorf("after beta left, marked one by one: %v, want beta once", single[3:])
-	}
 
 	// With the last reader gone, the rounds stop.
 	fl.mu.Lock()
@@ -176,47 +144,51 @@ func TestFleetTouchesConnectedMachinesInOneWrite(t *testing.T) {
 	}
 }
 
-// A store that refuses the round's write is logged once a round, not once
-// per machine.
+// A store that refuses the round's write (for another reason than being
+// out of reach) is logged once a round, not once per machine: each
+// round's record is dropped after its attempts, said so, and counted.
 func TestFleetTouchFailureLoggedOncePerRound(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	f, _, counter := newTouchFixture(t, 20*time.Millisecond, log)
 	counter.mu.Lock()
-	counter.fail = errors.New("disk full")
+	counter.fail = errors.New("constraint failed")
 	counter.mu.Unlock()
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		f.connector(name, newFakeConnector())
 	}
-	const msg = `"msg":"fleet: marking the connected machines seen"`
-	testkit.WaitUntil(t, "two failed rounds of the three machines to be logged", func() bool {
+	const msg = `"msg":"store queue: record lost"`
+	testkit.WaitUntil(t, "two lost rounds of the three machines to be logged", func() bool {
 		return strings.Count(logs.String(), `"machines":3`) >= 2
 	})
 	logged := logs.String()
-	_, rounds := counter.counts()
-	if n := strings.Count(logged, msg); n > len(rounds) {
-		t.Fatalf("%d warnings for %d failed rounds: one a round, not one per machine\n%s", n, len(rounds), logged)
+	if n, writes := strings.Count(logged, msg), len(counter.counts()); n > writes {
+		t.Fatalf("%d lines for %d failed writes: one a record, not one per machine\n%s", n, writes, logged)
 	}
-	if !strings.Contains(logged, "disk full") {
-		t.Fatalf("the store's error is not in the warning:\n%s", logged)
+	if !strings.Contains(logged, "constraint failed") || !strings.Contains(logged, `"reason":"refused"`) {
+		t.Fatalf("the store's error is not in the line:\n%s", logged)
+	}
+	_, metrics := f.do("GET", "/metrics", "", nil)
+	if strings.Contains(metrics, `uncaged_gateway_store_dropped_total{kind="seen",reason="refused"} 0`) {
+		t.Fatal("the lost rounds are not counted")
 	}
 }
 
-// Shutdown returns only once the connectors' last touches are written:
-// the caller closes the store next, which would refuse them.
-func TestShutdownWritesLastSeenBeforeReturning(t *testing.T) {
+// The connectors' last touches are queued by the time Shutdown returns,
+// and written by the time the queue is flushed (closeAudit, which Run
+// calls before it closes the store).
+func TestShutdownWritesLastSeenBeforeTheStoreCloses(t *testing.T) {
 	t.Parallel()
 	f, fl, counter := newTouchFixture(t, time.Hour, nil)
-	f.gw.fleet = fl // as New hooks its own fleet when Options.Store is set
 	f.connector("alpha", newFakeConnector())
-	testkit.WaitUntil(t, "alpha's reader to mark it seen", func() bool {
-		single, _ := counter.counts()
-		return len(single) == 1
-	})
+	testkit.WaitUntil(t, "alpha's reader to mark it seen", func() bool { return len(counter.counts()) == 1 })
 	f.gw.Shutdown()
-	if single, _ := counter.counts(); !slices.Equal(single, []string{"alpha", "alpha"}) {
-		t.Fatalf("when Shutdown returned, machines marked seen: %v; want alpha's first and last touch", single)
+	if err := f.gw.closeAudit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if calls := counter.counts(); !slices.EqualFunc(calls, [][]string{{"alpha"}, {"alpha"}}, slices.Equal) {
+		t.Fatalf("when the queue was flushed, machines marked seen: %v; want alpha's first and last touch", calls)
 	}
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

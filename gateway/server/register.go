@@ -111,9 +111,8 @@ func (g *Gateway) register(c echo.Context) error {
 	if saved {
 		var err error
 		if created, changed, err = g.saveRegistration(c.Request().Context(), reg, now); err != nil {
-			g.opts.Logger.Error("registration not saved", "connector", reg.Name, "err", err.Error())
 			g.auditRegistration(c, ActionRegister, reg.Name, p, http.StatusServiceUnavailable, "not saved: the store failed")
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not saved: the gateway's store failed; retry later")
+			return g.storeUnavailable("registration not saved", err)
 		}
 	}
 	if g.registrations.Upsert(reg, now) && !saved {
@@ -188,9 +187,8 @@ func (g *Gateway) unregister(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), storeTimeout)
 		defer cancel()
 		if err := g.opts.Store.DeleteRegistration(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			g.opts.Logger.Error("registration not deleted", "connector", name, "err", err.Error())
 			g.auditRegistration(c, ActionUnregister, name, p, http.StatusServiceUnavailable, "not deleted: the store failed")
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "registration not deleted: the gateway's store failed; retry later")
+			return g.storeUnavailable("registration not deleted", err)
 		}
 	}
 	g.registrations.Remove(name)

@@ -158,10 +158,14 @@ type Options struct {
 	// registrations kept in Store (register.go); nil keeps registrations
 	// in memory only. Run picks one when it is not given.
 	RegistrationKey []byte
-	// AuditQueue is how many audit entries may wait for the store
-	// (0: DefaultAuditQueue); past it entries are dropped and counted,
-	// never waited for (audit.go).
-	AuditQueue int
+	// SpoolDir is where what the gateway writes to Store behind the
+	// requests (audit entries, the fleet's threads, last-seen times)
+	// spills while the store does not answer, past SpoolMemory bytes in
+	// memory (0: DefaultSpoolMemory) and up to SpoolDisk bytes there (0:
+	// DefaultSpoolDisk); a gateway started on it writes what a previous
+	// one left there first (storewrites.go). Empty: memory only.
+	SpoolDir               string
+	SpoolMemory, SpoolDisk int64
 	// AllowOrigins are the origins of dashboards hosted elsewhere whose
 	// pages may call /api with a bearer token (cors.go,
 	// ParseAllowedOrigins); empty: the gateway's own origin only.
@@ -179,6 +183,9 @@ type Options struct {
 	streams *eventstream.Set
 	// storeCheckEvery is how often Store is checked (0: storeCheckEvery).
 	storeCheckEvery time.Duration
+	// fleetTouchEvery is how often the connected machines are marked seen
+	// (0: fleetTouchEvery).
+	fleetTouchEvery time.Duration
 }
 
 // Gateway is a running gateway.
@@ -200,7 +207,12 @@ type Gateway struct {
 	// audit records changes made through the gateway (audit.go);
 	// stopWatching ends the store subscription of the registrations
 	// (register.go).
-	audit        *auditLog
+	audit *auditLog
+	// writes is the queue of what is written to the store behind the
+	// requests, nil without a store (storewrites.go); outage follows the
+	// store's outages (storeoutage.go).
+	writes       *storeWrites
+	outage       storeOutage
 	stopWatching context.CancelFunc
 	// cors answers dashboards on other origins (cors.go); urlClients
 	// reaches original clients at their registered URLs (legacyurl.go).
@@ -276,7 +288,10 @@ func New(opts Options) *Gateway {
 	if opts.Cluster != nil {
 		g.joinCluster()
 	}
-	g.audit = newAuditLog(opts.Store, opts.AuditQueue, g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
+	g.outage.g = g
+	g.audit = newAuditLog(g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
+	g.writes = g.newStoreWrites()
+	g.audit.record(g.writes)
 	var watchCtx context.Context
 	watchCtx, g.stopWatching = context.WithCancel(context.Background())
 	g.watchRegistrations(watchCtx)
@@ -284,6 +299,9 @@ func New(opts Options) *Gateway {
 	g.watchBindings(watchCtx)
 	g.watchStore(watchCtx, cmp.Or(opts.storeCheckEvery, storeCheckEvery)) // bounds.go
 	g.echo = g.routes()
+	if g.writes != nil {
+		g.writes.q.Start() // now that everything its writes reach is set
+	}
 	return g
 }
 
@@ -379,6 +397,9 @@ func jsonErrorHandler(err error, c echo.Context) {
 	}
 	if bodyCutShort(c.Request()) {
 		code, msg = http.StatusRequestTimeout, bodyTimeoutMessage
+	}
+	if errors.Is(err, errStoreUnavailable) {
+		c.Response().Header().Set("Retry-After", storeRetryAfter)
 	}
 	// A client that cannot take the answer has nobody to tell.
 	_ = c.JSON(code, refusalBody(err, code, msg))

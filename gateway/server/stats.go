@@ -139,8 +139,7 @@ func (fl *fleetMemory) stats(c echo.Context) error {
 	}
 	out, err := fl.cachedStats(c.Request().Context(), store.StatsQuery{By: by, Since: since, Until: until})
 	if err != nil {
-		fl.log.Error("fleet: stats", "err", err)
-		return echo.NewHTTPError(http.StatusInternalServerError, "summarising the fleet's history failed")
+		return fl.g.storeUnavailable("summarising the fleet's history", err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"by": by, "since": isoTime(since), "until": isoTime(until), "groups": out})
 }

@@ -162,8 +162,10 @@ func (u *unreachableStore) Check(ctx context.Context) error {
 }
 
 // A store that does not answer at all keeps the gateway ready — every
-// replica shares the PostgreSQL server, and they serve from memory — but
-// is told once, as a WARN, and shows in uncaged_gateway_store_ready.
+// replica shares the PostgreSQL server, and they serve from memory — and
+// /readyz says where the store stands; it shows in
+// uncaged_gateway_store_ready, and the outage is told twice: one ERROR
+// as it starts, one as it ends, however many checks saw it.
 func TestAStoreOutOfReachKeepsTheGatewayReady(t *testing.T) {
 	t.Parallel()
 	st, err := store.Open(context.Background(), store.Config{DataDir: t.TempDir()})
@@ -173,26 +175,62 @@ func TestAStoreOutOfReachKeepsTheGatewayReady(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	u := &unreachableStore{Store: st}
 	var logs testkit.Buffer
+	counted := &checkCounting{Store: u}
 	f := newFixture(t, time.Hour, func(o *Options) {
-		o.Store, o.Logger, o.storeCheckEvery = u, slog.New(slog.NewJSONHandler(&logs, nil)), 10*time.Millisecond
+		o.Store, o.Logger, o.storeCheckEvery = counted, slog.New(slog.NewJSONHandler(&logs, nil)), 10*time.Millisecond
 	})
+	if ready := readyzBody(t, f); ready.Store == nil || ready.Store.Status != "up" {
+		t.Fatalf("/readyz with the store up: %+v", ready)
+	}
 	u.down.Store(true)
 	testkit.WaitUntil(t, "the store out of reach to be seen", func() bool {
 		_, metrics := f.do("GET", "/metrics", "", nil)
 		return strings.Contains(metrics, "uncaged_gateway_store_ready 0\n")
 	})
-	if code, why := readyz(t, f); code != 200 {
-		t.Fatalf("/readyz with the store out of reach: %d %s", code, why)
+	checked := counted.checks.Load()
+	testkit.WaitUntil(t, "five more checks", func() bool { return counted.checks.Load() >= checked+5 })
+	ready := readyzBody(t, f)
+	if ready.code != 200 || !ready.OK || ready.Store == nil || ready.Store.Status != "down" || !strings.Contains(ready.Store.Error, "does not answer") || ready.Store.Since == "" {
+		t.Fatalf("/readyz with the store out of reach: %+v", ready)
 	}
 	u.down.Store(false)
 	testkit.WaitUntil(t, "the store back", func() bool {
 		_, metrics := f.do("GET", "/metrics", "", nil)
-		return strings.Contains(metrics, "uncaged_gateway_store_ready 1\n")
+		return strings.Contains(metrics, "uncaged_gateway_store_ready 1\n") && readyzBody(t, f).Store.Status == "up"
 	})
-	if n := strings.Count(logs.String(), `"level":"WARN","msg":"store does not answer`); n != 1 {
-		t.Fatalf("%d WARN lines for one change of state:\n%s", n, logs.String())
+	logged := logs.String()
+	if n := strings.Count(logged, `"level":"ERROR","msg":"store outage: the database does not answer`); n != 1 {
+		t.Fatalf("%d ERROR lines for the start of one outage:\n%s", n, logged)
 	}
-	if errs, recovered := storeLines(t, &logs); errs != 0 || recovered != 1 {
-		t.Fatalf("%d ERROR and %d recovery lines:\n%s", errs, recovered, logs.String())
+	if n := strings.Count(logged, `"level":"ERROR","msg":"store outage over`); n != 1 {
+		t.Fatalf("%d ERROR lines for the end of one outage:\n%s", n, logged)
 	}
+	if errs, recovered := storeLines(t, &logs); errs != 0 || recovered != 0 {
+		t.Fatalf("%d not-ready ERROR and %d ready-again lines for an outage:\n%s", errs, recovered, logged)
+	}
+}
+
+// readyAnswer is /readyz's answer.
+type readyAnswer struct {
+	code  int
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+	Store *struct {
+		Status string `json:"status"`
+		Since  string `json:"since"`
+		Error  string `json:"error"`
+		Queued int    `json:"queued"`
+	} `json:"store"`
+}
+
+// readyzBody is GET /readyz's status and answer.
+func readyzBody(t *testing.T, f *fixture) readyAnswer {
+	t.Helper()
+	resp, body := f.do("GET", "/readyz", "", nil)
+	var out readyAnswer
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatalf("/readyz: %d %s", resp.StatusCode, body)
+	}
+	out.code = resp.StatusCode
+	return out
 }

@@ -52,24 +52,28 @@ func (g *Gateway) watchTokens(ctx context.Context) {
 
 // refusal is the answer to a credential Verify refused, counted in the
 // metrics: 401 or 403 with {"error": why, "reason": code} (the error
-// handler adds the reason), or 503 when the store could not say.
+// handler adds the reason), or 503 when the store could not say
+// (storeUnavailable).
 func (g *Gateway) refusal(err error) error {
 	if errors.Is(err, auth.ErrUnavailable) {
-		g.bounds.untrusted.Warn("token not checked: the store did not answer", "err", err.Error())
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "cannot check the token now; try again")
+		return g.storeUnavailable("token not checked", err)
 	}
 	g.metrics.AuthFailure(authReason(err))
 	return &echo.HTTPError{Code: auth.Status(err), Message: err.Error(), Internal: err}
 }
 
 // refusalBody is the JSON of an error answer: {"error": msg}, with the
-// refusal's "reason" when err is a refused credential (401, 403).
+// refusal's "reason" when err is a refused credential (401, 403), and
+// "store-unavailable" when the store did not answer (503).
 func refusalBody(err error, code int, msg string) map[string]string {
 	body := map[string]string{"error": msg}
-	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+	switch {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		if reason := auth.ReasonOf(err); reason != "" {
 			body["reason"] = reason
 		}
+	case code == http.StatusServiceUnavailable && errors.Is(err, errStoreUnavailable):
+		body["reason"] = ReasonStoreUnavailable
 	}
 	return body
 }

@@ -46,13 +46,56 @@ var ErrUnreachable = errors.New("the database does not answer")
 // unreachable wraps err in ErrUnreachable when it says the database was
 // not reached.
 func unreachable(err error) error {
-	var netErr net.Error
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &netErr) || errors.As(err, &connectErr) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err) {
+	if notReached(err) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return err
+}
+
+// notReached says whether err is the network's or the connection's, not
+// the database's answer to what was asked.
+func notReached(err error) bool {
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err)
+}
+
+// Unavailable says whether err, from any method of a store, means the
+// database is out of reach or out of service for now — the network, a
+// server stopped, restarting or shutting down, out of connections, a
+// SQLite file locked past its timeout or its disk full — so that what
+// was asked may succeed unchanged later, rather than that the database
+// refused it. A write queued for later (the gateway's audit entries and
+// fleet events during an outage) waits on such an error; any other is the
+// request's own.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnreachable) || notReached(err) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
+		// Class 08: connection exception; 53: insufficient resources
+		// (too many connections, disk full); 57: operator intervention
+		// (shutting down, starting up, terminated by an administrator).
+		switch pgErr.Code[:2] {
+		case "08", "53", "57":
+			return true
+		}
+		return false
+	}
+	// pgx's own word for a connection it closed under a statement, and
+	// SQLite's for a lock or a disk it could not get past.
+	msg := err.Error()
+	for _, s := range []string{"conn closed", "SQLITE_BUSY", "database is locked", "SQLITE_FULL", "database or disk is full", "SQLITE_IOERR"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Identity is which database a store is.

@@ -496,16 +496,29 @@ func scanMachine(row scanner) (Machine, error) {
 	return m, err
 }
 
-// upsertMachine marks name seen at now, recording it if new.
-const upsertMachine = `INSERT INTO machines (name, first_seen, last_seen) VALUES ($1, $2, $2)
-ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen RETURNING ` + machineCols
+// seenLater is the upsert's update of a machine seen again: a machine's
+// times never go back, so that a sighting written late (queued through a
+// database outage, by a replica whose clock is behind) cannot make it
+// look gone for longer than it was.
+func (s *sqlStore) seenLater() string {
+	if s.backend == BackendPostgres {
+		return `first_seen = LEAST(machines.first_seen, excluded.first_seen), last_seen = GREATEST(machines.last_seen, excluded.last_seen)`
+	}
+	return `first_seen = min(machines.first_seen, excluded.first_seen), last_seen = max(machines.last_seen, excluded.last_seen)`
+}
+
+// upsertMachine marks name ($1) seen at $2, recording it if new.
+func (s *sqlStore) upsertMachine() string {
+	return `INSERT INTO machines (name, first_seen, last_seen) VALUES ($1, $2, $2)
+ON CONFLICT (name) DO UPDATE SET ` + s.seenLater() + ` RETURNING ` + machineCols
+}
 
 // TouchMachine implements Store.
 func (s *sqlStore) TouchMachine(ctx context.Context, name string) (Machine, error) {
 	if name == "" {
 		return Machine{}, errors.New("store: touch machine: empty name")
 	}
-	m, err := scanMachine(s.w.QueryRowContext(ctx, s.q(upsertMachine), name, s.tv(s.now())))
+	m, err := scanMachine(s.w.QueryRowContext(ctx, s.q(s.upsertMachine()), name, s.tv(s.now())))
 	if err != nil {
 		return Machine{}, fmt.Errorf("store: touch machine %s: %w", name, err)
 	}
@@ -520,6 +533,11 @@ const touchChunk = 500
 
 // TouchMachines implements Store.
 func (s *sqlStore) TouchMachines(ctx context.Context, names []string) error {
+	return s.TouchMachinesAt(ctx, names, s.now())
+}
+
+// TouchMachinesAt implements Store.
+func (s *sqlStore) TouchMachinesAt(ctx context.Context, names []string, at time.Time) error {
 	for i, name := range names {
 		if err := checkMachineName(name); err != nil {
 			return fmt.Errorf("store: touch machines: name %d: %w", i, err)
@@ -534,7 +552,7 @@ func (s *sqlStore) TouchMachines(ctx context.Context, names []string) error {
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
-	now := s.tv(s.now())
+	now := s.tv(at)
 	return s.write(ctx, fmt.Sprintf("touch %d machines", len(names)), func(tx *sql.Tx) ([]Change, error) {
 		for chunk := range slices.Chunk(names, touchChunk) {
 			var query strings.Builder
@@ -548,7 +566,7 @@ func (s *sqlStore) TouchMachines(ctx context.Context, names []string) error {
 				fmt.Fprintf(&query, "($%d, $1, $1)", i+2)
 				args = append(args, name)
 			}
-			query.WriteString(` ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen`)
+			query.WriteString(` ON CONFLICT (name) DO UPDATE SET ` + s.seenLater())
 			if _, err := tx.ExecContext(ctx, s.q(query.String()), args...); err != nil {
 				return nil, err
 			}
@@ -623,11 +641,16 @@ const threadInsertCols = threadCols + ", bytes"
 
 // SyncThreadsResult implements Store.
 func (s *sqlStore) SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error) {
+	return s.SyncThreadsAt(ctx, machine, s.now(), threads)
+}
+
+// SyncThreadsAt implements Store.
+func (s *sqlStore) SyncThreadsAt(ctx context.Context, machine string, heard time.Time, threads []Thread) (SyncResult, error) {
 	var res SyncResult
 	if err := checkMachineName(machine); err != nil {
 		return res, fmt.Errorf("store: sync threads: machine: %w", err)
 	}
-	now := s.now()
+	now := heard
 	kept := make([]Thread, 0, len(threads))
 	for _, t := range threads {
 		if b, ok := boundThread(t, now, &res); ok {
@@ -682,7 +705,7 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		}
 	}
 	if s.backend == BackendPostgres {
-		err := syncBatch(ctx, s.w, upsertMachine, []any{machine, s.tv(now)}, upsert, args, func(tx pgx.Tx) error {
+		err := syncBatch(ctx, s.w, s.upsertMachine(), []any{machine, s.tv(now)}, upsert, args, func(tx pgx.Tx) error {
 			return trimMachine(ctx, pgxShare{tx}, machine, s.maxThreads, s.maxBytes, &res)
 		})
 		if err != nil {
@@ -691,7 +714,7 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		return res, nil
 	}
 	err := s.write(ctx, "sync threads of "+machine, func(tx *sql.Tx) ([]Change, error) {
-		if _, err := tx.ExecContext(ctx, s.q(upsertMachine), machine, s.tv(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(s.upsertMachine()), machine, s.tv(now)); err != nil {
 			return nil, err
 		}
 		if err := s.syncSQLite(ctx, tx, upsert+" RETURNING seq", threads, args); err != nil {
@@ -839,13 +862,24 @@ func (s *sqlStore) AppendAudit(ctx context.Context, e AuditEntry) (int64, error)
 			return 0, errors.New("store: append audit: an entry holds what looks like a token; the log names tokens by id only")
 		}
 	}
+	if len(e.Key) > MaxAuditKey || !utf8.ValidString(e.Key) || strings.ContainsRune(e.Key, 0) {
+		return 0, fmt.Errorf("store: append audit: a key is at most %d bytes of text", MaxAuditKey)
+	}
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
+	var key any // no key: NULL, which the unique index lets repeat
+	if e.Key != "" {
+		key = e.Key
+	}
 	var id int64
-	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO audit (at, token_id, actor, source, action, machine, target, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`),
-		s.tv(e.Time), e.TokenID, e.Actor, e.Source, e.Action, e.Machine, e.Target, e.Status).Scan(&id)
+	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO audit (at, token_id, actor, source, action, machine, target, status, entry_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (entry_key) DO NOTHING RETURNING id`),
+		s.tv(e.Time), e.TokenID, e.Actor, e.Source, e.Action, e.Machine, e.Target, e.Status, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) && e.Key != "" {
+		// Written before: the entry is there once, as it should be.
+		err = s.w.QueryRowContext(ctx, s.q(`SELECT id FROM audit WHERE entry_key = $1`), e.Key).Scan(&id)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: append audit %s: %w", e.Action, err)
 	}

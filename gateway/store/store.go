@@ -396,7 +396,16 @@ type AuditEntry struct {
 	Target string
 	// Status is the HTTP status code of the result.
 	Status int
+	// Key, when set, makes the append idempotent: an entry whose key the
+	// log holds already is not added again (AppendAudit returns the first
+	// one's id). The gateway draws one per entry, so that an entry written
+	// twice — its first write's answer lost, or replayed after a database
+	// outage — is in the log once. At most MaxAuditKey bytes; never listed.
+	Key string
 }
+
+// MaxAuditKey bounds AuditEntry.Key.
+const MaxAuditKey = 64
 
 // AuditQuery filters and pages ListAudit; zero fields do not filter.
 type AuditQuery struct {
@@ -524,6 +533,11 @@ type Store interface {
 	// storing: every thread is fitted to the store's bounds first, and
 	// the machine kept within its share (bounds.go).
 	SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error)
+	// SyncThreadsAt is SyncThreadsResult for threads heard at a given
+	// time rather than now (written late, after a database outage): the
+	// machine is marked seen then, and the bounds on times count from
+	// then.
+	SyncThreadsAt(ctx context.Context, machine string, heard time.Time, threads []Thread) (SyncResult, error)
 	// TouchMachine marks a machine seen now (recording it if new) and
 	// returns it.
 	TouchMachine(ctx context.Context, name string) (Machine, error)
@@ -534,6 +548,11 @@ type Store interface {
 	// empty list writes nothing. A bad name refuses the whole list before
 	// anything is written.
 	TouchMachines(ctx context.Context, names []string) error
+	// TouchMachinesAt is TouchMachines for machines seen at a given time
+	// (a sighting written late, after a database outage). A machine's
+	// last seen never goes back, nor its first seen forward, whichever
+	// the method and the order of the writes.
+	TouchMachinesAt(ctx context.Context, names []string, at time.Time) error
 	// ListMachines returns every known machine, by name.
 	ListMachines(ctx context.Context) ([]Machine, error)
 	// GetThread returns one thread summary.

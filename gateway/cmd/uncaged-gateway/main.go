@@ -118,7 +118,8 @@ func serveCmd() *cobra.Command {
 	var heartbeat, requestTimeout, bodyTimeout, idleTimeout, historyRetention time.Duration
 	var maxBody, wsReadLimit int64
 	var maxConcurrent, connectBurst, maxConnsPerIP, maxConns, maxThreadsPerMachine int
-	var maxBytesPerMachine int64
+	var maxBytesPerMachine, spoolMemory, spoolDisk int64
+	var spoolDir string
 	var connectRate float64
 	var trustedProxy, allowOrigin, legacyURLAllow []string
 	cmd := &cobra.Command{
@@ -163,6 +164,12 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("--max-threads-per-machine and --max-bytes-per-machine must be positive (got %d and %d)", maxThreadsPerMachine, maxBytesPerMachine)
 			}
 			storeConfig.MaxThreadsPerMachine, storeConfig.MaxBytesPerMachine = maxThreadsPerMachine, maxBytesPerMachine
+			if spoolMemory <= 0 || spoolDisk <= 0 {
+				return fmt.Errorf("--spool-memory and --spool-disk must be positive (got %d and %d)", spoolMemory, spoolDisk)
+			}
+			if spoolDir == "" {
+				spoolDir = defaultSpoolDir(storeConfig)
+			}
 			signingKey, err := key.load()
 			if err != nil {
 				return err
@@ -188,6 +195,7 @@ func serveCmd() *cobra.Command {
 					BodyTimeout: bodyTimeout, IdleTimeout: idleTimeout, MaxConnsPerIP: maxConnsPerIP, MaxConns: maxConns, TrustedProxies: trusted,
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
+					SpoolDir: spoolDir, SpoolMemory: spoolMemory, SpoolDisk: spoolDisk,
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
@@ -229,18 +237,33 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&legacyURLAllow, "legacy-url-allow", nil, "host name (*.example.com for its subdomains), address or CIDR an original client registered with a URL may be fetched at; checked on the address dialed, a name reaches public addresses only; repeatable (the variable: comma-separated; default: none, registered URLs are never fetched)")
 	storage.register(cmd)
 	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
+	cmd.Flags().StringVar(&spoolDir, "spool-dir", "", "directory where what the gateway writes to its store (audit entries, the fleet's threads, last-seen times) waits while the store does not answer, past --spool-memory; a gateway started on it writes what it finds there first. Keep it on a volume that outlives the container; replicas sharing one take a file each")
+	envflag.DocDefault(cmd.Flags(), "spool-dir", "`spool` in --data-dir when one is given, else `uncaged-gateway-spool` in the temporary directory")
+	cmd.Flags().Int64Var(&spoolMemory, "spool-memory", server.DefaultSpoolMemory, "bytes of records waiting for the store kept in memory; past it the oldest spill to --spool-dir")
+	cmd.Flags().Int64Var(&spoolDisk, "spool-disk", server.DefaultSpoolDisk, "bytes the spill file in --spool-dir may take; past it and memory, records are dropped and counted")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
 	cmd.Flags().StringVar(&advertise, "cluster-advertise", "", "http://host:port where the other replicas reach this one (default: the listen address)")
 	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this replica's name in the cluster (default: hostname:port)")
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
 	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "max-conns", "max-threads-per-machine", "max-bytes-per-machine", "trusted-proxy", "allow-origin", "legacy-url-allow",
-		"nats", "cluster-advertise", "replica-id", "history-retention",
+		"nats", "cluster-advertise", "replica-id", "history-retention", "spool-dir", "spool-memory", "spool-disk",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))
 	}
 	envflag.Bind(cmd.Flags(), "shared-secret", envName("shared-secret"), "WORKFLOW_DASHBOARD_SECRET")
 	return cmd
+}
+
+// defaultSpoolDir is where the store's queue spills when --spool-dir is
+// not given: beside the SQLite database (or in --data-dir, given with a
+// PostgreSQL URL), else the temporary directory, which outlives a crash
+// of the process but maybe not of its container.
+func defaultSpoolDir(cfg store.Config) string {
+	if cfg.DataDir != "" {
+		return filepath.Join(cfg.DataDir, "spool")
+	}
+	return filepath.Join(os.TempDir(), "uncaged-gateway-spool")
 }
 
 // defaultDataDir is where the SQLite database lives when no flag or

@@ -255,8 +255,12 @@ function query(q: Record<string, string | number | undefined>): string {
 
 export const gateway = {
   endpoints: () => api<Endpoint[]>("/api/gateway/endpoints"),
-  /** machines: every machine the gateway remembers (404 from a gateway that keeps none). */
-  machines: () => api<{ machines: GatewayMachine[] }>("/api/gateway/machines"),
+  /**
+   * machines: every machine the gateway remembers (404 from a gateway that keeps none);
+   * degraded says why the list may be short (its store does not answer: the machines
+   * online now, the others as it last read them).
+   */
+  machines: () => api<{ machines: GatewayMachine[]; degraded?: string }>("/api/gateway/machines"),
   /** threads searches every machine's threads, online or not, newest first. */
   threads: (q: FleetQuery) => api<{ threads: FleetThread[]; total: number; totalCapped?: boolean }>(`/api/gateway/threads?${query(q)}`),
   /** audit pages the audit log, newest first. */

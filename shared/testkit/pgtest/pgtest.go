@@ -4,6 +4,10 @@
 // each test. A test binary that uses it calls Main from its TestMain so the
 // server stops when the tests end.
 //
+// A test that needs to stop the server — to see what an outage of the
+// database does — starts one of its own with NewServer, and stops and
+// starts it with Server.Stop and Server.Start.
+//
 // It is for tests only: only _test.go files should import it.
 //
 // PostgreSQL's server binaries are found with pg_config --bindir, then in
@@ -78,9 +82,16 @@ func URL(t testing.TB) string {
 	if srvErr != nil {
 		t.Fatalf("pgtest: %v", srvErr)
 	}
+	return srv.newDatabase(t)
+}
+
+// newDatabase creates a new, empty database on s, dropped when t ends,
+// and returns its URL.
+func (s *server) newDatabase(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbSeq.Add(1))
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, srv.url("postgres"))
+	admin, err := pgx.Connect(ctx, s.url("postgres"))
 	if err != nil {
 		t.Fatalf("pgtest: connect: %v", err)
 	}
@@ -89,7 +100,7 @@ func URL(t testing.TB) string {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, srv.url("postgres"))
+		c, err := pgx.Connect(ctx, s.url("postgres"))
 		if err != nil {
 			t.Logf("pgtest: drop database %s: %v", name, err)
 			return
@@ -100,7 +111,85 @@ func URL(t testing.TB) string {
 			t.Logf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	return srv.url(name)
+	return s.url(name)
+}
+
+// Server is a PostgreSQL server of one test's own, which the test may
+// stop and start again to see what an outage does; the server URL shares
+// must never stop under the other tests.
+type Server struct {
+	s    *server
+	bin  string
+	data string
+	cred *syscall.Credential
+	mu   sync.Mutex
+}
+
+// NewServer starts a server for t alone, stopped and removed when t
+// ends. Like URL, it skips the test when PostgreSQL is not installed.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	bin, ok := binDir()
+	if !ok {
+		t.Skip("PostgreSQL server binaries not found: install the postgresql package (apt-get install postgresql)")
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := launchIn(bin, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir) // what failed is the error to report
+		t.Fatalf("pgtest: %v", err)
+	}
+	cred, _ := credential() // launchIn got it already
+	ps := &Server{s: s, bin: bin, data: filepath.Join(dir, "data"), cred: cred}
+	t.Cleanup(func() {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		ps.s.stop()
+	})
+	return ps
+}
+
+// URL returns the URL of a new, empty database on the server, dropped
+// when t ends (if the server runs then).
+func (p *Server) URL(t testing.TB) string {
+	t.Helper()
+	p.mu.Lock()
+	s := p.s
+	p.mu.Unlock()
+	return s.newDatabase(t)
+}
+
+// Stop shuts the server down as an operator's fast shutdown does — its
+// sessions end with "terminating connection due to administrator
+// command", and new connections are refused — and waits until it has
+// exited. Stopping a stopped server does nothing.
+func (p *Server) Stop(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.s.halt()
+}
+
+// Start starts a stopped server again, on the same port with the same
+// databases, and waits until it accepts connections. Starting a running
+// server does nothing.
+func (p *Server) Start(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.s.exit:
+	default:
+		return // running
+	}
+	s, err := runOn(p.bin, p.s.dir, p.data, p.cred, p.s.port)
+	if err != nil {
+		t.Fatalf("pgtest: starting the server again: %v", err)
+	}
+	p.s = s
 }
 
 // url is the connection URL of database name.
@@ -206,6 +295,11 @@ func run(bin, dir, data string, cred *syscall.Credential) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return runOn(bin, dir, data, cred, port)
+}
+
+// runOn starts postgres on port and waits until it accepts connections.
+func runOn(bin, dir, data string, cred *syscall.Credential, port int) (*server, error) {
 	s := &server{dir: dir, port: port, logs: &lockedBuffer{}, exit: make(chan struct{})}
 	// Durability is of no use to a test server; skipping fsync makes it
 	// quicker. The socket goes to the temporary directory, not /run.
@@ -268,9 +362,15 @@ func (s *server) stop() {
 	_ = os.RemoveAll(s.dir) // a leftover temporary directory is harmless
 }
 
-// halt shuts the server down and waits for it to exit.
+// halt shuts the server down and waits for it to exit (at once when it
+// has).
 func (s *server) halt() {
 	if s.cmd.Process != nil {
+		select {
+		case <-s.exit:
+			return
+		default:
+		}
 		_ = s.cmd.Process.Signal(syscall.SIGINT) // it may have exited already
 		<-s.exit
 	}

@@ -51,3 +51,40 @@ func TestBinDirAndCredential(t *testing.T) {
 		t.Fatalf("uid %d got credential %+v; want an unprivileged one exactly when root", os.Getuid(), cred)
 	}
 }
+
+// TestAServerOfItsOwnStopsAndStartsAgain: while stopped, its sessions are
+// ended and connections refused; started again, it has the same port and
+// the same data.
+func TestAServerOfItsOwnStopsAndStartsAgain(t *testing.T) {
+	ctx := context.Background()
+	s := NewServer(t)
+	url := s.URL(t)
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop(t)
+	if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a session outlived its server")
+	}
+	_ = c.Close(ctx) // broken: nothing to report
+	if c, err := pgx.Connect(ctx, url); err == nil {
+		_ = c.Close(ctx) // the failure is the point
+		t.Fatal("connected to a stopped server")
+	}
+	s.Stop(t) // stopped already: nothing to do
+	s.Start(t)
+	s.Start(t) // running already: nothing to do
+	c, err = pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(ctx) }() // a test session
+	var x int
+	if err := c.QueryRow(ctx, "SELECT x FROM kept").Scan(&x); err != nil || x != 7 {
+		t.Fatalf("after a restart: %d %v", x, err)
+	}
+}

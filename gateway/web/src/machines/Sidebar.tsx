@@ -1,15 +1,17 @@
 import { useEffect, useState } from "react";
 import { ago, useApi } from "../api";
 import { href } from "../route";
-import { loadAllMachines, MachineEntry } from "./machines";
+import { loadMachineList, MachineEntry } from "./machines";
 
 /**
  * Sidebar lists every machine the gateway knows (polled every 5 s): the
  * online ones with their last heartbeat and version, the offline ones
- * greyed with when they were last seen.
+ * greyed with when they were last seen. While the gateway's store does
+ * not answer it says the list may be short.
  */
 export function Sidebar({ current, open }: { current: string | null; open: boolean }) {
-  const eps = useApi(loadAllMachines, [], 5000);
+  const list = useApi(loadMachineList, [], 5000);
+  const eps = { ...list, data: list.data?.machines };
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
@@ -19,6 +21,11 @@ export function Sidebar({ current, open }: { current: string | null; open: boole
     <aside id="sidebar" className={`sidebar${open ? " open" : ""}`} aria-label="machines">
       <h2>Machines</h2>
       {eps.error && <p className="error" role="alert">{eps.error.message}</p>}
+      {list.data?.degraded && (
+        <p className="degraded muted" role="status" title={list.data.degraded}>
+          The gateway's store does not answer: machines online now are listed, the others as last known.
+        </p>
+      )}
       {!eps.data && eps.loading && <p className="muted">Loading…</p>}
       {eps.data && eps.data.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
       <ul className="machines">

@@ -51,6 +51,27 @@ describe("Sidebar", () => {
     expect(document.querySelector('li[data-machine="laptop"]')!.getAttribute("data-status")).toBe("online");
   });
 
+  it("says when the gateway's store does not answer, and lists what it can", async () => {
+    stubFetch([
+      ["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online", lastHeartbeat: Date.now() }])],
+      ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online: true }], degraded: "the gateway's store does not answer" })],
+    ]);
+    render(<Sidebar current={null} open={false} />);
+    expect((await screen.findByText("laptop")).closest("li")!.getAttribute("data-status")).toBe("online");
+    expect((await screen.findByRole("status")).textContent).toContain("store does not answer");
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+
+  it("says nothing of the store while it answers", async () => {
+    stubFetch([
+      ["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online", lastHeartbeat: Date.now() }])],
+      ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online: true }] })],
+    ]);
+    render(<Sidebar current={null} open={false} />);
+    await screen.findByText("laptop");
+    expect(screen.queryByRole("status")).toBeNull();
+  });
+
   it("keeps working with a gateway that has no /machines (404)", async () => {
     stubFetch([["/api/gateway/endpoints", () => json(200, [{ name: "laptop", status: "online", lastHeartbeat: Date.now() }])]]);
     render(<Sidebar current={null} open={false} />);

@@ -42,20 +42,29 @@ export function mergeMachines(eps: Endpoint[], known: GatewayMachine[] | null): 
   return [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
 }
 
+/** MachineList is the machines and, when the gateway's memory cannot be read, why the list may be short. */
+export type MachineList = { machines: MachineEntry[]; degraded?: string };
+
 /**
- * loadAllMachines asks for both lists at once. A gateway that keeps no
- * memory (an older one, or one without a store) still lists its endpoints.
+ * loadMachineList asks for both lists at once. A gateway that keeps no
+ * memory (an older one, or one without a store) still lists its endpoints;
+ * one whose store does not answer lists what it can and says so (degraded).
  */
-export async function loadAllMachines(): Promise<MachineEntry[]> {
+export async function loadMachineList(): Promise<MachineList> {
   const [eps, known] = await Promise.all([
     gateway.endpoints(),
     gateway.machines().then(
-      (r) => r.machines ?? [],
+      (r) => r,
       (e: unknown) => {
         if (noMemory(e)) return null;
         throw e;
       },
     ),
   ]);
-  return mergeMachines(eps, known);
+  return { machines: mergeMachines(eps, known?.machines ?? null), degraded: known?.degraded || undefined };
+}
+
+/** loadAllMachines is loadMachineList's machines, for the views that only pick from them. */
+export async function loadAllMachines(): Promise<MachineEntry[]> {
+  return (await loadMachineList()).machines;
 }
