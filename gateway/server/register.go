@@ -147,7 +147,9 @@ func (g *Gateway) saveRegistration(ctx context.Context, reg legacy.Registration,
 	merged, changed := g.registrations.Merge(reg)
 	if !changed {
 		if err := g.opts.Store.TouchRegistration(ctx, reg.Name, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-			g.opts.Logger.Warn("registration heartbeat not saved", "connector", reg.Name, "err", err.Error())
+			// Through an outage, a sign of it rather than a line per
+			// client a minute.
+			g.storeFailed("registration heartbeat of "+reg.Name+" not saved", err)
 			return false, false, nil
 		} else if err == nil {
 			return false, false, nil
