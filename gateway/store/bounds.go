@@ -214,7 +214,12 @@ func boundThread(t Thread, now time.Time, res *SyncResult) (Thread, bool) {
 		res.cut(FieldStatus)
 	}
 	if u := t.Usage; len(u) > 0 {
-		if len(u) > MaxUsageBytes || !json.Valid(u) || bytes.Equal(bytes.TrimSpace(u), []byte("null")) {
+		switch {
+		case bytes.Equal(bytes.TrimSpace(u), []byte("null")):
+			// What an engine without LLM usage sends: no usage, not a
+			// correction to count and warn about.
+			t.Usage = nil
+		case len(u) > MaxUsageBytes || !json.Valid(u):
 			t.Usage = nil
 			res.cut(FieldUsage)
 		}

@@ -173,6 +173,35 @@ func TestEveryFieldAConnectorSendsIsBounded(t *testing.T) {
 	})
 }
 
+// What a connector sends within every bound is kept as sent and nothing
+// is counted as cut: a bound that fires on ordinary threads would warn
+// about every connector.
+func TestAThreadWithinItsBoundsIsNotCounted(t *testing.T) {
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
+		ctx := context.Background()
+		s := open(t, cfg)
+		now := clk.Now()
+		rc := 0
+		started := now.Add(-time.Minute)
+		for i, th := range []store.Thread{
+			{Status: "running", UpdatedAt: now},
+			{Status: "completed", UpdatedAt: now, Usage: json.RawMessage(`null`)},
+			{Status: "completed", UpdatedAt: now, Usage: json.RawMessage(` null `), ReturnCode: &rc},
+			{Status: "failed", UpdatedAt: now, StartedAt: &started, Usage: json.RawMessage(`{"calls":2,"models":["m"]}`), Tokens: 12, Cost: 0.25, Steps: 3, Duration: time.Minute},
+			{Status: "paused", UpdatedAt: now, Workflow: strings.Repeat("w", store.MaxWorkflowBytes), Summary: strings.Repeat("s", store.MaxSummaryBytes), Prompt: strings.Repeat("日", store.PromptMaxRunes)},
+		} {
+			th.ID = fmt.Sprintf("t%d", i)
+			res, err := s.SyncThreadsResult(ctx, "m", []store.Thread{th})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Cut) != 0 || len(res.Refused) != 0 {
+				t.Errorf("thread %d within its bounds: cut %v, refused %v", i, res.Cut, res.Refused)
+			}
+		}
+	})
+}
+
 // A summary cut to its bound says so, and how much was cut.
 func TestACutSummarySaysHowMuchWasCut(t *testing.T) {
 	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
