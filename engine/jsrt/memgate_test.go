@@ -75,8 +75,8 @@ type gateCase struct {
 	// budget is a quarter the size, to keep the test quick and the
 	// garbage a collection still finds live small beside the budget.
 	heavy bool
-	// gradual: the data comes in pieces (a pipe, an unannounced body),
-	// so the watchdog may stop the run on what the read already holds
+	// gradual: the data comes in pieces (a pipe, an unannounced body,
+	// JSON.stringify's text, metered as goja writes it), so the watchdog may stop the run on what the read already holds
 	// before the read asks for more: either ends the thread naming its
 	// budget.
 	gradual bool
@@ -150,12 +150,12 @@ func gateCases(t *testing.T) []gateCase {
 		{name: "replace with a global RegExp", body: `return "x".repeat(n / 34).replace(/x/g, "y".repeat(16)).length`, heavy: true},
 		{name: "replaceAll inserting the rest", body: `return "x".repeat(Math.sqrt(n / 2)).replaceAll("x", "$'").length`},
 		// JSON.
-		{name: "JSON.stringify of holes", body: `return JSON.stringify(new Array(Math.floor(n / 5))).length`, heavy: true},
-		{name: "JSON.stringify of references", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48))).length`, heavy: true},
-		{name: "JSON.stringify of object references", body: `const s = "x".repeat(n / 48); return JSON.stringify(Object.fromEntries(Array.from({length: 16}, (_, i) => ["k" + i, s]))).length`},
-		{name: "JSON.stringify with a replacer array", body: `return JSON.stringify(new Array(16).fill({a: "x".repeat(n / 48), b: 1}), ["a"]).length`, heavy: true},
-		{name: "JSON.stringify with a replacer function", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48)), (k, v) => v).length`, heavy: true},
-		{name: "JSON.stringify indented", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48)), null, 2).length`, heavy: true},
+		{name: "JSON.stringify of holes", body: `return JSON.stringify(new Array(Math.floor(n / 5))).length`, heavy: true, gradual: true},
+		{name: "JSON.stringify of references", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48))).length`, heavy: true, gradual: true},
+		{name: "JSON.stringify of object references", body: `const s = "x".repeat(n / 48); return JSON.stringify(Object.fromEntries(Array.from({length: 16}, (_, i) => ["k" + i, s]))).length`, gradual: true},
+		{name: "JSON.stringify with a replacer array", body: `return JSON.stringify(new Array(16).fill({a: "x".repeat(n / 48), b: 1}), ["a"]).length`, heavy: true, gradual: true},
+		{name: "JSON.stringify with a replacer function", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48)), (k, v) => v).length`, heavy: true, gradual: true},
+		{name: "JSON.stringify indented", body: `return JSON.stringify(new Array(16).fill("x".repeat(n / 48)), null, 2).length`, heavy: true, gradual: true},
 		{name: "JSON.parse", body: `return JSON.parse("[" + "0,".repeat(n / 48) + "0]").length`},
 		// Arrays.
 		{name: "Array.from an array-like", body: `return Array.from({length: n / 48}).length`},
