@@ -175,9 +175,18 @@ type frontClient struct {
 
 // get sends a GET through the balancer with the dashboard token.
 func (f frontClient) get(path string) (int, string, error) {
-	req, err := http.NewRequest("GET", "http://"+f.addr+path, nil)
+	return f.send("GET", path, "")
+}
+
+// send sends a request through the balancer with the dashboard token, and
+// body as JSON when there is one.
+func (f frontClient) send(method, path, body string) (int, string, error) {
+	req, err := http.NewRequest(method, "http://"+f.addr+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+f.dash)
 	resp, err := f.client.Do(req)
@@ -213,7 +222,8 @@ type load struct {
 
 // hammer sends GETs of paths in turn through the balancer, each after the
 // answer to the one before, until stop; it stops by itself after 100000
-// or testkit.WaitBound, whichever comes first.
+// or testkit.WaitBound, whichever comes first. A path written "POST path
+// body" is a POST of that JSON body, answered 201.
 func (f frontClient) hammer(paths []string) *load {
 	l := &load{quit: make(chan struct{}), done: make(chan struct{})}
 	deadline := time.Now().Add(testkit.WaitBound)
@@ -225,15 +235,19 @@ func (f frontClient) hammer(paths []string) *load {
 				return
 			default:
 			}
-			p := paths[i%len(paths)]
-			code, body, err := f.get(p)
+			method, p, want, sent := "GET", paths[i%len(paths)], 200, ""
+			if rest, ok := strings.CutPrefix(p, "POST "); ok {
+				method, want = "POST", 201
+				p, sent, _ = strings.Cut(rest, " ")
+			}
+			code, body, err := f.send(method, p, sent)
 			l.mu.Lock()
 			l.n++
 			switch {
 			case err != nil:
-				l.failures = append(l.failures, fmt.Sprintf("GET %s: %v", p, err))
-			case code != 200:
-				l.failures = append(l.failures, fmt.Sprintf("GET %s: %d %s", p, code, strings.TrimSpace(body)))
+				l.failures = append(l.failures, fmt.Sprintf("%s %s: %v", method, p, err))
+			case code != want:
+				l.failures = append(l.failures, fmt.Sprintf("%s %s: %d %s", method, p, code, strings.TrimSpace(body)))
 			}
 			l.mu.Unlock()
 		}

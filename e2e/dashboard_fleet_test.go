@@ -49,7 +49,7 @@ func (b *browser) typeInto(sel, text string) {
 		b.do("clearing "+sel, chromedp.KeyEvent("\b"))
 		return
 	}
-	b.do("typing into "+sel, chromedp.SendKeys(chromedp.CSS(sel), text))
+	b.do("typing into "+sel, typeKeys(sel, text))
 }
 
 // reload reloads the page (the whole app starts again from the URL).

@@ -117,7 +117,7 @@ func TestDashboardGraphLoopsAndThreadPath(t *testing.T) {
 	b := newBrowser(t, exe)
 	b.open(base + "/#/")
 	b.until("the login form", `document.querySelector("#token")`)
-	b.do("logging in", chromedp.SendKeys(chromedp.CSS("#token"), g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("logging in", typeKeys("#token", g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	b.until("the landing page", `document.querySelector("[data-testid=all-threads]")`)
 
 	// The workflow's graph: every edge drawn, each back-edge apart from the

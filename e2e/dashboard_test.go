@@ -296,15 +296,15 @@ func TestDashboardInABrowser(t *testing.T) {
 	// Log in with the dashboard token; a wrong one is refused first.
 	b.open(base + "/#/")
 	b.until("the login form", `document.querySelector("#token")`)
-	b.do("typing a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("typing a wrong token", typeKeys("#token", "not-a-token"), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	b.until("the refusal, in words", `document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText.startsWith("That is not a usable token")`)
 	b.shot("login")
 	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`) // typing replaces it
 	connectorToken := gwCLI(t, g.key, "token", "create", "--connector", "someone", "--data-dir", g.dataDir)
-	b.do("typing a connector token", chromedp.SendKeys(chromedp.CSS("#token"), connectorToken), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("typing a connector token", typeKeys("#token", connectorToken), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	b.until("the refusal of a connector token, in words", `document.querySelector("[role=alert]") && document.querySelector("[role=alert]").innerText === "This is a connector token; log in with a dashboard token."`)
 	eval[bool](b, `(() => { const e = document.querySelector("#token"); e.focus(); e.select(); return true })()`)
-	b.do("typing the token", chromedp.SendKeys(chromedp.CSS("#token"), g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("typing the token", typeKeys("#token", g.dash), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 
 	// The landing page: every machine's threads in one table.
 	b.until("the all-machines view", `document.querySelector("[data-testid=all-threads]") && document.querySelector('.topbar a.all-link[aria-current="page"]')`)
@@ -349,7 +349,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("picked %q in the run dialog", picked)
 	}
 	b.shot("run-dialog")
-	b.do("typing the prompt", chromedp.SendKeys(chromedp.CSS("#run-prompt"), "crawl **the web**"))
+	b.do("typing the prompt", typeKeys("#run-prompt", "crawl **the web**"))
 	b.click(`[data-testid=run-submit]`)
 	b.until("the thread page", `/^#\/m\/laptop\/threads\/[0-9A-Z]{26}$/.test(location.hash)`)
 	id := b.hash()[len("#/m/laptop/threads/"):]
@@ -456,7 +456,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.shot("all-threads-offline")
 
 	// Search finds it by a word of its prompt, on every machine, online or not.
-	b.do("typing a search", chromedp.SendKeys(chromedp.CSS("[data-testid=search-q]"), "ledger"))
+	b.do("typing a search", typeKeys("[data-testid=search-q]", "ledger"))
 	b.click(`[data-testid=search-submit]`)
 	b.until("the search's one result", fmt.Sprintf(`document.querySelectorAll("tr[data-thread]").length === 1 && document.querySelector('tr[data-thread=%q] .prompt-cell').innerText.includes("ledger")`, onCI.ThreadID))
 	b.shot("search")
@@ -501,7 +501,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if out := gwCLI(t, g.key, "token", "create", "--dashboard", "--json", "--note", "browser session", "--data-dir", g.dataDir); json.Unmarshal([]byte(out), &minted) != nil || minted.Token == "" {
 		t.Fatalf("token create --json: %q", out)
 	}
-	b.do("logging in with a token to revoke", chromedp.SendKeys(chromedp.CSS("#token"), minted.Token), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("logging in with a token to revoke", typeKeys("#token", minted.Token), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	b.until("the dashboard", `document.querySelector(".topbar a.audit-link")`)
 	b.click(`.topbar a.audit-link`)
 	b.until("the login in the audit log, by the token's note", `[...document.querySelectorAll('tr[data-action="login"]')].some(r => r.innerText.includes("browser session"))`)
@@ -514,4 +514,16 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.open(base + "/#/m/laptop/threads")
 	b.do("reloading", chromedp.Reload())
 	b.until("the login form after a 401", `document.querySelector("#token") && !localStorage.getItem("uncaged.dashboard.token")`)
+}
+
+// typeKeys types text into the element sel. Not chromedp.SendKeys: in
+// v0.23.1 it reads the node's attributes without the lock chromedp's DOM
+// events take to change them, a data race the race detector reports.
+func typeKeys(sel, text string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := chromedp.Focus(chromedp.CSS(sel))(ctx, t); err != nil {
+			return chromedp.Void{}, err
+		}
+		return chromedp.KeyEvent(text)(ctx, t)
+	}
 }

@@ -53,7 +53,7 @@ func (b *browser) logInToDashboard(base, token string) {
 	b.t.Helper()
 	b.open(base + "/#/")
 	b.until("the login form", `document.querySelector("#token")`)
-	b.do("logging in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	b.do("logging in", typeKeys("#token", token), chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	b.until("the dashboard", `document.querySelector(".topbar")`)
 }
 

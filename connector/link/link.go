@@ -11,16 +11,25 @@
 // name taken over by one. Everything else (the gateway down, a proxy's
 // 502, a refused TLS handshake on a plain port) is retried forever,
 // because the gateway coming back is the normal case.
+//
+// A gateway replica that is about to stop asks its connectors to move
+// (tunnel.MovePath): each dials again while its old tunnel still serves,
+// so the machine is never away during a rolling upgrade.
 package link
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/uncaged/workflow/shared/tunnel"
 )
@@ -115,6 +124,10 @@ func Run(ctx context.Context, o Options) error {
 		o.OnState(StateFailed, perm.Message)
 		return perm
 	}
+	l := &link{o: o, x: x, header: header, moves: make(chan move)}
+	// A tunnel left behind by a move drains on its own; Run returns once
+	// it has.
+	defer l.retired.Wait()
 	attempt := 0
 	reason := ""
 	told := "" // the last cause printed in full
@@ -124,10 +137,16 @@ func Run(ctx context.Context, o Options) error {
 		if err == nil {
 			fmt.Fprintf(o.Out, "connected to %s as %q\n", o.Gateway, o.Name)
 			o.OnState(StateConnected, "")
-			began := time.Now()
-			serveErr := tunnel.Serve(ctx, ws, o.Handler, tunnel.ServeOptions{PingInterval: o.PingInterval})
+			serveErr, began := l.session(ctx, ws)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if ce := (*tunnel.ClosedError)(nil); errors.As(serveErr, &ce) && ce.Moved() {
+				// Its replica stopped before this connector's move was
+				// done: the others are there, so no backing off.
+				fmt.Fprintf(o.Out, "the gateway replica it was on has stopped (%s); connecting again\n", ce.Reason)
+				attempt, reason = 0, ""
+				continue
 			}
 			cause, perm := closed(serveErr)
 			if perm != nil {
@@ -165,6 +184,159 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return nil
+}
+
+// A move (tunnel.MovePath): a gateway replica about to stop asks the
+// connector to dial again. The new tunnel is made while the old one still
+// serves; once it is up the old one is left to the gateway, which closes
+// it when what is in flight on it has finished. So the machine is never
+// away, and no request it was answering is cut.
+
+// retiredGrace bounds how long a tunnel left behind by a move is served
+// when the gateway does not close it: then it is drained from this side.
+const retiredGrace = 30 * time.Second
+
+// moveDialWindow bounds the attempts of one move.
+const moveDialWindow = 2 * time.Second
+
+// link is one Run's state.
+type link struct {
+	o      Options
+	x      explainer
+	header http.Header
+	// moves carries the gateway's move requests from the tunnel's handler
+	// to the session serving the tunnels.
+	moves   chan move
+	retired sync.WaitGroup
+}
+
+// move is one move request: its answer is nil once the new tunnel is up.
+type move struct {
+	ctx    context.Context
+	answer chan error
+}
+
+// served is one tunnel being served.
+type served struct {
+	began  time.Time
+	done   chan error // Serve's error, once it has returned
+	cancel context.CancelFunc
+}
+
+// serve serves the connector's API over ws until the tunnel ends, ctx
+// ends, or the served's cancel drains it.
+func (l *link) serve(ctx context.Context, ws *websocket.Conn) *served {
+	tctx, cancel := context.WithCancel(ctx)
+	s := &served{began: time.Now(), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		defer cancel()
+		s.done <- tunnel.Serve(tctx, ws, l.handler(), tunnel.ServeOptions{PingInterval: l.o.PingInterval})
+	}()
+	return s
+}
+
+// session serves ws, and the tunnels the gateway moves it to, until the
+// current one ends; it returns that one's error and when it began.
+func (l *link) session(ctx context.Context, ws *websocket.Conn) (error, time.Time) {
+	cur := l.serve(ctx, ws)
+	for {
+		select {
+		case err := <-cur.done:
+			return err, cur.began
+		case mv := <-l.moves:
+			nws, err := l.dialForMove(ctx)
+			if err != nil {
+				fmt.Fprintf(l.o.Out, "asked to move to another gateway replica, but could not: %s\n", err)
+				mv.answer <- err
+				continue
+			}
+			old := cur
+			cur = l.serve(ctx, nws)
+			fmt.Fprintf(l.o.Out, "moved to another gateway replica of %s: the one this connector was on is stopping\n", l.o.Gateway)
+			mv.answer <- nil
+			l.retire(old)
+		}
+	}
+}
+
+// retire leaves old to the gateway, which closes it once what is in
+// flight on it is done; past retiredGrace it is drained from this side.
+func (l *link) retire(old *served) {
+	l.retired.Go(func() {
+		t := time.NewTimer(retiredGrace)
+		defer t.Stop()
+		var err error
+		select {
+		case err = <-old.done:
+		case <-t.C:
+			old.cancel()
+			err = <-old.done
+		}
+		l.o.Logger.Debug("tunnel left behind by a move ended", "err", err)
+	})
+}
+
+// dialForMove dials the gateway again until a tunnel is up, ctx (Run's)
+// ends or moveDialWindow has passed. A replica that is stopping refuses
+// new tunnels (503), so an attempt its balancer sends back there is tried
+// again. The move request's own context is not used: the new tunnel's
+// announcement retires the old one, which may end that request before
+// the new tunnel's handshake is read.
+func (l *link) dialForMove(ctx context.Context) (*websocket.Conn, error) {
+	// A gateway URL that names the stopping replica itself, not a
+	// balancer, refuses every attempt: then the connector stays, and
+	// reconnects once that replica has stopped.
+	ctx, cancel := context.WithTimeout(ctx, moveDialWindow)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		ws, err := tunnel.Dial(ctx, l.o.Gateway, l.o.Name, l.o.Token, l.header)
+		if err == nil {
+			return ws, nil
+		}
+		cause, perm := l.x.dialFailure(err)
+		if perm != nil {
+			return nil, perm
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s (gave up after %s)", cause, moveDialWindow)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// handler is the connector's API with the tunnel's own move request.
+func (l *link) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != tunnel.MovePath {
+			l.o.Handler.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		mv := move{ctx: r.Context(), answer: make(chan error, 1)}
+		select {
+		case l.moves <- mv:
+		case <-r.Context().Done():
+			return
+		}
+		select {
+		case err := <-mv.answer:
+			w.Header().Set("Content-Type", "application/json")
+			if err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_ = json.NewEncoder(w).Encode(map[string]any{"moved": false, "error": err.Error()})
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"moved": true})
+		case <-r.Context().Done():
+		}
+	})
 }
 
 // Backoff is the wait before attempt n (from 0): a uniformly random

@@ -106,13 +106,16 @@ func (w *Watchdog) judgeAsk(a *Account, n int64, charge bool) (err *RefusedError
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	held := int64(a.confirmed + a.pending)
-	if a.budget > 0 && held+n > a.budget {
+	// Compared as what is left, never as held+n: a request near the top
+	// of int64 (a length a script computed) would overflow the sum past
+	// every limit.
+	if a.budget > 0 && n > a.budget-held {
 		return &RefusedError{Asked: n, Budget: a.budget, Held: held}, n <= a.budget
 	}
 	if w.hostLimit > 0 {
 		// One runtime's share of the host: see threadShare.
 		share := w.hostLimit / threadShare
-		if held+n > share {
+		if n > share-held {
 			room := &HostRoom{Room: share - held, Limit: share, Source: "one thread's share, a third, of the host's memory limit"}
 			return &RefusedError{Asked: n, Budget: a.budget, Held: held, Host: room}, n <= share
 		}

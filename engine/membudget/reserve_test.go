@@ -3,6 +3,7 @@ package membudget
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,12 @@ func TestReserveRefusesWhatTheBudgetCannotHold(t *testing.T) {
 		{8 * mib, budget - 8*mib + 1, true},
 		{budget, ReserveFloor, true},
 		{2 * budget, ReserveFloor, true},
+		// Near the top of int64 (flat(Infinity) of an array holding
+		// itself asks that much): held+ask would overflow past the budget.
+		{8 * mib, math.MaxInt64, true},
+		{8 * mib, math.MaxInt64 - 4*mib, true},
+		{8 * mib, 1 << 63 / 2, true},
+		{budget / 2, math.MaxInt64 - budget/4, true},
 	}
 	for _, c := range cases {
 		for _, charge := range []bool{true, false} {

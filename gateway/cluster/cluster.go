@@ -100,9 +100,10 @@ type Options struct {
 type Local interface {
 	// List is every connector this replica knows (presence.Registry.List).
 	List() []presence.Endpoint
-	// Replace closes this replica's connection for name, because another
-	// replica holds a newer one; reason is what the connector is told.
-	Replace(name, reason string)
+	// Replace lets go of this replica's connection for name, because
+	// replica holds a newer one; reason is what the connector is told. It
+	// must not block: it is called as messages arrive.
+	Replace(name, replica, reason string)
 	// Registered applies an original client's registration made on
 	// another replica.
 	Registered(r legacy.Registration)
@@ -134,6 +135,9 @@ type Cluster struct {
 
 	mu    sync.RWMutex
 	peers map[string]*peer
+	// catch is whether this replica has heard the others since it
+	// connected (catchup.go).
+	catch catchUp
 	// seen holds the MACs of the messages received while they are young
 	// enough to pass decode, with when they stop being: a message
 	// captured off NATS and published again is ignored, so it cannot
@@ -204,6 +208,7 @@ func New(o Options) (*Cluster, error) {
 	m.Write([]byte("uncaged-gateway cluster v1"))
 	c := &Cluster{
 		o: o, key: m.Sum(nil), now: time.Now, peers: map[string]*peer{}, seen: map[string]time.Time{},
+		catch: catchUp{wake: make(chan struct{})},
 		dirty: map[string]struct{}{}, changed: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -309,6 +314,7 @@ func (c *Cluster) Start(local Local) error {
 // (re)connection: what was published while cut off was lost.
 func (c *Cluster) greet(nc *nats.Conn, event string) {
 	c.o.Logger.Info(event, "replica", c.o.ReplicaID, "url", nc.ConnectedUrlRedacted())
+	c.began()
 	c.publishSnapshot()
 	hello := c.signed(message{Kind: kindHello})
 	hello.Subject = subjectSnapshot
@@ -538,6 +544,7 @@ func (c *Cluster) apply(m message) {
 			}
 		}
 	}
+	c.tableChanged(m.Kind == kindSnapshot && !m.More)
 }
 
 // resolveConflicts closes this replica's connection for a name another
@@ -564,8 +571,7 @@ func (c *Cluster) resolveConflicts(m message) {
 	for _, e := range theirs {
 		own, ok := mine[e.Name]
 		if ok && newer(e, m.Replica, own, c.o.ReplicaID) {
-			c.o.Logger.Info("connector replaced on another replica", "connector", e.Name, "replica", m.Replica)
-			c.local.Replace(e.Name, fmt.Sprintf("replaced by a newer connection for %s on replica %s", e.Name, m.Replica))
+			c.local.Replace(e.Name, m.Replica, fmt.Sprintf("replaced by a newer connection for %s on replica %s", e.Name, m.Replica))
 		}
 	}
 }

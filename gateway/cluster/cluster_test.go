@@ -44,7 +44,7 @@ func (l *fakeLocal) List() []presence.Endpoint {
 	return out
 }
 
-func (l *fakeLocal) Replace(name, reason string) {
+func (l *fakeLocal) Replace(name, _, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.replaced[name] = reason
@@ -119,6 +119,21 @@ func wiretap(t *testing.T, url string) (*nats.Conn, *nats.Subscription) {
 		t.Fatal(err)
 	}
 	return nc, wire
+}
+
+// readGreeting reads messages off wire, tapped before c started, until
+// c's greeting: the snapshot it publishes from NATS's connect callback,
+// after Start has returned.
+func readGreeting(t *testing.T, wire *nats.Subscription, c *Cluster) {
+	t.Helper()
+	for greeted := false; !greeted; {
+		got, err := wire.NextMsg(testkit.WaitBound)
+		if err != nil {
+			t.Fatalf("waiting for %s's greeting: %v", c.o.ReplicaID, err)
+		}
+		m, err := decode(c.key, got.Data, got.Header.Get(macHeader), time.Now())
+		greeted = err == nil && m.Replica == c.o.ReplicaID && m.Kind == kindSnapshot && !m.More
+	}
 }
 
 func routeOf(c *Cluster, name string) Route {
@@ -387,14 +402,7 @@ func TestOnlySignedHellosGetSnapshots(t *testing.T) {
 	// first, so no case below counts it as an answer.
 	_, wire := wiretap(t, url)
 	c1 := member(t, url, "r1", time.Hour, newFakeLocal(online("laptop", 100)))
-	for greeted := false; !greeted; {
-		got, err := wire.NextMsg(testkit.WaitBound)
-		if err != nil {
-			t.Fatalf("waiting for r1's greeting: %v", err)
-		}
-		m, err := decode(c1.key, got.Data, got.Header.Get(macHeader), time.Now())
-		greeted = err == nil && m.Replica == "r1" && m.Kind == kindSnapshot && !m.More
-	}
+	readGreeting(t, wire, c1)
 	call := func(kind, replica string, key []byte) *nats.Msg {
 		data, mac, _ := encode(key, message{Kind: kind, Replica: replica, Advertise: "http://127.0.0.1:9", Sent: time.Now().UnixMilli()})
 		msg := nats.NewMsg(subjectSnapshot)
@@ -506,8 +514,11 @@ func TestNothingFollowsTheLeave(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	local := newFakeLocal(online("laptop", 100))
-	c := member(t, url, "r1", time.Hour, local)
+	// Tapped before r1 starts, and its greeting read off the wire: it
+	// was published before the leave.
 	nc, wire := wiretap(t, url)
+	c := member(t, url, "r1", time.Hour, local)
+	readGreeting(t, wire, c)
 	c.pubMu.Lock()
 	c.left = true // as Close does before it sends the leave
 	c.pubMu.Unlock()

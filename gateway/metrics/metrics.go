@@ -40,6 +40,7 @@ const (
 	DisconnectReplaced  = "replaced"  // a newer connection took its name
 	DisconnectHeartbeat = "heartbeat" // it missed two heartbeats
 	DisconnectShutdown  = "shutdown"  // the gateway shut down
+	DisconnectMoved     = "moved"     // it moved to another replica, asked to by this one (its machine was never away)
 	DisconnectOther     = "other"     // the gateway closed it for another reason
 
 	DirectionIn  = "in"
@@ -116,7 +117,7 @@ func New(online func() int) *Gateway {
 	for _, p := range []string{ProtocolH2, ProtocolLegacy} {
 		m.connects.WithLabelValues(p)
 	}
-	for _, r := range []string{DisconnectRemote, DisconnectReplaced, DisconnectHeartbeat, DisconnectShutdown, DisconnectOther} {
+	for _, r := range []string{DisconnectRemote, DisconnectReplaced, DisconnectHeartbeat, DisconnectShutdown, DisconnectMoved, DisconnectOther} {
 		m.disconnects.WithLabelValues(r)
 	}
 	for _, c := range []string{"2xx", "4xx", "5xx"} {

@@ -34,6 +34,11 @@ const (
 	Offline = "offline"
 )
 
+// Moved is what OnChange hears, instead of Offline, for a connection
+// released because its connector is online on another replica now
+// (Release): the machine was never away.
+const Moved = "moved"
+
 // Conn is a connector's live tunnel.
 type Conn interface {
 	http.RoundTripper
@@ -133,7 +138,8 @@ type Registry struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
-	// OnChange, when set, hears every online/offline transition.
+	// OnChange, when set, hears every transition: Online, Offline, and
+	// Moved for a connection Release took off.
 	OnChange func(name, status string)
 }
 
@@ -281,6 +287,26 @@ func (r *Registry) changed(name, status string) {
 	if r.OnChange != nil {
 		r.OnChange(name, status)
 	}
+}
+
+// Release takes c off the registry without closing it, when it is still
+// name's connection: the connector is online on another replica now, and
+// the caller closes c once what is in flight on it is done. OnChange
+// hears Moved. It says whether c was name's online connection.
+func (r *Registry) Release(name string, c Conn) bool {
+	r.mu.Lock()
+	e, ok := r.entries[name]
+	released := ok && e.conn == c && e.online
+	if released {
+		e.online = false
+	}
+	r.mu.Unlock()
+	if !released {
+		return false
+	}
+	e.stop()
+	r.changed(name, Moved)
+	return true
 }
 
 // Get returns name's connection when it is online; known says whether the

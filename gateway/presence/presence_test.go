@@ -306,3 +306,43 @@ func TestCloseAllTakesEachOnlineConnectorOffline(t *testing.T) {
 		t.Fatalf("changes %v, want %v", changes, want)
 	}
 }
+
+// Release takes a connection off without closing it, only while it is
+// the name's online connection, and OnChange hears "moved", not
+// "offline"; a newer connection under the name is untouched.
+func TestReleaseTakesOffWithoutClosing(t *testing.T) {
+	t.Parallel()
+	r := New(time.Hour)
+	var changes []string
+	var mu sync.Mutex
+	r.OnChange = func(name, status string) { mu.Lock(); changes = append(changes, name+"="+status); mu.Unlock() }
+	old, newer := newFake(), newFake()
+	attach(t, r, "laptop", old, Info{Protocol: "h2"})
+	if r.Release("laptop", newer) || r.Release("desk", old) {
+		t.Fatal("released a connection that is not the name's")
+	}
+	if !r.Release("laptop", old) {
+		t.Fatal("did not release the name's connection")
+	}
+	if r.Release("laptop", old) {
+		t.Fatal("released twice")
+	}
+	if _, online, known := r.Get("laptop"); online || !known {
+		t.Fatalf("after release: online %v, known %v", online, known)
+	}
+	if old.reason.Load() != nil {
+		t.Fatalf("release closed the connection: %v", old.reason.Load())
+	}
+	attach(t, r, "laptop", newer, Info{Protocol: "h2"})
+	if r.Release("laptop", old) {
+		t.Fatal("released the old connection over the newer one")
+	}
+	if c, online, _ := r.Get("laptop"); !online || c != newer {
+		t.Fatal("the newer connection is not the name's")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(changes, " "); got != "laptop=online laptop=moved laptop=online" {
+		t.Fatalf("changes: %s", got)
+	}
+}

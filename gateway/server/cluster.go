@@ -46,13 +46,28 @@ type clusterLocal struct{ g *Gateway }
 
 func (l clusterLocal) List() []presence.Endpoint { return l.g.presence.List() }
 
-// Replace closes the local connection a newer one on another replica
-// replaces; its reason starts with "replaced", as for a replacement here.
-func (l clusterLocal) Replace(name, reason string) {
-	if conn, online, _ := l.g.presence.Get(name); online {
+// Replace lets go of the local connection a newer one on another replica
+// replaces: a tunnel is retired (move.go), so what is in flight on it
+// finishes; an original client's socket is closed. The reason starts
+// with "replaced", as for a replacement here, or with "moved" when this
+// replica asked the connector to move.
+func (l clusterLocal) Replace(name, replica, reason string) {
+	conn, online, _ := l.g.presence.Get(name)
+	if !online {
+		return
+	}
+	t, ok := conn.(*tracked)
+	if !ok || t.protocol != metrics.ProtocolH2 {
 		l.g.opts.Logger.Info("connector replaced on another replica", "connector", name, "reason", reason)
 		_ = conn.Close(reason) // the connection is dropped either way
+		return
 	}
+	if t.moving.Load() {
+		reason = movedReason(replica)
+	} else {
+		l.g.opts.Logger.Info("connector replaced on another replica", "connector", name, "reason", reason)
+	}
+	go l.g.retire(name, t, reason)
 }
 
 // Registered applies an original client's registration made on another
@@ -90,12 +105,14 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 	if _, online, _ := g.presence.Get(name); online {
 		return false, nil
 	}
-	route, known := cl.Lookup(name)
+	// A replica catching up with the others (it has just started) waits
+	// for their snapshots rather than calling the connector unknown.
+	route, known := cl.AwaitOnline(r.Context(), name)
 	switch {
 	case !known:
 		return false, nil
 	case !route.Online:
-		return true, echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
+		return true, g.connectorOffline(c, name)
 	case r.ContentLength > g.opts.MaxBody:
 		return true, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large")
 	}
@@ -137,8 +154,14 @@ func (g *Gateway) endpoints(c echo.Context) error {
 // need (the last of the checks made every few seconds, bounds.go), since
 // then its tokens and history are not what it serves by.
 func (g *Gateway) ready(c echo.Context) error {
+	if g.stopping.Load() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "stopping: this replica's connectors are moving to the others"})
+	}
 	if g.opts.Cluster != nil && !g.opts.Cluster.Connected() {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "not connected to NATS"})
+	}
+	if g.opts.Cluster != nil && !g.opts.Cluster.CaughtUp() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "catching up: waiting for the other replicas' connectors"})
 	}
 	if problem := g.storeProblem(); problem != "" {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "store: " + problem})

@@ -386,11 +386,13 @@ func (fl *fleetMemory) offlineMachine(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		c.Response().Header().Del("Retry-After")
 		r := c.Request()
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.Trim(c.Param("*"), "/") == "threads" {
+			c.Response().Header().Del("Retry-After") // an answer, from memory
 			return fl.offlineThreads(c, m)
 		}
+		// Retry-After stays: the machine may be on its way back.
+		c.Response().Header().Set("Retry-After", offlineRetryAfter)
 		msg := fmt.Sprintf("machine %s is offline (last seen %s)", name, m.LastSeen.UTC().Format(time.RFC3339))
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			msg += ": actions need it online"

@@ -53,7 +53,7 @@ func TestUnknownConnectorsAreNotYetConnectedDuringRestartGrace(t *testing.T) {
 	disconnect()
 	f.waitStatus("laptop", presence.Offline)
 	resp, body := f.do("GET", "/api/clients/laptop/workflows", f.dash, nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || body != `{"error":"connector offline: laptop"}`+"\n" || resp.Header.Get("Retry-After") != "" {
+	if resp.StatusCode != http.StatusServiceUnavailable || body != `{"error":"connector offline: laptop"}`+"\n" || resp.Header.Get("Retry-After") != offlineRetryAfter {
 		t.Fatalf("offline connector during the grace: %d %q Retry-After %q", resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
 }

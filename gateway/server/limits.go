@@ -7,8 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/metrics"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // rateLimiter is a token bucket per client address: each holds up to burst
@@ -91,10 +93,22 @@ type tracked struct {
 	protocol string
 	slots    chan struct{} // nil: no bound
 	reason   atomic.Pointer[string]
+
+	// What a move needs (move.go): the requests in flight, counted
+	// whether or not slots bounds them; whether the connector was asked
+	// to move, and whether the tunnel was retired (it takes no new
+	// request); idle wakes a retirement waiting for the count to reach 0.
+	inFlight atomic.Int64
+	moving   atomic.Bool
+	retired  atomic.Bool
+	idle     chan struct{}
+	// streams are the event streams relayed from this tunnel (nil: the
+	// gateway's), which end when it is retired.
+	streams *eventstream.Set
 }
 
 func newTracked(c presence.Conn, protocol string, maxConcurrent int) *tracked {
-	t := &tracked{Conn: c, protocol: protocol}
+	t := &tracked{Conn: c, protocol: protocol, idle: make(chan struct{}, 1)}
 	if maxConcurrent > 0 {
 		t.slots = make(chan struct{}, maxConcurrent)
 	}
@@ -134,6 +148,8 @@ func (t *tracked) disconnectReason() string {
 	switch {
 	case r == nil:
 		return metrics.DisconnectRemote
+	case strings.HasPrefix(*r, tunnel.MovedMark):
+		return metrics.DisconnectMoved
 	case strings.HasPrefix(*r, "replaced"):
 		return metrics.DisconnectReplaced
 	case strings.Contains(*r, "heartbeat"):

@@ -94,8 +94,13 @@ func (g *Gateway) relay(w http.ResponseWriter, in *http.Request, ctx context.Con
 	}
 	events := eventstream.Is(res.Header)
 	if events {
-		// A stopping gateway ends it at an event's end (Run).
-		res.Body = g.streams.Wrap(res.Body)
+		// A stopping gateway ends it at an event's end (Run), as does its
+		// tunnel's move to another replica (move.go).
+		set := g.streams
+		if t, ok := conn.(*tracked); ok && t.streams != nil {
+			set = t.streams
+		}
+		res.Body = set.Wrap(res.Body)
 	}
 	w.WriteHeader(res.StatusCode)
 	if err := copyAnswer(w, res, events); err != nil {

@@ -67,6 +67,9 @@ type Config struct {
 	// ShutdownTimeout when set.
 	beforeServerStops func()
 	shutdownTimeout   time.Duration
+	// serving, when set, is given the gateway once it is built, so a test
+	// can wait for what it holds.
+	serving func(*Gateway)
 }
 
 // ShutdownTimeout bounds how long Run's stop waits for the streams, the
@@ -77,8 +80,9 @@ const ShutdownTimeout = 10 * time.Second
 const maxClusterInterval = 5 * time.Second
 
 // Run serves the gateway until ctx ends, then stops it in the order that
-// loses the least (stop.go): the other replicas hear this one is leaving
-// (so they stop forwarding here), the event streams it relays end at an
+// loses the least (stop.go): /readyz fails and new tunnels are refused;
+// in a cluster the connectors move to the other replicas (move.go) and
+// then the others hear this one is leaving; the event streams it relays end at an
 // event's end (so their clients resume elsewhere), the connectors are
 // told "gateway shutting down" (so they log why and reconnect) and each
 // one's end is logged and counted, and the HTTP server drains. Its last
@@ -161,6 +165,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Ti
 		}
 	}
 	g := New(opts)
+	if cfg.serving != nil {
+		cfg.serving(g)
+	}
 	srv := g.HTTPServer()
 	if cl != nil {
 		// The other replicas forward over HTTP/2 without TLS.
@@ -185,11 +192,18 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Ti
 	}
 	*stopping = time.Now()
 	logger.Info("gateway shutting down")
-	if cl != nil {
-		cl.Close() // the others first hear this replica is leaving
-	}
+	// From here /readyz fails and new tunnels are refused (move.go).
+	g.stopping.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cfg.shutdownTimeout, ShutdownTimeout))
 	defer cancel()
+	if cl != nil {
+		// The connectors move to the other replicas while this one still
+		// serves and still hears the cluster (their new replicas'
+		// announcements retire the tunnels here); then the others hear
+		// this replica is leaving.
+		g.moveConnectors(sctx)
+		cl.Close()
+	}
 	g.streams.End(sctx)
 	g.closeTunnels(sctx)
 	if cfg.beforeServerStops != nil {

@@ -186,10 +186,12 @@ func TestAStopThatCannotWaitSaysForWhat(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
+	built := make(chan *Gateway, 1)
 	go func() {
 		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0), BodyTimeout: -1}, Listener: ln,
-			shutdownTimeout: 100 * time.Millisecond})
+			shutdownTimeout: 100 * time.Millisecond, serving: func(g *Gateway) { built <- g }})
 	}()
+	g := <-built
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +200,7 @@ func TestAStopThatCannotWaitSaysForWhat(t *testing.T) {
 	if _, err := io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tok"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitUntil(t, "Run to serve the login", func() bool { return strings.Contains(logs.String(), "gateway listening") })
+	testkit.WaitUntil(t, "the login to be in flight", func() bool { return len(g.inFlight.stuck()) == 1 })
 	cancel()
 	var stopErr *StopError
 	if err := <-ran; !errors.As(err, &stopErr) || !errors.Is(err, context.DeadlineExceeded) ||

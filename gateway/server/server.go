@@ -200,6 +200,9 @@ type Gateway struct {
 	// (credentials.go).
 	registrationHolds registrationHolds
 	shuttingDown      atomic.Bool
+	// stopping is set when a stop begins, before the connectors move
+	// (move.go): /readyz fails and new tunnels are refused from then on.
+	stopping atomic.Bool
 	// started is when New ran, for RestartGrace; now is the clock (a
 	// test's own).
 	started time.Time
@@ -497,6 +500,9 @@ func (g *Gateway) connect(c echo.Context) error {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
 		return echo.NewHTTPError(http.StatusTooManyRequests, "too many connection attempts from this address; retry later")
 	}
+	if err := g.refuseWhileStopping(c); err != nil {
+		return err
+	}
 	name := r.URL.Query().Get("name")
 	if name == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "name required")
@@ -550,11 +556,15 @@ func (g *Gateway) connect(c echo.Context) error {
 		info.Protocol = metrics.ProtocolLegacy
 	}
 	t := newTracked(conn, info.Protocol, g.opts.MaxConcurrent)
+	if client != nil {
+		t.streams = g.streams.Sub() // ended when it moves (move.go)
+	}
 	replaced, err := g.presence.Attach(name, t, info)
 	if err != nil {
 		// Another instance, or a token-bound connector, took the name
 		// since admit.
 		reason := g.refusedLate(c, name, p, info, err)
+		t.forgetStreams()
 		go func() { _ = conn.Close(reason) }() // dropped either way
 		return nil
 	}
@@ -565,6 +575,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	go func() {
 		defer g.tunnels.done()
 		<-t.Done()
+		t.forgetStreams()
 		if client != nil {
 			if err := client.Err(); err != nil {
 				g.opts.Logger.Warn("connector dropped", "connector", name, "reason", err.Error())
@@ -587,30 +598,34 @@ func (g *Gateway) forward(c echo.Context) error {
 		return err
 	}
 	// Its bytes are counted where it entered the cluster (instrument).
-	counted := true
-	if g.opts.Cluster != nil {
-		counted = c.Request().Header.Get(cluster.HopHeader) == ""
-		if handled, err := g.forwardInCluster(c, name); handled {
-			return err
+	hopped := g.opts.Cluster != nil && c.Request().Header.Get(cluster.HopHeader) != ""
+	counted := !hopped
+	// A tunnel retired while this request looked (its connector moved to
+	// another replica, move.go) is looked past once: the connector is
+	// where the cluster now says. A request forwarded here already is
+	// never forwarded again, so it is told to retry.
+	var conn presence.Conn
+	for attempt := 0; conn == nil; attempt++ {
+		if g.opts.Cluster != nil && (attempt == 0 || !hopped) {
+			if handled, err := g.forwardInCluster(c, name); handled {
+				return err
+			}
 		}
-	}
-	conn, online, known := g.presence.Get(name)
-	if !online { // an original client registered with a URL (legacyurl.go)
-		uc, err := g.urlConn(c.Request().Context(), name, known)
+		found, err := g.localConn(c, name)
 		if err != nil {
 			return err
 		}
-		if uc != nil {
-			conn, online, known = uc, true, true
+		if t, ok := found.(*tracked); ok && !t.enter() {
+			if attempt > 0 || hopped {
+				c.Response().Header().Set("Retry-After", "1")
+				return echo.NewHTTPError(http.StatusServiceUnavailable, "connector "+name+" is moving to another gateway replica; retry")
+			}
+			continue
 		}
-	}
-	switch {
-	case !known:
-		return g.unknownConnector(c, name)
-	case !online:
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
+		conn = found
 	}
 	if t, ok := conn.(*tracked); ok {
+		defer t.leave()
 		if !t.acquire() {
 			c.Response().Header().Set("Retry-After", "1")
 			return echo.NewHTTPError(http.StatusServiceUnavailable, "connector busy: "+name+" has too many requests in flight")
@@ -660,6 +675,39 @@ func (w interim) WriteHeader(code int) {
 		return
 	}
 	w.Response.WriteHeader(code)
+}
+
+// offlineRetryAfter is the Retry-After of a 503 for a connector that is
+// offline: it may be on its way back (a restart, a network blip).
+const offlineRetryAfter = "5"
+
+// localConn is this replica's connection for name, or an original
+// client's registered URL; else the answer for a connector that is
+// offline or unknown.
+func (g *Gateway) localConn(c echo.Context, name string) (presence.Conn, error) {
+	conn, online, known := g.presence.Get(name)
+	if !online { // an original client registered with a URL (legacyurl.go)
+		uc, err := g.urlConn(c.Request().Context(), name, known)
+		if err != nil {
+			return nil, err
+		}
+		if uc != nil {
+			return uc, nil
+		}
+	}
+	switch {
+	case !known:
+		return nil, g.unknownConnector(c, name)
+	case !online:
+		return nil, g.connectorOffline(c, name)
+	}
+	return conn, nil
+}
+
+// connectorOffline is the 503 for a connector that is offline.
+func (g *Gateway) connectorOffline(c echo.Context, name string) error {
+	c.Response().Header().Set("Retry-After", offlineRetryAfter)
+	return echo.NewHTTPError(http.StatusServiceUnavailable, "connector offline: "+name)
 }
 
 // unknownConnector answers a request for a connector nobody has seen:

@@ -12,7 +12,10 @@ import (
 )
 
 // What a stop waits for, and what it says when it cannot wait any longer.
-// Run stops in this order: the other replicas hear this one is leaving;
+// Run stops in this order: /readyz fails and /ws/connect refuses, so
+// balancers and connectors go elsewhere; in a cluster each connector is
+// asked to move to another replica and its old tunnel is retired once it
+// has (move.go), then the other replicas hear this one is leaving;
 // the event streams it relays end at their next event's end
 // (eventstream), so their clients resume elsewhere with the last id they
 // got; the connectors are told "gateway shutting down" and each one's end

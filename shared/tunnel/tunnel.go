@@ -87,6 +87,15 @@ const (
 	TakeoverHeader = "X-Uncaged-Takeover"
 )
 
+// MovePath is the request (POST, no body) a gateway replica that is
+// about to stop sends each connector over its tunnel: dial the gateway
+// again — its balancer picks a replica that is not stopping — and answer
+// 200 once the new tunnel is up, or 503 saying why it could not be made.
+// The old tunnel keeps serving what is in flight on it until the gateway
+// closes it, so a move loses no request. The connector's API never serves
+// this path: it is the tunnel's, answered by the link.
+const MovePath = "/.uncaged/tunnel/move"
+
 // TakeoverMark ends the close reason the gateway gives a connection that
 // another instance took over with --takeover. A connector closed with it
 // stops reconnecting: the name now belongs to another machine.
@@ -112,6 +121,15 @@ func (e *RejectedError) Error() string {
 type ClosedError struct{ Reason string }
 
 func (e *ClosedError) Error() string { return "closed by the gateway: " + e.Reason }
+
+// MovedMark starts the close reason of a tunnel whose connector was asked
+// to move to another replica (MovePath): a connector whose move did not
+// finish before the close dials again at once, without backing off.
+const MovedMark = "moved"
+
+// Moved says whether the gateway closed the tunnel because the connector
+// moved, or was asked to, to another replica (MovedMark).
+func (e *ClosedError) Moved() bool { return strings.HasPrefix(e.Reason, MovedMark) }
 
 // TakenOver says whether another instance took the connector's name with
 // --takeover (TakeoverMark), so reconnecting would be pointless.

@@ -40,6 +40,8 @@ func Is(h http.Header) bool {
 type Set struct {
 	ending  chan struct{} // closed by End
 	endOnce sync.Once
+	// parent, for a set made by Sub, counts this set's streams too.
+	parent *Set
 
 	mu   sync.Mutex
 	open int
@@ -53,15 +55,35 @@ func NewSet() *Set {
 	return &Set{ending: make(chan struct{}), closed: make(chan struct{})}
 }
 
+// Sub returns a set within s: the streams of one connector's tunnel, which
+// end on their own when that tunnel moves to another replica, and with
+// every other stream when s ends. Its streams are counted in s as well.
+// End the sub-set once its streams are no longer wanted (when the tunnel
+// has gone): until then it keeps a goroutine waiting for s to end.
+func (s *Set) Sub() *Set {
+	sub := NewSet()
+	sub.parent = s
+	go func() {
+		select {
+		case <-s.ending:
+			sub.endOnce.Do(func() { close(sub.ending) })
+		case <-sub.ending:
+		}
+	}()
+	return sub
+}
+
 // Wrap returns the upstream body rc of an event stream as the relay is
 // to read and close it: until End, what rc sends; after End, what rc
 // sends up to the end of the next event, then io.EOF (at once when what
 // was read so far ends at an event's end). Closing the wrapper closes
 // rc.
 func (s *Set) Wrap(rc io.ReadCloser) io.ReadCloser {
-	s.mu.Lock()
-	s.open++
-	s.mu.Unlock()
+	for set := s; set != nil; set = set.parent {
+		set.mu.Lock()
+		set.open++
+		set.mu.Unlock()
+	}
 	b := &body{set: s, rc: rc, atEnd: true,
 		chunks: make(chan chunk), taken: make(chan struct{}, 1), gone: make(chan struct{})}
 	go b.pump()
@@ -96,11 +118,13 @@ func (s *Set) Open() int {
 }
 
 func (s *Set) closeOne() {
-	s.mu.Lock()
-	s.open--
-	close(s.closed)
-	s.closed = make(chan struct{})
-	s.mu.Unlock()
+	for set := s; set != nil; set = set.parent {
+		set.mu.Lock()
+		set.open--
+		close(set.closed)
+		set.closed = make(chan struct{})
+		set.mu.Unlock()
+	}
 }
 
 // chunk is what one read of the upstream body returned.

@@ -213,3 +213,43 @@ func TestEndCountsAStreamStuckInAnEvent(t *testing.T) {
 		t.Fatalf("%d open after every stream closed", s.Open())
 	}
 }
+
+// A sub-set's end ends its own streams only, and its parent counts them;
+// the parent's end ends the sub-set's streams with its own.
+func TestASubSetEndsItsOwnStreamsAndItsParentsEndEndsThem(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	whole := []byte("id: 1\ndata: a\n\n")
+	parent := NewSet()
+	moving, staying := parent.Sub(), parent.Sub()
+	a, b, c := relay(moving), relay(staying), relay(parent)
+	for _, x := range []*relayed{a, b, c} {
+		x.write(r, whole)
+		testkit.WaitUntil(t, "the client to have the first event", func() bool { return x.received() == len(whole) })
+	}
+	if parent.Open() != 3 || moving.Open() != 1 || staying.Open() != 1 {
+		t.Fatalf("open: parent %d, subs %d and %d; want 3, 1, 1", parent.Open(), moving.Open(), staying.Open())
+	}
+	if open := moving.End(context.Background()); open != 0 {
+		t.Fatalf("the sub-set's End left %d open", open)
+	}
+	<-a.copied
+	if a.err != io.EOF || parent.Open() != 2 || staying.Open() != 1 {
+		t.Fatalf("after the sub-set's end: its stream %v, parent %d open, other sub-set %d; want EOF, 2, 1", a.err, parent.Open(), staying.Open())
+	}
+	if open := parent.End(context.Background()); open != 0 {
+		t.Fatalf("the parent's End left %d open", open)
+	}
+	for _, x := range []*relayed{b, c} {
+		<-x.copied
+		if x.err != io.EOF || !bytes.Equal(x.got, whole) {
+			t.Fatalf("after the parent's end a stream got %q and %v", x.got, x.err)
+		}
+	}
+	if staying.Open() != 0 {
+		t.Fatalf("the other sub-set still counts %d open", staying.Open())
+	}
+	for _, x := range []*relayed{a, b, c} {
+		_ = x.up.Close() // a pipe's close does not fail
+	}
+}
