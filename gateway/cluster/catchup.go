@@ -28,6 +28,9 @@ type catchUp struct {
 	heard bool
 	// once says the replica has caught up at least once.
 	once bool
+	// deafSince is when the NATS connection broke, zero while it is up:
+	// the others' silence since then is not theirs (Cluster.alive).
+	deafSince time.Time
 	// wake is closed, and replaced, whenever the table changes.
 	wake chan struct{}
 }
@@ -37,6 +40,26 @@ type catchUp struct {
 func (c *Cluster) began() {
 	c.mu.Lock()
 	c.catch.since, c.catch.heard = c.now(), false
+	if !c.catch.deafSince.IsZero() {
+		// What the others said before the break still holds until their
+		// snapshots come again: as if they had spoken when it ended.
+		gap := c.catch.since.Sub(c.catch.deafSince)
+		for _, p := range c.peers {
+			if p.lastSeen.Before(c.catch.deafSince) {
+				p.lastSeen = p.lastSeen.Add(gap)
+			}
+		}
+		c.catch.deafSince = time.Time{}
+	}
+	c.mu.Unlock()
+}
+
+// wentDeaf marks the NATS connection broken.
+func (c *Cluster) wentDeaf() {
+	c.mu.Lock()
+	if c.catch.deafSince.IsZero() {
+		c.catch.deafSince = c.now()
+	}
 	c.mu.Unlock()
 }
 

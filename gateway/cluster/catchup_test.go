@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -66,5 +67,44 @@ func TestALoneReplicaCatchesUpAfterTheWindow(t *testing.T) {
 	c.began() // a reconnection: requests wait again, readiness stays
 	if !c.CaughtUp() {
 		t.Fatal("a reconnection undid readiness")
+	}
+}
+
+// Cut off from NATS, a replica keeps what the others said last: their
+// silence is its own deafness, so a connector held elsewhere stays
+// online however long the outage lasts, and once NATS is back the
+// snapshots take over again.
+func TestACutOffReplicaKeepsTheLastKnownPresence(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	c1 := member(t, url, "r1", 20*time.Millisecond, newFakeLocal())
+	c2 := member(t, url, "r2", 20*time.Millisecond, newFakeLocal(online("laptop", 100)))
+	testkit.WaitUntil(t, "r1 to see laptop", func() bool { return routeOf(c1, "laptop").Online })
+	port := srv.Addr().(*net.TCPAddr).Port
+	srv.Shutdown()
+	testkit.WaitUntil(t, "both replicas to lose NATS", func() bool { return !c1.Connected() && !c2.Connected() })
+	testkit.WaitUntil(t, "r1 to know it is cut off", func() bool {
+		c1.mu.RLock()
+		defer c1.mu.RUnlock()
+		return !c1.catch.deafSince.IsZero()
+	})
+	// An hour of outage, in r1's eyes: laptop is still where it was.
+	c1.mu.RLock()
+	p := c1.peers["r2"]
+	believed := c1.alive(p, c1.catch.deafSince.Add(time.Hour))
+	c1.mu.RUnlock()
+	if !believed || !routeOf(c1, "laptop").Online {
+		t.Fatal("a replica cut off from NATS dropped what the others said last")
+	}
+	natstest.StartOn(t, port)
+	testkit.WaitUntil(t, "both replicas to reconnect", func() bool { return c1.Connected() && c2.Connected() })
+	testkit.WaitUntil(t, "r1 to hear r2 again", func() bool {
+		c1.mu.RLock()
+		defer c1.mu.RUnlock()
+		return c1.catch.deafSince.IsZero() && c1.catch.heard
+	})
+	if !routeOf(c1, "laptop").Online {
+		t.Fatal("laptop offline after NATS came back")
 	}
 }

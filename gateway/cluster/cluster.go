@@ -275,6 +275,7 @@ func (c *Cluster) Start(local Local) error {
 			if err == nil {
 				return // Close: this replica is leaving, and says so
 			}
+			c.wentDeaf()
 			c.o.Logger.Warn("disconnected from NATS", "err", err.Error())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -585,8 +586,14 @@ func newer(a presence.Endpoint, ra string, b presence.Endpoint, rb string) bool 
 	return ra > rb
 }
 
-// alive says whether p is to be believed now.
+// alive says whether p is to be believed now. While this replica is cut
+// off from NATS the others' silence is its own deafness, not theirs: what
+// they said last holds as it held when the connection went (catchup.go),
+// so a NATS outage does not turn every connector held elsewhere offline.
 func (c *Cluster) alive(p *peer, now time.Time) bool {
+	if deaf := c.catch.deafSince; !deaf.IsZero() && now.After(deaf) {
+		now = deaf
+	}
 	return !p.left && now.Sub(p.lastSeen) < expiryIntervals*c.o.Interval
 }
 
@@ -603,6 +610,9 @@ func (c *Cluster) sweep() {
 	}
 	for id, p := range c.peers {
 		silent := now.Sub(p.lastSeen)
+		if !c.catch.deafSince.IsZero() {
+			continue // the silence is this replica's (alive)
+		}
 		switch {
 		case silent >= forgetAfter:
 			delete(c.peers, id)

@@ -148,23 +148,41 @@ func (g *Gateway) endpoints(c echo.Context) error {
 		func(e cluster.Endpoint) string { return e.Name }, func(e presence.Endpoint) cluster.Endpoint { return cluster.Endpoint{Endpoint: e} }))
 }
 
-// ready is GET /readyz: not ready while a replica is cut off from NATS,
-// since it then neither sees nor is seen by the others, nor while its
-// store is not the database it opened or does not answer what requests
-// need (the last of the checks made every few seconds, bounds.go), since
-// then its tokens and history are not what it serves by.
+// ready is GET /readyz. The rule: a replica that can serve its own
+// tunnels is ready. So it is not ready while it stops (its connectors are
+// moving away, move.go), before it has first caught up with the other
+// replicas (it would not find their connectors), or while its store is
+// not the database it opened (bounds.go: its tokens are not what it
+// serves by). An outage of what every replica shares — NATS, the
+// database's reachability — is reported in the body, never as not ready:
+// failing them all at once would empty the balancer.
 func (g *Gateway) ready(c echo.Context) error {
 	if g.stopping.Load() {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "stopping: this replica's connectors are moving to the others"})
 	}
-	if g.opts.Cluster != nil && !g.opts.Cluster.Connected() {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "not connected to NATS"})
-	}
-	if g.opts.Cluster != nil && !g.opts.Cluster.CaughtUp() {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "catching up: waiting for the other replicas' connectors"})
+	cl := g.opts.Cluster
+	if cl != nil && !cl.CaughtUp() {
+		why := "catching up: waiting for the other replicas' connectors"
+		if !cl.Connected() {
+			why = "not connected to NATS yet"
+		}
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": why})
 	}
 	if problem := g.storeProblem(); problem != "" {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "store: " + problem})
 	}
-	return c.JSON(http.StatusOK, g.readyBody())
+	body := g.readyBody()
+	if cl != nil {
+		nats := map[string]any{"status": "connected", "peers": cl.Peers()}
+		if !cl.Connected() {
+			// Every replica shares NATS: failing readiness for it would
+			// take them all out of their balancer at once. A replica cut
+			// off from it still serves its own tunnels, and forwards by
+			// what the others said last.
+			nats["status"] = "disconnected"
+			nats["detail"] = "serving this replica's tunnels, and the others' by their last known presence"
+		}
+		body["nats"] = nats
+	}
+	return c.JSON(http.StatusOK, body)
 }

@@ -19,7 +19,14 @@ const readyTimeout = 10 * time.Second
 // Its ClientURL is what replicas connect to; Shutdown cuts them off.
 func Start(t testing.TB) *natsserver.Server {
 	t.Helper()
-	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	return StartOn(t, natsserver.RANDOM_PORT)
+}
+
+// StartOn is Start on a given port: a server that comes back where
+// another was.
+func StartOn(t testing.TB, port int) *natsserver.Server {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
