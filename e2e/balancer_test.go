@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	natsservertest "github.com/nats-io/nats-server/v2/test"
-
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -48,35 +46,13 @@ func TestClusterBehindCaddy(t *testing.T) {
 //     succeeds: no failure is remembered past the outage;
 //   - the connectors come back through the balancer to that replica.
 func clusterBehindBalancer(t *testing.T, startFront func(t *testing.T, replicas []string) string) {
-	ns := natsservertest.RunRandClientPortServer()
-	t.Cleanup(ns.Shutdown)
-	natsURL := ns.ClientURL()
-	key := clusterKey(t)
-	dash := gwCLI(t, key, "token", "create", "--dashboard")
-	var replicas []*replica
-	var addrs []string
-	for i := 1; i <= 3; i++ {
-		r := startReplica(t, key, natsURL, fmt.Sprintf("r%d", i))
-		replicas = append(replicas, r)
-		addrs = append(addrs, r.addr)
-	}
-	front := frontClient{addr: startFront(t, addrs), dash: dash,
+	tc := startCluster(t)
+	natsURL, key, dash, replicas := tc.natsURL, tc.key, tc.dash, tc.replicas
+	front := frontClient{addr: startFront(t, tc.addrs()), dash: dash,
 		client: &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}}
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
-	roots := map[string]string{}
-	var conns []*proc
-	for _, name := range names {
-		root := engineRoot(t)
-		roots[name] = root
-		// A workflow named after the connector tells who answered.
-		add(t, root, "wf-"+name, "linear.esm.js")
-		add(t, root, "slow", "slow.esm.js")
-		tok := gwCLI(t, key, "token", "create", "--connector", name)
-		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
-			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+front.addr))
-	}
-	stopTogether(t, conns...)
+	roots, _ := connectThrough(t, key, "http://"+front.addr, names)
 	holders := func() map[string]string {
 		code, body, err := front.get("/api/gateway/endpoints")
 		var eps []clusterEndpoint

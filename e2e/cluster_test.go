@@ -39,20 +39,8 @@ type replica struct {
 // every survivor again, no request hanging meanwhile.
 func TestGatewayClusterOverNATS(t *testing.T) {
 	t.Parallel()
-	// The NATS server's own test helper: a real server on a random
-	// loopback port, without logs or signal handlers.
-	ns := natsservertest.RunRandClientPortServer()
-	t.Cleanup(ns.Shutdown)
-	natsURL := ns.ClientURL()
-	key := clusterKey(t)
-	dash := gwCLI(t, key, "token", "create", "--dashboard")
-	var replicas []*replica
-	var addrs []string
-	for i := 1; i <= 3; i++ {
-		r := startReplica(t, key, natsURL, fmt.Sprintf("r%d", i))
-		replicas = append(replicas, r)
-		addrs = append(addrs, r.addr)
-	}
+	tc := startCluster(t)
+	key, dash, replicas, addrs := tc.key, tc.dash, tc.replicas, tc.addrs()
 	lb := startBalancer(t, addrs)
 	client := &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}
 	get := func(addr, path string) (int, string) {
@@ -223,6 +211,55 @@ func clusterKey(t *testing.T) string {
 // startReplica runs one gateway of the cluster whose key clusterKey made,
 // on the cluster's database, and waits for it to be ready (connected to
 // NATS).
+// testCluster is three replicas, r1 to r3, sharing a real NATS server
+// and a database of their own, with a dashboard token.
+type testCluster struct {
+	natsURL, key, dash string
+	replicas           []*replica
+}
+
+func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	// The NATS server's own test helper: a real server on a random
+	// loopback port, without logs or signal handlers.
+	ns := natsservertest.RunRandClientPortServer()
+	t.Cleanup(ns.Shutdown)
+	tc := &testCluster{natsURL: ns.ClientURL(), key: clusterKey(t)}
+	tc.dash = gwCLI(t, tc.key, "token", "create", "--dashboard")
+	for i := 1; i <= 3; i++ {
+		tc.replicas = append(tc.replicas, startReplica(t, tc.key, tc.natsURL, fmt.Sprintf("r%d", i)))
+	}
+	return tc
+}
+
+// addrs are the replicas' addresses.
+func (tc *testCluster) addrs() []string {
+	var out []string
+	for _, r := range tc.replicas {
+		out = append(out, r.addr)
+	}
+	return out
+}
+
+// connectThrough starts a connector for each name, dialing gateway, on a
+// root of its own holding "wf-<name>" (linear: who answered tells itself)
+// and "slow"; they stop together when the test ends.
+func connectThrough(t *testing.T, key, gateway string, names []string) (roots map[string]string, conns []*proc) {
+	t.Helper()
+	roots = map[string]string{}
+	for _, name := range names {
+		root := engineRoot(t)
+		roots[name] = root
+		add(t, root, "wf-"+name, "linear.esm.js")
+		add(t, root, "slow", "slow.esm.js")
+		tok := gwCLI(t, key, "token", "create", "--connector", name)
+		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
+			"uncaged-workflow", "connect", "--name", name, "--gateway", gateway))
+	}
+	stopTogether(t, conns...)
+	return roots, conns
+}
+
 func startReplica(t *testing.T, key, natsURL, id string) *replica {
 	t.Helper()
 	return startReplicaOn(t, key, natsURL, id, "127.0.0.1:0")

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	natsservertest "github.com/nats-io/nats-server/v2/test"
-
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -26,34 +24,12 @@ import (
 // Last-Event-ID through the balancer, with no event lost or repeated.
 func TestRollingRestartBehindNginxFailsNoRequest(t *testing.T) {
 	t.Parallel()
-	ns := natsservertest.RunRandClientPortServer()
-	t.Cleanup(ns.Shutdown)
-	natsURL := ns.ClientURL()
-	key := clusterKey(t)
-	dash := gwCLI(t, key, "token", "create", "--dashboard")
-	var replicas []*replica
-	var addrs []string
-	for i := 1; i <= 3; i++ {
-		r := startReplica(t, key, natsURL, fmt.Sprintf("r%d", i))
-		replicas = append(replicas, r)
-		addrs = append(addrs, r.addr)
-	}
-	front := frontClient{addr: startNginxCluster(t, addrs), dash: dash,
+	tc := startCluster(t)
+	natsURL, key, replicas := tc.natsURL, tc.key, tc.replicas
+	front := frontClient{addr: startNginxCluster(t, tc.addrs()), dash: tc.dash,
 		client: &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}}
-
 	names := []string{"alpha", "bravo", "charlie"}
-	roots := map[string]string{}
-	var conns []*proc
-	for _, name := range names {
-		root := engineRoot(t)
-		roots[name] = root
-		add(t, root, "wf-"+name, "linear.esm.js")
-		add(t, root, "slow", "slow.esm.js")
-		tok := gwCLI(t, key, "token", "create", "--connector", name)
-		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
-			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+front.addr))
-	}
-	stopTogether(t, conns...)
+	roots, conns := connectThrough(t, key, "http://"+front.addr, names)
 	testkit.WaitFor(t, "every connector reachable through nginx", func() error {
 		for _, name := range names {
 			if err := front.reachable(name); err != nil {

@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 		if err == nil {
 			fmt.Fprintf(o.Out, "connected to %s as %q\n", o.Gateway, o.Name)
 			o.OnState(StateConnected, "")
-			serveErr, began := l.session(ctx, ws)
+			began, serveErr := l.session(ctx, ws)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -236,13 +236,13 @@ func (l *link) serve(ctx context.Context, ws *websocket.Conn) *served {
 }
 
 // session serves ws, and the tunnels the gateway moves it to, until the
-// current one ends; it returns that one's error and when it began.
-func (l *link) session(ctx context.Context, ws *websocket.Conn) (error, time.Time) {
+// current one ends; it returns when that one began, and its error.
+func (l *link) session(ctx context.Context, ws *websocket.Conn) (time.Time, error) {
 	cur := l.serve(ctx, ws)
 	for {
 		select {
 		case err := <-cur.done:
-			return err, cur.began
+			return cur.began, err
 		case mv := <-l.moves:
 			nws, err := l.dialForMove(ctx)
 			if err != nil {

@@ -49,7 +49,7 @@ func TestAMoveConnectsBeforeTheOldTunnelCloses(t *testing.T) {
 					entered <- struct{}{}
 					<-release
 				}
-				io.WriteString(w, "answered")
+				_, _ = io.WriteString(w, "answered") // the test reads what arrives
 			}),
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	}()
@@ -104,7 +104,7 @@ func TestAMoveThatCannotConnectKeepsTheTunnel(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		done <- Run(ctx, Options{Gateway: gw.URL, Name: "laptop", Token: "t", Out: out,
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hi") })})
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hi") })})
 	}()
 	c := gw.next(t, out)
 	mctx, mcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
