@@ -22,11 +22,47 @@ type gatewayStatus struct {
 	URL     string `json:"url"`
 	Healthy bool   `json:"healthy"`
 	Ready   bool   `json:"ready"`
-	// NotReady is the gateway's reason when it is not ready (cluster mode:
-	// NATS unreachable).
+	// NotReady is the gateway's reason when it is not ready (stopping,
+	// catching up with the other replicas, its store replaced or damaged).
 	NotReady string `json:"notReady,omitempty"`
+	// Store and NATS are what a ready gateway says of the dependencies it
+	// shares with the other replicas: an outage of either keeps it ready.
+	Store *dependencyStatus `json:"store,omitempty"`
+	NATS  *dependencyStatus `json:"nats,omitempty"`
 	// Endpoints is nil when no dashboard token was given.
 	Endpoints []statusEndpoint `json:"endpoints"`
+}
+
+// dependencyStatus is /readyz's account of the store or of NATS.
+type dependencyStatus struct {
+	Status string `json:"status"`
+	Since  string `json:"since,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Queued counts the records waiting for the store; Peers the other
+	// replicas heard from.
+	Queued *int `json:"queued,omitempty"`
+	Peers  *int `json:"peers,omitempty"`
+}
+
+// line is the dependency's state for a person, empty when it is fine.
+func (d *dependencyStatus) line() string {
+	if d == nil || d.Status == "up" || d.Status == "connected" {
+		return ""
+	}
+	out := d.Status
+	if d.Since != "" {
+		out += " since " + d.Since
+	}
+	for _, more := range []string{d.Error, d.Detail} {
+		if more != "" {
+			out += ": " + more
+		}
+	}
+	if d.Queued != nil && *d.Queued > 0 {
+		out += fmt.Sprintf(" (%d records waiting)", *d.Queued)
+	}
+	return out
 }
 
 // statusEndpoint is the part of /api/gateway/endpoints status shows; it is
@@ -88,7 +124,15 @@ func statusCmd() *cobra.Command {
 				return fmt.Errorf("gateway at %s does not answer: %w", base, err)
 			}
 			s.Ready = code == http.StatusOK
-			if !s.Ready {
+			if s.Ready {
+				var deps struct {
+					Store *dependencyStatus `json:"store"`
+					NATS  *dependencyStatus `json:"nats"`
+				}
+				if json.Unmarshal(body, &deps) == nil {
+					s.Store, s.NATS = deps.Store, deps.NATS
+				}
+			} else {
 				var why struct{ Error string }
 				if json.Unmarshal(body, &why) == nil && why.Error != "" {
 					s.NotReady = why.Error
@@ -189,6 +233,12 @@ func printGatewayStatus(w io.Writer, s gatewayStatus, haveToken bool, now time.T
 		state = "healthy, NOT ready: " + s.NotReady
 	}
 	fmt.Fprintf(w, "gateway     %s  %s\n", s.URL, state)
+	if line := s.Store.line(); line != "" {
+		fmt.Fprintf(w, "store       %s\n", line)
+	}
+	if line := s.NATS.line(); line != "" {
+		fmt.Fprintf(w, "nats        %s\n", line)
+	}
 	if !haveToken {
 		fmt.Fprintln(w, "connectors  (set UNCAGED_DASHBOARD_TOKEN to a dashboard token to list them)")
 		return nil

@@ -15,6 +15,11 @@ import (
 
 // fakeGateway answers the three routes status reads.
 func fakeGateway(t *testing.T, ready bool, endpoints string) *httptest.Server {
+	return fakeGatewayReady(t, ready, `{"ok":true}`, endpoints)
+}
+
+// fakeGatewayReady is fakeGateway whose ready /readyz answers readyBody.
+func fakeGatewayReady(t *testing.T, ready bool, readyBody, endpoints string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		write := func(body string) {
 			if _, err := io.WriteString(w, body); err != nil {
@@ -30,7 +35,7 @@ func fakeGateway(t *testing.T, ready bool, endpoints string) *httptest.Server {
 				write(`{"ok":false,"error":"not connected to NATS"}`)
 				return
 			}
-			write(`{"ok":true}`)
+			write(readyBody)
 		case "/api/gateway/endpoints":
 			if r.Header.Get("Authorization") != "Bearer dash" {
 				w.WriteHeader(http.StatusUnauthorized)
@@ -156,3 +161,28 @@ func TestDefaultStatusURL(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A ready gateway's account of an outage of what it shares with the
+// other replicas is shown, in the table and in --json; a healthy one
+// adds no line.
+func TestStatusShowsSharedOutages(t *testing.T) {
+	t.Parallel()
+	srv := fakeGatewayReady(t, true, `{"ok":true,"store":{"status":"down","since":"2026-12-05T10:00:00Z","error":"dial tcp: connection refused","queued":12},"nats":{"status":"disconnected","peers":2,"detail":"serving this replica's tunnels"}}`, `[]`)
+	out, err := runStatus(t, "--url", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"healthy, ready", "store       down since 2026-12-05T10:00:00Z: dial tcp: connection refused (12 records waiting)", "nats        disconnected: serving this replica's tunnels"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runStatus(t, "--url", srv.URL, "--json")
+	if err != nil || !strings.Contains(out, `"queued": 12`) || !strings.Contains(out, `"status": "disconnected"`) {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	fine := fakeGatewayReady(t, true, `{"ok":true,"store":{"status":"up","queued":0},"nats":{"status":"connected","peers":2}}`, `[]`)
+	if out, err := runStatus(t, "--url", fine.URL); err != nil || strings.Contains(out, "store ") || strings.Contains(out, "nats ") {
+		t.Fatalf("a healthy gateway's status: %v\n%s", err, out)
+	}
+}
