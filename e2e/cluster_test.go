@@ -266,19 +266,20 @@ func startReplica(t *testing.T, key, natsURL, id string) *replica {
 }
 
 // startReplicaOn is startReplica listening on listen: a replica that comes
-// back where a load balancer's configuration says it is.
-func startReplicaOn(t *testing.T, key, natsURL, id, listen string) *replica {
+// back where a load balancer's configuration says it is; args are more
+// flags of serve.
+func startReplicaOn(t *testing.T, key, natsURL, id, listen string, args ...string) *replica {
 	t.Helper()
 	r := &replica{id: id}
 	db, ok := storeOf(key)
 	if !ok {
 		t.Fatal("startReplica: no database for this key (clusterKey)")
 	}
-	r.p = startProc(t, append([]string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, db...), "uncaged-gateway", "serve",
-		"--listen", listen, "--replica-id", id, "--heartbeat", "1s",
+	serve := append([]string{"serve", "--listen", listen, "--replica-id", id, "--heartbeat", "1s",
 		"--request-timeout", clusterRequestTimeout.String(),
 		// Behind the balancer every connector comes from one address.
-		"--connect-rate", "-1")
+		"--connect-rate", "-1"}, args...)
+	r.p = startProc(t, append([]string{"UNCAGED_GATEWAY_KEY=" + key, "UNCAGED_GATEWAY_NATS=" + natsURL}, db...), "uncaged-gateway", serve...)
 	r.addr = r.p.listening(t)
 	waitOK(t, "replica "+id+" to be ready", "http://"+r.addr+"/readyz")
 	return r

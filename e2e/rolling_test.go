@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	natsservertest "github.com/nats-io/nats-server/v2/test"
 
 	"github.com/uncaged/workflow/shared/testkit"
 )
@@ -205,4 +208,81 @@ func (f *liveFollower) result() (ids []string, resumed int, broken string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.ids...), f.resumed, f.broken
+}
+
+// Connectors that piled up on one replica — the others were down when
+// they connected — spread out once the others are up: the replica over
+// its share asks the excess to move, a few at a time, and refuses their
+// new tunnels so the balancer sends them elsewhere. No connector is away
+// meanwhile, and no request through the balancer fails.
+func TestConnectorsPiledOnOneReplicaSpreadOut(t *testing.T) {
+	t.Parallel()
+	ns := natsservertest.RunRandClientPortServer()
+	t.Cleanup(ns.Shutdown)
+	key := clusterKey(t)
+	dash := gwCLI(t, key, "token", "create", "--dashboard")
+	addrs := []string{freePort(t), freePort(t), freePort(t)}
+	fast := []string{"--rebalance-every", "1s"}
+	first := startReplicaOn(t, key, ns.ClientURL(), "r1", addrs[0], fast...)
+	front := frontClient{addr: startNginxCluster(t, addrs), dash: dash,
+		client: &http.Client{Timeout: clusterRequestTimeout + 10*time.Second}}
+	names := []string{"alpha", "bravo", "charlie"}
+	_, conns := connectThrough(t, key, "http://"+front.addr, names)
+	testkit.WaitFor(t, "every connector reachable through nginx", func() error {
+		for _, name := range names {
+			if err := front.reachable(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	held := func() map[string]string {
+		code, body, err := front.get("/api/gateway/endpoints")
+		var eps []clusterEndpoint
+		if err != nil || code != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+			return nil
+		}
+		out := map[string]string{}
+		for _, e := range eps {
+			if e.Status == "online" {
+				out[e.Name] = e.Replica
+			}
+		}
+		return out
+	}
+	if h := held(); h["alpha"] != first.id || h["bravo"] != first.id || h["charlie"] != first.id {
+		t.Fatalf("with one replica up, the connectors are held by %v", h)
+	}
+	var paths []string
+	for _, name := range names {
+		paths = append(paths, "/api/clients/"+name+"/workflows")
+	}
+	load := front.hammer(paths)
+	startReplicaOn(t, key, ns.ClientURL(), "r2", addrs[1], fast...)
+	startReplicaOn(t, key, ns.ClientURL(), "r3", addrs[2], fast...)
+	testkit.WaitFor(t, "one connector on each replica", func() error {
+		h := held()
+		per := map[string]int{}
+		for _, name := range names {
+			per[h[name]]++
+		}
+		if per["r1"] != 1 || per["r2"] != 1 || per["r3"] != 1 {
+			return fmt.Errorf("held: %v", h)
+		}
+		return nil
+	})
+	before := load.sent()
+	testkit.WaitUntil(t, "requests through nginx after the spread", func() bool { return load.sent() >= before+len(paths) })
+	sent, failures := load.stop()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests through nginx failed while the connectors spread; the first: %s", len(failures), sent, strings.Join(failures[:min(5, len(failures))], "; "))
+	}
+	for i, c := range conns {
+		if out := c.logs.String(); strings.Contains(out, "disconnected from gateway") {
+			t.Errorf("connector %s was away while the connectors spread:\n%s", names[i], out)
+		}
+	}
+	if !strings.Contains(first.p.logs.String(), "rebalancing: asking connectors to move") {
+		t.Error("r1 did not log its rebalance")
+	}
 }

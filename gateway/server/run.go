@@ -180,9 +180,15 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Ti
 		}
 		defer cl.Close()
 		logger.Info("cluster mode", "replica", cl.ReplicaID(), "nats", redactURL(cfg.NATS))
+		if every := cmp.Or(cfg.Options.RebalanceEvery, DefaultRebalanceEvery); every > 0 {
+			rctx, stopRebalancing := context.WithCancel(ctx)
+			defer stopRebalancing()
+			go g.rebalanceLoop(rctx, every)
+		}
 	}
 	errc := make(chan error, 1)
-	bounded := g.Listener(ln)
+	drained := newDrainingListener(ln)
+	bounded := g.Listener(drained)
 	go func() { errc <- srv.Serve(bounded) }()
 	logger.Info("gateway listening", "address", ln.Addr().String(), "version", version.Version, "trusted_proxies", cfg.TrustedProxiesGiven)
 	select {
@@ -208,6 +214,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Ti
 	g.closeTunnels(sctx)
 	if cfg.beforeServerStops != nil {
 		cfg.beforeServerStops()
+	}
+	// Stop accepting without resetting what the kernel queued (drainlisten.go).
+	drained.Drain()
+	select {
+	case <-drained.Closed():
+	case <-sctx.Done():
 	}
 	g.closeIdleConnections()
 	if err = srv.Shutdown(sctx); err != nil {

@@ -43,6 +43,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,6 +130,10 @@ type Options struct {
 	// no bound), for Listener: past it the connection waiting longest on
 	// its client is closed to make room (connlimit.go).
 	MaxConns int
+	// RebalanceEvery is how often a replica of a cluster asks connectors
+	// beyond its share to move to the others (0: DefaultRebalanceEvery;
+	// negative: never; rebalance.go).
+	RebalanceEvery time.Duration
 	// WSReadLimit bounds one WebSocket message from a connector, tunnel or
 	// legacy (0: 4 MiB); a larger one closes that connection.
 	WSReadLimit int64
@@ -203,6 +208,9 @@ type Gateway struct {
 	// stopping is set when a stop begins, before the connectors move
 	// (move.go): /readyz fails and new tunnels are refused from then on.
 	stopping atomic.Bool
+	// movingOut are the connectors a rebalance asked to move: their new
+	// tunnels are refused here (rebalance.go).
+	movingOut sync.Map
 	// started is when New ran, for RestartGrace; now is the clock (a
 	// test's own).
 	started time.Time
@@ -517,6 +525,11 @@ func (g *Gateway) connect(c echo.Context) error {
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return echo.NewHTTPError(http.StatusUpgradeRequired, "expected WebSocket upgrade")
+	}
+	if _, leaving := g.movingOut.Load(name); leaving {
+		// Asked to move by a rebalance: its balancer tries another replica.
+		c.Response().Header().Set("Retry-After", drainingRetryAfter)
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "connector "+name+" is moving to another gateway replica: connect to another")
 	}
 	instance, takeover, err := instanceOf(r)
 	if err != nil {

@@ -120,6 +120,7 @@ func serveCmd() *cobra.Command {
 	var maxConcurrent, connectBurst, maxConnsPerIP, maxConns, maxThreadsPerMachine int
 	var maxBytesPerMachine, spoolMemory, spoolDisk int64
 	var spoolDir string
+	var rebalanceEvery time.Duration
 	var connectRate float64
 	var trustedProxy, allowOrigin, legacyURLAllow []string
 	cmd := &cobra.Command{
@@ -167,6 +168,9 @@ func serveCmd() *cobra.Command {
 			if spoolMemory <= 0 || spoolDisk <= 0 {
 				return fmt.Errorf("--spool-memory and --spool-disk must be positive (got %d and %d)", spoolMemory, spoolDisk)
 			}
+			if rebalanceEvery <= 0 {
+				rebalanceEvery = -1 // the flag's 0 is never; the option's is the default
+			}
 			if spoolDir == "" {
 				spoolDir = defaultSpoolDir(storeConfig)
 			}
@@ -196,6 +200,7 @@ func serveCmd() *cobra.Command {
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
 					SpoolDir: spoolDir, SpoolMemory: spoolMemory, SpoolDisk: spoolDisk,
+					RebalanceEvery: rebalanceEvery,
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
@@ -239,6 +244,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
 	cmd.Flags().StringVar(&spoolDir, "spool-dir", "", "directory where what the gateway writes to its store (audit entries, the fleet's threads, last-seen times) waits while the store does not answer, past --spool-memory; a gateway started on it writes what it finds there first. Keep it on a volume that outlives the container; replicas sharing one take a file each")
 	envflag.DocDefault(cmd.Flags(), "spool-dir", "`spool` in --data-dir when one is given, else `uncaged-gateway-spool` in the temporary directory")
+	cmd.Flags().DurationVar(&rebalanceEvery, "rebalance-every", server.DefaultRebalanceEvery, "cluster mode: how often a replica holding more than its share of the connectors asks a few to move to the others; 0 never")
 	cmd.Flags().Int64Var(&spoolMemory, "spool-memory", server.DefaultSpoolMemory, "bytes of records waiting for the store kept in memory; past it the oldest spill to --spool-dir")
 	cmd.Flags().Int64Var(&spoolDisk, "spool-disk", server.DefaultSpoolDisk, "bytes the spill file in --spool-dir may take; past it and memory, records are dropped and counted")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS URL: run as one replica of a cluster")
@@ -247,7 +253,7 @@ func serveCmd() *cobra.Command {
 	// Every serve flag but the tuning ones reads UNCAGED_GATEWAY_<FLAG>
 	// when not given; the shared secret also its original name.
 	for _, name := range []string{"listen", "body-timeout", "idle-timeout", "max-conns-per-ip", "max-conns", "max-threads-per-machine", "max-bytes-per-machine", "trusted-proxy", "allow-origin", "legacy-url-allow",
-		"nats", "cluster-advertise", "replica-id", "history-retention", "spool-dir", "spool-memory", "spool-disk",
+		"nats", "cluster-advertise", "replica-id", "history-retention", "spool-dir", "spool-memory", "spool-disk", "rebalance-every",
 		"shared-secret-file", "metrics-token", "metrics-token-file"} {
 		envflag.Bind(cmd.Flags(), name, envName(name))
 	}
