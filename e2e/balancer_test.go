@@ -53,20 +53,7 @@ func clusterBehindBalancer(t *testing.T, startFront func(t *testing.T, replicas 
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
 	roots, _ := connectThrough(t, key, "http://"+front.addr, names)
-	holders := func() map[string]string {
-		code, body, err := front.get("/api/gateway/endpoints")
-		var eps []clusterEndpoint
-		if err != nil || code != 200 || json.Unmarshal([]byte(body), &eps) != nil {
-			return nil
-		}
-		out := map[string]string{}
-		for _, e := range eps {
-			if e.Status == "online" {
-				out[e.Name] = e.Replica
-			}
-		}
-		return out
-	}
+	holders := front.holders
 	// allOnline waits until every connector is online and reachable
 	// through the balancer, held by a replica that live accepts.
 	allOnline := func(what string, live func(replicaID string) bool) map[string]string {
@@ -172,6 +159,37 @@ func (f frontClient) send(method, path, body string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// holders maps each connector online to the replica holding it, by the
+// endpoints list through the balancer; nil when that list cannot be had.
+func (f frontClient) holders() map[string]string {
+	code, body, err := f.get("/api/gateway/endpoints")
+	var eps []clusterEndpoint
+	if err != nil || code != 200 || json.Unmarshal([]byte(body), &eps) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, e := range eps {
+		if e.Status == "online" {
+			out[e.Name] = e.Replica
+		}
+	}
+	return out
+}
+
+// waitReachable waits until every connector named is reachable through
+// the balancer.
+func (f frontClient) waitReachable(t *testing.T, names []string) {
+	t.Helper()
+	testkit.WaitFor(t, "every connector reachable through the balancer", func() error {
+		for _, name := range names {
+			if err := f.reachable(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // reachable says why name's workflows cannot be listed through the

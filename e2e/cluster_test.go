@@ -70,19 +70,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 	}
 
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
-	roots := map[string]string{}
-	var conns []*proc
-	for _, name := range names {
-		root := engineRoot(t)
-		roots[name] = root
-		// A workflow named after the connector tells who answered.
-		add(t, root, "wf-"+name, "linear.esm.js")
-		add(t, root, "slow", "slow.esm.js")
-		tok := gwCLI(t, key, "token", "create", "--connector", name)
-		conns = append(conns, startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + tok},
-			"uncaged-workflow", "connect", "--name", name, "--gateway", "http://"+lb))
-	}
-	stopTogether(t, conns...)
+	roots, _ := connectThrough(t, key, "http://"+lb, names)
 	allOnline := func(live []*replica, avoid string) func() bool {
 		return func() bool {
 			for _, r := range live {

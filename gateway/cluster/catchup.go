@@ -8,8 +8,9 @@ import (
 // Catching up. A replica that has just (re)connected to NATS knows none of
 // the others' connectors until their snapshots, which its hello asks for,
 // arrive: a few milliseconds, in which a request for a connector held
-// elsewhere would find it unknown and fail. So until the first complete
-// snapshot of another replica has arrived, or CatchUpWindow has passed
+// elsewhere would find it unknown and fail. Each snapshot names the
+// replicas its sender hears, so until a snapshot of each replica named
+// has arrived, or CatchUpWindow has passed
 // since the connection (there may be no other replica), the replica is
 // catching up: it is not ready (the gateway's /readyz), and a request for
 // a connector it does not know online waits for the snapshots
@@ -24,13 +25,18 @@ const CatchUpWindow = 2 * time.Second
 type catchUp struct {
 	// since is when the NATS connection was last (re)made; zero before.
 	since time.Time
-	// heard says a complete snapshot of another replica arrived since.
-	heard bool
+	// heard says the snapshots of every replica known to be alive have
+	// arrived since: each snapshot names the replicas its sender hears
+	// (expect), and heard is set once each of those has sent one (got).
+	heard       bool
+	expect, got map[string]bool
 	// once says the replica has caught up at least once.
 	once bool
-	// deafSince is when the NATS connection broke, zero while it is up:
-	// the others' silence since then is not theirs (Cluster.alive).
-	deafSince time.Time
+	// lastHeard is when a signed message, this replica's own echo
+	// included, last arrived: a silence of the others after it is this
+	// replica's deafness (a NATS outage, a partition), not theirs
+	// (Cluster.heardNow).
+	lastHeard time.Time
 	// wake is closed, and replaced, whenever the table changes.
 	wake chan struct{}
 }
@@ -40,33 +46,62 @@ type catchUp struct {
 func (c *Cluster) began() {
 	c.mu.Lock()
 	c.catch.since, c.catch.heard = c.now(), false
-	if !c.catch.deafSince.IsZero() {
-		// What the others said before the break still holds until their
-		// snapshots come again: as if they had spoken when it ended.
-		gap := c.catch.since.Sub(c.catch.deafSince)
+	c.catch.expect, c.catch.got = map[string]bool{}, map[string]bool{}
+	// What the others said before a deafness still holds until their
+	// snapshots come again: as if they had spoken when it ended.
+	if gap := c.catch.since.Sub(c.heardNow(c.catch.since)); gap > 0 {
 		for _, p := range c.peers {
-			if p.lastSeen.Before(c.catch.deafSince) {
-				p.lastSeen = p.lastSeen.Add(gap)
-			}
+			p.lastSeen = p.lastSeen.Add(gap)
 		}
-		c.catch.deafSince = time.Time{}
 	}
 	c.mu.Unlock()
 }
 
-// wentDeaf marks the NATS connection broken.
-func (c *Cluster) wentDeaf() {
-	c.mu.Lock()
-	if c.catch.deafSince.IsZero() {
-		c.catch.deafSince = c.now()
+// heard notes a signed message's arrival; c.mu is held.
+func (c *Cluster) heard(at time.Time) {
+	if at.After(c.catch.lastHeard) {
+		c.catch.lastHeard = at
 	}
-	c.mu.Unlock()
 }
 
-// tableChanged wakes the waiters of AwaitOnline; c.mu is held.
-func (c *Cluster) tableChanged(completeSnapshot bool) {
-	if completeSnapshot {
-		c.catch.heard = true
+// heardNow is now as far as the others' silence goes: no later than an
+// interval after this replica last heard anything. It publishes its own
+// snapshot every interval and hears it back, so while it hears at all
+// that is now; once it hears nothing (NATS down, or a partition that
+// NATS's own pings take minutes to notice) the others' clocks stop with
+// its hearing. c.mu is held.
+func (c *Cluster) heardNow(now time.Time) time.Time {
+	if c.catch.lastHeard.IsZero() {
+		return now
+	}
+	if until := c.catch.lastHeard.Add(c.o.Interval); now.After(until) {
+		return until
+	}
+	return now
+}
+
+// tableChanged notes what m taught of the others, and wakes the waiters
+// of AwaitOnline; c.mu is held.
+func (c *Cluster) tableChanged(m message) {
+	if c.catch.expect != nil {
+		switch {
+		case m.Kind == kindSnapshot && !m.More:
+			c.catch.got[m.Replica] = true
+			for _, id := range m.Peers {
+				if id != c.o.ReplicaID {
+					c.catch.expect[id] = true
+				}
+			}
+		case m.Kind == kindLeave:
+			delete(c.catch.expect, m.Replica)
+		}
+		if len(c.catch.got) > 0 {
+			all := true
+			for id := range c.catch.expect {
+				all = all && c.catch.got[id]
+			}
+			c.catch.heard = all
+		}
 	}
 	close(c.catch.wake)
 	c.catch.wake = make(chan struct{})

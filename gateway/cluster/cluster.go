@@ -275,7 +275,6 @@ func (c *Cluster) Start(local Local) error {
 			if err == nil {
 				return // Close: this replica is leaving, and says so
 			}
-			c.wentDeaf()
 			c.o.Logger.Warn("disconnected from NATS", "err", err.Error())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -417,9 +416,14 @@ func (c *Cluster) publishSnapshot() {
 	if c.left {
 		return // a call for snapshots arriving while this replica leaves
 	}
+	peers := c.alivePeers()
 	for part := 0; part == 0 || len(eps) > 0; part++ {
 		n := min(len(eps), maxPerMessage)
-		c.publish(message{Kind: kindSnapshot, Part: part, More: len(eps) > n, Endpoints: eps[:n]})
+		m := message{Kind: kindSnapshot, Part: part, More: len(eps) > n, Endpoints: eps[:n]}
+		if !m.More {
+			m.Peers = peers // so a replica catching up knows whom to wait for
+		}
+		c.publish(m)
 		eps = eps[n:]
 	}
 }
@@ -459,6 +463,12 @@ func (c *Cluster) answerSnapshot(msg *nats.Msg) {
 func (c *Cluster) accept(msg *nats.Msg, what string, carries func(kind string) bool) (message, bool) {
 	mac := msg.Header.Get(macHeader)
 	m, err := decode(c.key, msg.Data, mac, c.now())
+	if err == nil {
+		// Signed and fresh, this replica's own echo too: it is hearing.
+		c.mu.Lock()
+		c.heard(c.now())
+		c.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 		c.o.UntrustedLogger.Warn(what+" ignored", "err", err.Error())
@@ -545,7 +555,7 @@ func (c *Cluster) apply(m message) {
 			}
 		}
 	}
-	c.tableChanged(m.Kind == kindSnapshot && !m.More)
+	c.tableChanged(m)
 }
 
 // resolveConflicts closes this replica's connection for a name another
@@ -586,14 +596,12 @@ func newer(a presence.Endpoint, ra string, b presence.Endpoint, rb string) bool 
 	return ra > rb
 }
 
-// alive says whether p is to be believed now. While this replica is cut
-// off from NATS the others' silence is its own deafness, not theirs: what
-// they said last holds as it held when the connection went (catchup.go),
-// so a NATS outage does not turn every connector held elsewhere offline.
+// alive says whether p is to be believed now. While this replica hears
+// nothing the others' silence is its own deafness, not theirs: what they
+// said last holds as it held when it stopped hearing (heardNow), so a
+// NATS outage does not turn every connector held elsewhere offline.
 func (c *Cluster) alive(p *peer, now time.Time) bool {
-	if deaf := c.catch.deafSince; !deaf.IsZero() && now.After(deaf) {
-		now = deaf
-	}
+	now = c.heardNow(now)
 	return !p.left && now.Sub(p.lastSeen) < expiryIntervals*c.o.Interval
 }
 
@@ -609,10 +617,7 @@ func (c *Cluster) sweep() {
 		}
 	}
 	for id, p := range c.peers {
-		silent := now.Sub(p.lastSeen)
-		if !c.catch.deafSince.IsZero() {
-			continue // the silence is this replica's (alive)
-		}
+		silent := c.heardNow(now).Sub(p.lastSeen) // not this replica's own deafness
 		switch {
 		case silent >= forgetAfter:
 			delete(c.peers, id)
@@ -620,6 +625,21 @@ func (c *Cluster) sweep() {
 			c.o.Logger.Warn("replica silent: its connectors are offline until they reconnect elsewhere", "replica", id, "silent", silent.Round(time.Second).String())
 		}
 	}
+}
+
+// alivePeers are the ids of the other replicas heard from recently.
+func (c *Cluster) alivePeers() []string {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for id, p := range c.peers {
+		if c.alive(p, now) {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Peers counts the other replicas heard from recently.

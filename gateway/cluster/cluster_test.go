@@ -493,6 +493,14 @@ func TestOnlyASilentReplicaIsLoggedSilent(t *testing.T) {
 		dying.nc.Close()
 	})
 	clock.Advance(expiryIntervals*interval + interval/2)
+	// r1 goes on hearing (its own snapshot, every interval): r3's silence
+	// is r3's, not a deafness of r1's (heardNow).
+	watcher.publishSnapshot()
+	testkit.WaitUntil(t, "r1 to hear its own snapshot", func() bool {
+		watcher.mu.RLock()
+		defer watcher.mu.RUnlock()
+		return !watcher.catch.lastHeard.Before(clock.Now())
+	})
 	watcher.sweep()
 	silent := map[string]int{}
 	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {

@@ -49,6 +49,9 @@ type message struct {
 	Part      int                 `json:"part,omitempty"`
 	More      bool                `json:"more,omitempty"`
 	Endpoints []presence.Endpoint `json:"endpoints,omitempty"`
+	// Peers, on a snapshot's last part, are the other replicas its sender
+	// hears: whom a replica catching up waits for (catchup.go).
+	Peers []string `json:"peers,omitempty"`
 	// Sealed is a kindRegistration's legacy.Registration, sealed
 	// (legacy.SealRegistration).
 	Sealed string `json:"sealed,omitempty"`

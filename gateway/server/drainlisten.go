@@ -13,9 +13,10 @@ import (
 // accepted that the server has not yet taken: a balancer that had sent a
 // request on one (nginx does, the moment its connect succeeds) gets a
 // reset, and since the request was sent it fails it rather than trying
-// another replica (a POST is not retried). So a stop closes its listener
-// only once the kernel's queue is empty: it takes what is queued, then
-// closes the moment a short wait brings nothing more.
+// another replica (a POST is not retried). So a stop first has the kernel
+// complete no new connection (stopHandshakes: a socket filter on Linux),
+// then takes what is queued, and closes the moment a short wait brings
+// nothing more.
 
 // drainWait is how long a drain waits for another queued connection
 // before it takes the queue for empty; drainMax bounds a drain that
@@ -53,6 +54,9 @@ func (l *drainingListener) Drain() {
 		_ = l.Close() // nothing to drain it with
 		return
 	}
+	// No new connection completes from here (on Linux): what is queued is
+	// all there is to take.
+	stopHandshakes(l.Listener)
 	l.until = time.Now().Add(drainMax)
 	l.draining.Store(true)
 	_ = d.SetDeadline(time.Now().Add(drainWait)) // wakes an Accept waiting without one
@@ -75,21 +79,19 @@ func (l *drainingListener) Close() error {
 // connection is drainWait at most, and the first wait that ends empty (or
 // drainMax) closes the listener.
 func (l *drainingListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if !l.draining.Load() {
-			return c, err
-		}
-		if err == nil && time.Now().Before(l.until) {
-			_ = l.Listener.(deadliner).SetDeadline(time.Now().Add(drainWait))
-			return c, nil
-		}
-		if err == nil {
-			_ = c.Close() // past drainMax: as if it had come after the close
-		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, err
-		}
-		_ = l.Close() // the queue is empty: nothing is reset
-		return nil, net.ErrClosed
+	c, err := l.Listener.Accept()
+	if !l.draining.Load() {
+		return c, err
 	}
+	if err == nil && time.Now().Before(l.until) {
+		_ = l.Listener.(deadliner).SetDeadline(time.Now().Add(drainWait))
+		return c, nil
+	}
+	if err == nil {
+		_ = c.Close() // past drainMax: as if it had come after the close
+	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, err
+	}
+	_ = l.Close() // the queue is empty: nothing is reset
+	return nil, net.ErrClosed
 }
