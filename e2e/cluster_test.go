@@ -151,6 +151,56 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 		}
 	}
 	victim.p.stop(syscall.SIGKILL)
+	// Requests sent to the survivors at once, before the victim's
+	// connectors are back, never reached the dead replica: they wait for
+	// their connector to reconnect and then go through — reads and thread
+	// starts alike — and a start is done once. Only a connector not back
+	// within the hold may be answered 503 with Retry-After; never 502.
+	var victimHeld []string
+	for _, name := range names {
+		if holder[name] == victim.id {
+			victimHeld = append(victimHeld, name)
+		}
+	}
+	started := map[string]int{}
+	for _, r := range survivors {
+		for _, name := range victimHeld {
+			for _, method := range []string{"GET", "POST"} {
+				path, body, want := "/api/clients/"+name+"/workflows", "", 200
+				if method == "POST" {
+					path, body, want = "/api/clients/"+name+"/threads", `{"workflow":"wf-`+name+`","prompt":"just after the kill"}`, 201
+				}
+				req, _ := http.NewRequest(method, "http://"+r.addr+path, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+dash)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s via %s just after the kill: %v", method, path, r.id, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == want:
+					if method == "POST" {
+						started[name]++
+					}
+				case resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "":
+					t.Logf("%s %s via %s: %s was not back within the hold: %s", method, path, r.id, name, b)
+				default:
+					t.Fatalf("%s %s via %s just after %s was killed: %d %s (want %d, held until the connector is back)", method, path, r.id, victim.id, resp.StatusCode, b, want)
+				}
+			}
+		}
+	}
+	for _, name := range victimHeld {
+		listed := strings.Count(run(t, roots[name], "thread", "list").stdout, "  wf-"+name+"  ")
+		if listed != started[name] {
+			t.Fatalf("%s: %d thread starts answered 201 just after the kill, %d threads on its machine", name, started[name], listed)
+		}
+	}
+	if n := metricValue(t, survivors[0].addr, "uncaged_gateway_cluster_forwarded_requests_total", `result="error"`); n != 0 {
+		t.Errorf("%s counts %v forwards failed; every request for the dead replica's connectors waited for them", survivors[0].id, n)
+	}
 	lastWhy := ""
 	testkit.WaitUntil(t, "the dead replica's connectors to be reachable from every survivor", func() bool {
 		for _, r := range survivors {

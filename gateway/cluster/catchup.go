@@ -126,6 +126,14 @@ func (c *Cluster) caughtUpLocked(now time.Time) bool {
 	return !c.catch.since.IsZero() && (c.catch.heard || now.Sub(c.catch.since) >= CatchUpWindow)
 }
 
+// Changed is closed the next time the table of the others' connectors
+// changes: a waiter takes it, looks, and waits on it.
+func (c *Cluster) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.catch.wake
+}
+
 // AwaitOnline is Lookup, except that while this replica is catching up a
 // name not online anywhere it knows is waited for: until another replica
 // announces it online, the replica has caught up, or ctx ends.

@@ -20,9 +20,21 @@ func TestAJoiningReplicaWaitsForTheOthersSnapshots(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	holders := map[string]string{"laptop": "r1", "phone": "r2", "ci-box": "r3"}
+	var held []*Cluster
 	for name, id := range holders {
-		member(t, url, id, time.Hour, newFakeLocal(online(name, 100)))
+		held = append(held, member(t, url, id, time.Hour, newFakeLocal(online(name, 100))))
 	}
+	// The holders know each other first: what a joiner waits for is the
+	// replicas the others name, and one started a moment ago is not named
+	// yet by those it has not reached.
+	testkit.WaitUntil(t, "the holders to hear each other", func() bool {
+		for _, c := range held {
+			if c.Peers() != len(held)-1 {
+				return false
+			}
+		}
+		return true
+	})
 	for i := range 10 {
 		c := member(t, url, fmt.Sprintf("j%d", i), time.Hour, newFakeLocal())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

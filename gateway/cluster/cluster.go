@@ -213,10 +213,10 @@ func New(o Options) (*Cluster, error) {
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "uncaged_gateway_cluster_forwarded_requests_total",
-			Help: "Dashboard requests forwarded to the replica holding the connector, by result.",
+			Help: "Dashboard requests forwarded to the replica holding the connector, by result (unreached: the replica refused the connection, and the request waited for the connector to reconnect elsewhere).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{resultOK, resultError} {
+	for _, r := range []string{resultOK, resultError, resultUnreached} {
 		c.forwarded.WithLabelValues(r)
 	}
 	c.signer = newSigner(c.key)

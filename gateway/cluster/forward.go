@@ -5,11 +5,13 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/uncaged/workflow/gateway/internal/eventstream"
@@ -30,6 +32,9 @@ const hopSkew = 2 * time.Minute
 const (
 	resultOK    = "ok"
 	resultError = "error"
+	// resultUnreached: the holder refused the connection, and the request
+	// went on to wherever its connector went.
+	resultUnreached = "unreached"
 )
 
 type routeKey struct{}
@@ -77,12 +82,56 @@ func (c *Cluster) newProxy() *httputil.ReverseProxy {
 // header: that replica checks the dashboard's credentials itself. The
 // caller bounds r's context; a replica that does not answer is 502 or 504
 // JSON, never a hang.
-func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, route Route) {
-	c.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, route)))
+//
+// reached is false, and nothing is written to w, when the holder could
+// not be reached at all — its address refused the connection or the dial
+// timed out — and not a byte of r's body was read: r was never sent, so
+// the caller may send it, any method, to wherever the connector is now (a
+// replica killed outright: its connectors are reconnecting elsewhere).
+func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, route Route) (reached bool) {
+	a := &attempt{route: route}
+	if r.Body != nil && r.Body != http.NoBody {
+		// The transport closes the body it was given, even when it never
+		// connected; the server closes r's own body when the handler ends,
+		// and until then a second attempt can still read it.
+		a.body = &untouchedBody{r: r.Body}
+		r = r.Clone(r.Context())
+		r.Body = a.body
+	}
+	c.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, a)))
+	return !a.unreached
+}
+
+// attempt is one Forward: where it went, and whether it never got there.
+type attempt struct {
+	route     Route
+	body      *untouchedBody
+	unreached bool
+}
+
+// untouchedBody is a request body that knows whether it was read, and
+// whose Close leaves it to be read again.
+type untouchedBody struct {
+	r    io.Reader
+	read atomic.Bool
+}
+
+func (b *untouchedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.r.Read(p)
+}
+
+func (b *untouchedBody) Close() error { return nil }
+
+// neverSent says whether err is a failure to connect to the holder, with
+// nothing of the request read: it could not have been acted on.
+func (a *attempt) neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && (a.body == nil || !a.body.read.Load())
 }
 
 func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
-	route := pr.In.Context().Value(routeKey{}).(Route)
+	route := pr.In.Context().Value(routeKey{}).(*attempt).route
 	// Checked when the replica announced it; an error leaves an empty
 	// host, which the transport refuses and proxyError answers.
 	if u, err := parseAdvertise(route.Advertise); err == nil {
@@ -94,19 +143,26 @@ func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (c *Cluster) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	a := r.Context().Value(routeKey{}).(*attempt)
+	if a.neverSent(err) {
+		// Not answered here: the caller looks for the connector elsewhere.
+		a.unreached = true
+		c.forwarded.WithLabelValues(resultUnreached).Inc()
+		c.o.Logger.Debug("replica unreachable: waiting for its connector elsewhere", "replica", a.route.Replica, "err", err.Error())
+		return
+	}
 	c.forwarded.WithLabelValues(resultError).Inc()
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return // the client went away; nobody to answer
 	}
-	route, _ := r.Context().Value(routeKey{}).(Route)
 	status := http.StatusBadGateway
-	msg := fmt.Sprintf("replica %s holding the connector is unreachable: %v", route.Replica, err)
+	msg := fmt.Sprintf("replica %s holding the connector is unreachable: %v", a.route.Replica, err)
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		status = http.StatusGatewayTimeout
-		msg = fmt.Sprintf("replica %s holding the connector did not answer in time", route.Replica)
+		msg = fmt.Sprintf("replica %s holding the connector did not answer in time", a.route.Replica)
 	}
-	c.o.Logger.Warn("forward failed", "replica", route.Replica, "status", status, "err", err.Error())
+	c.o.Logger.Warn("forward failed", "replica", a.route.Replica, "status", status, "err", err.Error())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "{\"error\":%q}\n", msg)

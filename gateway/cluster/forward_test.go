@@ -112,9 +112,14 @@ func TestForwardStreamsOverHTTP2WithASignedHop(t *testing.T) {
 	}
 }
 
-func TestForwardToADeadReplicaIs502(t *testing.T) {
+// A replica that refuses the connection (killed: nothing listens at its
+// address) was never sent the request, whatever its method or body:
+// Forward says so, answers nothing, and leaves the body whole for the
+// caller to send where the connector went. A replica that took the
+// request and then broke may have acted on it: that is a 502, never
+// "not sent".
+func TestForwardToADeadReplicaSendsNothingAndSaysSo(t *testing.T) {
 	t.Parallel()
-	from, _ := pair(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -123,18 +128,59 @@ func TestForwardToADeadReplicaIs502(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fr := front(t, from, Route{Replica: "r2", Advertise: dead, Online: true}, 5*time.Second)
-	resp, err := http.Get(fr.URL + "/api/clients/laptop/workflows")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"error":"replica r2 holding the connector is unreachable`) {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
-	if got := counterValue(t, from, resultError); got != 1 {
-		t.Fatalf("forward errors = %v", got)
+	breaking := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // took it all, then died
+		panic(http.ErrAbortHandler)
+	}))
+	for _, tc := range []struct {
+		method, body string
+	}{
+		{"GET", ""}, {"DELETE", ""}, {"POST", `{"workflow":"w"}`}, {"PUT", strings.Repeat("x", 1<<20)}, {"PATCH", "{}"},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			from, _ := pair(t)
+			var reached bool
+			var after string
+			fr := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached = from.Forward(w, r, Route{Replica: "r2", Advertise: dead, Online: true})
+				b, _ := io.ReadAll(r.Body)
+				after = string(b)
+				w.WriteHeader(299) // what the caller answers instead
+			}))
+			defer fr.Close()
+			req, _ := http.NewRequest(tc.method, fr.URL+"/api/clients/laptop/threads", strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if reached || resp.StatusCode != 299 || after != tc.body {
+				t.Fatalf("reached %v, status %d, body left %d of %d bytes", reached, resp.StatusCode, len(after), len(tc.body))
+			}
+			if got := counterValue(t, from, resultUnreached); got != 1 {
+				t.Fatalf("forwards unreached = %v", got)
+			}
+			if got := counterValue(t, from, resultError); got != 0 {
+				t.Fatalf("forward errors = %v", got)
+			}
+
+			// Sent, then the holder broke.
+			from, _ = pair(t)
+			fr2 := front(t, from, Route{Replica: "r2", Advertise: breaking.URL, Online: true}, 5*time.Second)
+			req, _ = http.NewRequest(tc.method, fr2.URL+"/api/clients/laptop/threads", strings.NewReader(tc.body))
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"error":"replica r2 holding the connector is unreachable`) {
+				t.Fatalf("a holder that broke after taking the request: %d %s", resp.StatusCode, body)
+			}
+			if got := counterValue(t, from, resultError); got != 1 {
+				t.Fatalf("forward errors = %v", got)
+			}
+		})
 	}
 }
 

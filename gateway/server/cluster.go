@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -128,11 +129,73 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 		// by the replica it goes to (instrument).
 		r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
 	}
-	cl.Forward(interim{c.Response()}, r.WithContext(ctx), route)
+	hold := time.Now().Add(ReconnectHold)
+	for !cl.Forward(interim{c.Response()}, r.WithContext(ctx), route) {
+		// The holder is gone (killed: nothing answers at its address),
+		// and the request never left: its connector is reconnecting
+		// through another replica, maybe this one. Wait for it there.
+		switch {
+		case r.Context().Err() != nil:
+			return true, nil // the client went away: nobody to answer
+		case ctx.Err() != nil:
+			return true, echo.NewHTTPError(http.StatusGatewayTimeout,
+				fmt.Sprintf("connector %s did not reconnect in time: replica %s that held it is unreachable", name, route.Replica))
+		}
+		if !time.Now().Before(hold) {
+			return true, echo.NewHTTPError(http.StatusBadGateway,
+				fmt.Sprintf("replica %s holding connector %s is unreachable, and the connector did not reconnect elsewhere within %s", route.Replica, name, ReconnectHold))
+		}
+		var here bool
+		if route, here = g.awaitReconnect(ctx, name, route.Replica, hold); here {
+			return false, nil
+		}
+		if !route.Online {
+			return true, g.connectorOffline(c, name)
+		}
+	}
 	if !c.Response().Committed && timed.cutShort(r.Context()) {
 		return true, errBodyTimeout
 	}
 	return true, nil
+}
+
+// ReconnectHold bounds how long a request waits for a connector whose
+// replica vanished to reconnect elsewhere: a connector redials at once,
+// and is registered in about a second.
+const ReconnectHold = 5 * time.Second
+
+// reconnectPoll is how often a held request looks at this replica's own
+// connectors, which have no change signal of their own; the others' table
+// wakes it when it changes.
+const reconnectPoll = 20 * time.Millisecond
+
+// awaitReconnect waits, until hold or ctx's end, for name to be online
+// here (here) or on a replica other than gone (route). When hold comes
+// first, route is where the cluster places name then, which may be gone
+// again (back, or not yet known dead): one last attempt decides. Not
+// online: nowhere.
+func (g *Gateway) awaitReconnect(ctx context.Context, name, gone string, hold time.Time) (route cluster.Route, here bool) {
+	cl := g.opts.Cluster
+	ctx, cancel := context.WithDeadline(ctx, hold)
+	defer cancel()
+	tick := time.NewTicker(reconnectPoll)
+	defer tick.Stop()
+	for {
+		changed := cl.Changed()
+		if _, online, _ := g.presence.Get(name); online {
+			return cluster.Route{}, true
+		}
+		route, _ = cl.Lookup(name)
+		if route.Online && route.Replica != gone {
+			return route, false
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return route, false
+		}
+	}
 }
 
 // endpoints is GET /api/gateway/endpoints: this gateway's connectors, or
