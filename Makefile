@@ -13,7 +13,7 @@ SHIPPED   := CGO_ENABLED=0 GOFLAGS='$(GOFLAGS) -trimpath'
 
 SHELL     := bash
 
-.PHONY: build test go-test web web-deps web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick demo fuzz clean
+.PHONY: build test go-test web web-deps web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick bench-ops bench-ops-quick demo fuzz clean
 
 ## build: compile the binaries into bin/ (static, as the Dockerfiles build them)
 build:
@@ -96,6 +96,15 @@ bench-load:
 ## bench-load-quick: the same at a small size (100 x 5 req/s x 10 s)
 bench-load-quick:
 	$(GO) run ./bench/cmd/loadtest -quick -nats -chaos restart,kill-replica
+
+## bench-ops: 3 replicas behind nginx, NATS, PostgreSQL, 3 connectors under load, through a rolling restart,
+## kill -9 of the busiest replica, NATS and PostgreSQL stopped 30 s each; one line per fault, targets checked
+bench-ops:
+	$(GO) run ./bench/cmd/opsbench
+
+## bench-ops-quick: the same with a short steady state and settling (≤ 5 minutes on 2 cores)
+bench-ops-quick:
+	$(GO) run ./bench/cmd/opsbench -quick
 
 ## bench-engine: CLI start vs hello-world, per-step overhead and fsyncs, bundle load, run-to-first-step and 2-step-thread latency (-only cli|steps|run)
 bench-engine:

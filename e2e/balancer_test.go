@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/shared/testkit"
+	"github.com/uncaged/workflow/shared/testkit/nginxconf"
 )
 
 // TestClusterBehindNginx runs three real replicas (NATS, PostgreSQL)
@@ -262,46 +262,24 @@ func (l *load) stop() (int, []string) {
 	return l.n, l.failures
 }
 
-// upstreamServer is a server line of an nginx upstream block, its address
-// in the second group.
-var upstreamServer = regexp.MustCompile(`(?m)^(\s*server\s+)(\S+:\d+)`)
-
 // startNginxCluster runs nginx with deploy/nginx/uncaged-gateway-cluster.conf
 // in front of replicas and returns its address. What it changes of the
-// file is what an operator does: the replicas' addresses, and the
-// listening ports (plain HTTP on a free port where the file has TLS on 443).
+// file is what an operator does (nginxconf.Cluster).
 func startNginxCluster(t *testing.T, replicas []string) string {
 	t.Helper()
 	b, err := os.ReadFile("../deploy/nginx/uncaged-gateway-cluster.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	site := string(b)
-	if n := len(upstreamServer.FindAllString(site, -1)); n != len(replicas) {
-		t.Fatalf("the cluster config lists %d replicas, the test runs %d", n, len(replicas))
-	}
-	i := 0
-	site = upstreamServer.ReplaceAllStringFunc(site, func(line string) string {
-		m := upstreamServer.FindStringSubmatch(line)
-		i++
-		return m[1] + replicas[i-1]
-	})
 	proxyConf, err := filepath.Abs("../deploy/nginx/proxy.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := freePort(t)
-	for old, repl := range map[string]string{
-		"/etc/nginx/conf.d/proxy.conf": proxyConf,
-		"listen 80;":                   "listen " + freePort(t) + ";",
-		"listen 443 ssl http2;":        "listen " + addr + ";",
-	} {
-		if !strings.Contains(site, old) {
-			t.Fatalf("the cluster config has no %q", old)
-		}
-		site = strings.ReplaceAll(site, old, repl)
+	site, err := nginxconf.Cluster(string(b), proxyConf, replicas, addr, freePort(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	site = regexp.MustCompile(`(?m)^\s*ssl_certificate(_key)?\s.*$`).ReplaceAllString(site, "")
 	runNginx(t, addr, site)
 	return addr
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/uncaged/workflow/shared/testkit"
+	"github.com/uncaged/workflow/shared/testkit/nginxconf"
 )
 
 // gatewayEnv holds what the tests need to talk to a gateway.
@@ -369,21 +370,7 @@ func runNginx(t *testing.T, addr, site string) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf(`daemon off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 512; }
-http {
-    access_log off;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-%[2]s
-}
-`, dir, site)
+	conf := nginxconf.Main(dir, site)
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,8 @@
 // database does — starts one of its own with NewServer, and stops and
 // starts it with Server.Stop and Server.Start.
 //
-// It is for tests only: only _test.go files should import it.
+// It is for tests and benchmark harnesses only: a harness, which has no
+// testing.T, uses Launch and the error-returning methods of Server.
 //
 // PostgreSQL's server binaries are found with pg_config --bindir, then in
 // /usr/lib/postgresql/*/bin (Debian's layout, newest first), then on PATH.
@@ -129,27 +130,42 @@ type Server struct {
 // ends. Like URL, it skips the test when PostgreSQL is not installed.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
+	if _, ok := binDir(); !ok {
+		t.Skip("PostgreSQL server binaries not found: install the postgresql package (apt-get install postgresql)")
+	}
+	ps, err := Launch()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(ps.Close)
+	return ps
+}
+
+// Launch starts a server of the caller's own, in a temporary directory
+// on a free loopback port; Close stops and removes it.
+func Launch() (*Server, error) {
 	bin, ok := binDir()
 	if !ok {
-		t.Skip("PostgreSQL server binaries not found: install the postgresql package (apt-get install postgresql)")
+		return nil, errors.New("PostgreSQL server binaries (initdb, postgres) not found: install the postgresql package (apt-get install postgresql)")
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s, err := launchIn(bin, dir)
 	if err != nil {
 		_ = os.RemoveAll(dir) // what failed is the error to report
-		t.Fatalf("pgtest: %v", err)
+		return nil, err
 	}
 	cred, _ := credential() // launchIn got it already
-	ps := &Server{s: s, bin: bin, data: filepath.Join(dir, "data"), cred: cred}
-	t.Cleanup(func() {
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-		ps.s.stop()
-	})
-	return ps
+	return &Server{s: s, bin: bin, data: filepath.Join(dir, "data"), cred: cred}, nil
+}
+
+// Close stops the server and removes its directory.
+func (p *Server) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.s.stop()
 }
 
 // URL returns the URL of a new, empty database on the server, dropped
@@ -162,12 +178,35 @@ func (p *Server) URL(t testing.TB) string {
 	return s.newDatabase(t)
 }
 
+// Database creates a new, empty database name on the server, kept until
+// the server is closed, and returns its URL.
+func (p *Server) Database(name string) (string, error) {
+	p.mu.Lock()
+	s := p.s
+	p.mu.Unlock()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, s.url("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = admin.Close(ctx) }() // an admin session: nothing to lose
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
+	}
+	return s.url(name), nil
+}
+
 // Stop shuts the server down as an operator's fast shutdown does — its
 // sessions end with "terminating connection due to administrator
 // command", and new connections are refused — and waits until it has
 // exited. Stopping a stopped server does nothing.
 func (p *Server) Stop(t testing.TB) {
 	t.Helper()
+	p.Halt()
+}
+
+// Halt is Stop for a caller without a testing.TB.
+func (p *Server) Halt() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.s.halt()
@@ -178,18 +217,26 @@ func (p *Server) Stop(t testing.TB) {
 // server does nothing.
 func (p *Server) Start(t testing.TB) {
 	t.Helper()
+	if err := p.Restart(); err != nil {
+		t.Fatalf("pgtest: starting the server again: %v", err)
+	}
+}
+
+// Restart is Start for a caller without a testing.TB.
+func (p *Server) Restart() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
 	case <-p.s.exit:
 	default:
-		return // running
+		return nil // running
 	}
 	s, err := runOn(p.bin, p.s.dir, p.data, p.cred, p.s.port)
 	if err != nil {
-		t.Fatalf("pgtest: starting the server again: %v", err)
+		return err
 	}
 	p.s = s
+	return nil
 }
 
 // url is the connection URL of database name.
