@@ -144,26 +144,36 @@ func (e *ExceededError) Error() string {
 	if e.Burst > 0 {
 		return fmt.Sprintf("out of memory: this thread's JavaScript allocated about %s at once (an operation such as s + s copying a large string or array), "+
 			"more than half of what one thread may hold of the engine host (a third of its %s), and holds about %s; the next such operation could take the host down. "+
-			"Build large data in parts, or give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit)",
-			FormatSize(e.Burst), FormatSize(e.HostLimit), FormatSize(e.Held))
+			"Build large data in parts, or give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit)%s",
+			FormatSize(e.Burst), FormatSize(e.HostLimit), FormatSize(e.Held), e.budgetNote())
 	}
 	if e.Share {
 		return fmt.Sprintf("out of memory: this thread's JavaScript held about %s, more than a third of what the engine host may hold (%s), "+
 			"so one operation copying what it holds could take the host down. "+
-			"Give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit), or hold less: memoryBudget in workflow.yaml bounds what a thread may hold",
-			FormatSize(e.Held), FormatSize(e.HostLimit))
+			"Give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit), or hold less: memoryBudget in workflow.yaml bounds what a thread may hold%s",
+			FormatSize(e.Held), FormatSize(e.HostLimit), e.budgetNote())
 	}
 	if e.HostLimit > 0 {
 		return fmt.Sprintf("out of memory: the engine host's heap reached its limit of %s and this thread's JavaScript held the most of it (about %s). "+
 			"Give the host more memory (GOMEMLIMIT, or the limit of its container or ulimit), run fewer threads at once (engine serve --max-threads), "+
-			"or lower memoryBudget in workflow.yaml so a thread fails sooner",
-			FormatSize(e.HostLimit), FormatSize(e.Held))
+			"or lower memoryBudget in workflow.yaml so a thread fails sooner%s",
+			FormatSize(e.HostLimit), FormatSize(e.Held), e.budgetNote())
 	}
 	suggest := FormatSize(nextPowerOfTwo(2 * e.Budget))
 	return fmt.Sprintf("memory budget exceeded: this thread's JavaScript held about %s, over its budget of %s. "+
 		"If the workflow needs more, raise memoryBudget in the config section of workflow.yaml (memoryBudget: %s) "+
 		"or start the engine host with --memory-budget %s; \"off\" removes the budget",
 		FormatSize(e.Held), FormatSize(e.Budget), suggest, suggest)
+}
+
+// budgetNote ends a summary about the host's memory with the thread's own
+// budget, so every out-of-memory summary names both limits, whichever
+// bound first.
+func (e *ExceededError) budgetNote() string {
+	if e.Budget == Off {
+		return " (this thread has no memory budget of its own: memoryBudget off)"
+	}
+	return fmt.Sprintf(" (this thread's memory budget is %s)", FormatSize(e.Budget))
 }
 
 func nextPowerOfTwo(n int64) int64 {

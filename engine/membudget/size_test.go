@@ -81,6 +81,21 @@ func TestExceededErrorSaysWhatAndHow(t *testing.T) {
 			t.Errorf("%q lacks %q", err, want)
 		}
 	}
+	// Every summary names the thread's budget, whichever limit bound.
+	for _, e := range []*ExceededError{
+		{Budget: 512 << 20, Held: 70 << 20},
+		{Budget: 512 << 20, Held: 300 << 20, HostLimit: 400 << 20},
+		{Budget: 512 << 20, Held: 150 << 20, HostLimit: 400 << 20, Share: true},
+		{Budget: 512 << 20, Held: 40 << 20, HostLimit: 600 << 20, Burst: 130 << 20},
+		{Budget: 512 << 20, Held: 40 << 20, HostLimit: 600 << 20, Share: true, Burst: 130 << 20},
+	} {
+		if msg := e.Error(); !strings.Contains(msg, "512MiB") {
+			t.Errorf("%+v: %q does not name the thread's budget", *e, msg)
+		}
+	}
+	if msg := (&ExceededError{Budget: Off, Held: 40 << 20, HostLimit: 600 << 20, Burst: 130 << 20}).Error(); !strings.Contains(msg, "no memory budget of its own") {
+		t.Errorf("a thread without a budget: %q", msg)
+	}
 	host := (&ExceededError{Budget: Off, Held: 300 << 20, HostLimit: 400 << 20}).Error()
 	for _, want := range []string{"limit of 400MiB", "about 300MiB", "GOMEMLIMIT", "--max-threads"} {
 		if !strings.Contains(host, want) {

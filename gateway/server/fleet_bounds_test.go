@@ -72,6 +72,11 @@ func TestAModifiedConnectorCannotFillTheStore(t *testing.T) {
 	f.connector("mallory", newFakeConnector(threads...))
 
 	var metrics string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gateway's log:\n%s\nits metrics when last read:\n%s", logs.String(), metrics)
+		}
+	})
 	testkit.WaitUntil(t, "every thread event to be stored or refused", func() bool {
 		_, metrics = f.do("GET", "/metrics", "", nil)
 		return scrapedSum(metrics, "uncaged_gateway_fleet_fields_cut_total", `field="summary"`) == sent &&

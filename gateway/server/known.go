@@ -58,7 +58,8 @@ func (g *Gateway) knownNames(ctx context.Context) map[string]time.Time {
 	}
 	machines, err := g.fleet.cachedLastSeen(ctx)
 	if err != nil {
-		g.opts.Logger.Warn("endpoints: the fleet's machines not read; listing the connected ones", "err", err.Error())
+		// One line per outage, not one per listing (storeFailed).
+		g.storeFailed("endpoints: the fleet's machines not read; listing the connected ones", err)
 		return out
 	}
 	for name, m := range machines {

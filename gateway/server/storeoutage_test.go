@@ -50,6 +50,11 @@ func newOutageFixture(t *testing.T, before func(store.Store)) *outageFixture {
 	f := newStoreFixture(t, st, testRegistrationKey, func(o *Options) {
 		o.Logger, o.storeCheckEvery, o.SpoolDir = slog.New(slog.NewJSONHandler(logs, nil)), 10*time.Millisecond, t.TempDir()
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gateway's log:\n%s", logs.String())
+		}
+	})
 	return &outageFixture{fixture: f, pg: pg, st: st, logs: logs}
 }
 
@@ -288,6 +293,16 @@ func TestEveryRouteThatNeedsTheStoreAnswers503WhileItIsDown(t *testing.T) {
 	resp, body := f.do("GET", "/api/gateway/machines", f.dash, nil)
 	if resp.StatusCode != 200 || !strings.Contains(body, `"degraded"`) {
 		t.Fatalf("machines while the store is down: %d %s", resp.StatusCode, body)
+	}
+	// The endpoints list answers from presence, as the dashboard polls it:
+	// each listing is no log line of its own.
+	for range 5 {
+		if resp, body := f.do("GET", "/api/gateway/endpoints", f.dash, nil); resp.StatusCode != 200 {
+			t.Fatalf("endpoints while the store is down: %d %s", resp.StatusCode, body)
+		}
+	}
+	if n := f.lines("WARN", ""); n != 0 {
+		t.Errorf("%d WARN lines during the outage; it is one ERROR line:\n%s", n, f.logs.String())
 	}
 	_, metrics := f.do("GET", "/metrics", "", nil)
 	if !strings.Contains(metrics, fmt.Sprintf("uncaged_gateway_store_requests_refused_total %d\n", 11)) {

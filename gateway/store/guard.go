@@ -43,10 +43,14 @@ import (
 // serving from memory meanwhile.
 var ErrUnreachable = errors.New("the database does not answer")
 
-// unreachable wraps err in ErrUnreachable when it says the database was
-// not reached.
+// unreachable wraps err in ErrUnreachable when it says the database
+// server is out of reach or out of service (serverGone): the check and
+// the requests judge a server by one rule, so a server shutting down
+// (57P01 on the check's session) is the outage it is, never a database
+// "not usable". SQLite's lock and disk errors, which requests wait out
+// too (Unavailable), are the local file's, not a server's absence.
 func unreachable(err error) error {
-	if notReached(err) {
+	if serverGone(err) && !errors.Is(err, ErrUnreachable) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return err
@@ -61,6 +65,31 @@ func notReached(err error) bool {
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err)
 }
 
+// serverGone says whether err means the database server is out of reach
+// or out of service for now: not reached, the session ended under the
+// statement, or PostgreSQL's own word for it — class 08 (connection
+// exception), 53 (insufficient resources: too many connections, disk
+// full), 57 (operator intervention: shutting down, starting up,
+// terminated by an administrator).
+func serverGone(err error) bool {
+	if errors.Is(err, ErrUnreachable) || notReached(err) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if len(pgErr.Code) != 5 {
+			return false
+		}
+		switch pgErr.Code[:2] {
+		case "08", "53", "57":
+			return true
+		}
+		return false
+	}
+	// pgx's own word for a connection it closed under a statement.
+	return strings.Contains(err.Error(), "conn closed")
+}
+
 // Unavailable says whether err, from any method of a store, means the
 // database is out of reach or out of service for now — the network, a
 // server stopped, restarting or shutting down, out of connections, a
@@ -73,24 +102,16 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrUnreachable) || notReached(err) || errors.Is(err, sql.ErrConnDone) {
+	if serverGone(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
-		// Class 08: connection exception; 53: insufficient resources
-		// (too many connections, disk full); 57: operator intervention
-		// (shutting down, starting up, terminated by an administrator).
-		switch pgErr.Code[:2] {
-		case "08", "53", "57":
-			return true
-		}
+	if errors.As(err, &pgErr) {
 		return false
 	}
-	// pgx's own word for a connection it closed under a statement, and
-	// SQLite's for a lock or a disk it could not get past.
+	// SQLite's word for a lock or a disk it could not get past.
 	msg := err.Error()
-	for _, s := range []string{"conn closed", "SQLITE_BUSY", "database is locked", "SQLITE_FULL", "database or disk is full", "SQLITE_IOERR"} {
+	for _, s := range []string{"SQLITE_BUSY", "database is locked", "SQLITE_FULL", "database or disk is full", "SQLITE_IOERR"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -278,7 +278,8 @@ func (l *load) follow() {
 
 // stream reads a live stream to its "done" event as an EventSource does,
 // opening it again with Last-Event-ID when it ends early (counted as a
-// resumption, when live); the event ids it got, and false when it failed.
+// resumption, when live); the numbers of the records it got, and false
+// when it failed.
 func (l *load) stream(path string, live bool) ([]string, bool) {
 	var ids []string
 	last := ""
@@ -323,7 +324,11 @@ func (l *load) stream(path string, live bool) ([]string, bool) {
 				event = strings.TrimPrefix(line, "event: ")
 			case line == "":
 				if event == "record" {
-					ids = append(ids, id)
+					// An id is "<record number>:<debug-log offset>"; the
+					// offset depends on when the record was sent, the
+					// number names the record.
+					n, _, _ := strings.Cut(id, ":")
+					ids = append(ids, n)
 				}
 				done = done || event == "done"
 				event, id = "", ""
