@@ -91,28 +91,38 @@ func URL(t testing.TB) string {
 func (s *server) newDatabase(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbSeq.Add(1))
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, s.url("postgres"))
+	url, err := s.create(name)
 	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
+		t.Fatalf("pgtest: %v", err)
 	}
-	defer func() { _ = admin.Close(ctx) }() // an admin session of a test server: nothing to lose
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
-	}
+	ctx := context.Background()
 	t.Cleanup(func() {
 		c, err := pgx.Connect(ctx, s.url("postgres"))
 		if err != nil {
 			t.Logf("pgtest: drop database %s: %v", name, err)
 			return
 		}
-		defer func() { _ = c.Close(ctx) }() // as above
+		defer func() { _ = c.Close(ctx) }() // an admin session of a test server: nothing to lose
 		// FORCE ends sessions a test left open (a store it did not close).
 		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Logf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	return s.url(name)
+	return url
+}
+
+// create makes an empty database name and returns its URL.
+func (s *server) create(name string) (string, error) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, s.url("postgres"))
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer func() { _ = admin.Close(ctx) }() // an admin session of a test server: nothing to lose
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	return s.url(name), nil
 }
 
 // Server is a PostgreSQL server of one test's own, which the test may
@@ -148,17 +158,12 @@ func Launch() (*Server, error) {
 	if !ok {
 		return nil, errors.New("PostgreSQL server binaries (initdb, postgres) not found: install the postgresql package (apt-get install postgresql)")
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	s, err := launch(bin)
 	if err != nil {
 		return nil, err
 	}
-	s, err := launchIn(bin, dir)
-	if err != nil {
-		_ = os.RemoveAll(dir) // what failed is the error to report
-		return nil, err
-	}
-	cred, _ := credential() // launchIn got it already
-	return &Server{s: s, bin: bin, data: filepath.Join(dir, "data"), cred: cred}, nil
+	cred, _ := credential() // launch got it already
+	return &Server{s: s, bin: bin, data: filepath.Join(s.dir, "data"), cred: cred}, nil
 }
 
 // Close stops the server and removes its directory.
@@ -184,16 +189,7 @@ func (p *Server) Database(name string) (string, error) {
 	p.mu.Lock()
 	s := p.s
 	p.mu.Unlock()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, s.url("postgres"))
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = admin.Close(ctx) }() // an admin session: nothing to lose
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", err
-	}
-	return s.url(name), nil
+	return s.create(name)
 }
 
 // Stop shuts the server down as an operator's fast shutdown does — its
