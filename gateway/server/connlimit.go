@@ -167,7 +167,7 @@ func (l *limitListener) closeIdle() {
 	}
 	l.mu.Unlock()
 	for _, c := range idle {
-		_ = c.Close() // between requests: nothing is lost
+		c.closeWhenFlushed() // between requests: nothing is lost
 	}
 }
 
@@ -342,15 +342,78 @@ type countedConn struct {
 	// read (more than one over HTTP/2); hijacked, a WebSocket's.
 	serving  atomic.Int32
 	hijacked atomic.Bool
-	// idle says the server reported it between requests, its last answer
-	// written (http.StateIdle; HTTP/2 reports it when its last stream
-	// has closed).
+	// idle says the server reported it between requests (http.StateIdle;
+	// HTTP/2 reports it when its last stream has closed).
 	idle atomic.Bool
+
+	// multiplexed says it speaks HTTP/2 (a request of its said so). The
+	// HTTP/2 server reports a connection idle as soon as the last frame
+	// of its last answer is in its write buffer, before that buffer is
+	// written out: unflushed is set then, and cleared by the next write.
+	// HTTP/1 reports idle only once the answer is written.
+	multiplexed, unflushed atomic.Bool
+	// closing says it is to be closed once nothing of an answer is left
+	// unwritten (closeWhenFlushed).
+	closing atomic.Bool
 }
 
-// waiting says whether c waits on its client, and may be shed.
+// Invariant: the gateway closes a connection of its own accord — to stop,
+// or to make room — only with every byte of every answer it began on it
+// handed to the kernel. An answer's tail left in the server's buffer is
+// lost to a client that has read everything else, and it cannot tell an
+// answer cut at a frame's end from a whole one but by the missing end:
+// a stream relayed between replicas would break rather than end.
+
+// waiting says whether c waits on its client, and may be shed. An HTTP/2
+// connection is only while it is idle with its last answer written out:
+// between a handler's return and that, its answer's end is still in the
+// server's buffer.
 func (c *countedConn) waiting() bool {
-	return !c.hijacked.Load() && c.serving.Load() == 0 && !c.closed.Load()
+	if c.hijacked.Load() || c.serving.Load() != 0 || c.closed.Load() {
+		return false
+	}
+	return !c.multiplexed.Load() || (c.idle.Load() && !c.unflushed.Load())
+}
+
+// Write implements net.Conn; a write after an HTTP/2 connection went idle
+// is the flush of its buffer, which carries the last answer's end.
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.unflushed.Load() {
+		c.unflushed.Store(false)
+		if c.closing.Load() {
+			c.closeOnceWritten()
+		}
+	}
+	return n, err
+}
+
+// closeWhenFlushed closes c now when nothing of an answer is left
+// unwritten, else right after the write that flushes it. Either this or
+// that write sees the other's mark (both are sequentially consistent),
+// so a connection marked both ways is closed. An HTTP/2 connection whose
+// buffer had nothing left to flush is closed by the server's own
+// shutdown (a second after its GOAWAY) instead.
+func (c *countedConn) closeWhenFlushed() {
+	c.closing.Store(true)
+	if !c.unflushed.Load() {
+		c.closeOnceWritten()
+	}
+}
+
+// closeOnceWritten ends c with everything written: an HTTP/2 connection
+// is half-closed, so that its peer reads the answers' ends and then the
+// end of the connection, and closes its side — which ends the server's;
+// closing it outright with the peer's last frames (a window update, a
+// ping) unread would reset it, and a reset may cost the peer what it has
+// not read yet. An HTTP/1 connection between requests is closed.
+func (c *countedConn) closeOnceWritten() {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && c.multiplexed.Load() {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	_ = c.Close()
 }
 
 // Close implements net.Conn.
@@ -381,9 +444,12 @@ func trackConnState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateIdle:
 		cc.since.Store(time.Now().UnixNano())
+		if cc.multiplexed.Load() {
+			cc.unflushed.Store(true) // before idle: waiting() reads idle first
+		}
 		cc.idle.Store(true)
 		if cc.l.stopping.Load() {
-			_ = cc.Close() // the gateway stops: nothing more to serve
+			cc.closeWhenFlushed() // the gateway stops: nothing more to serve
 		}
 	case http.StateActive:
 		cc.idle.Store(false)
@@ -412,6 +478,9 @@ func markServing(r *http.Request) (*countedConn, *servingBody) {
 	cc, _ := r.Context().Value(countedConnKey{}).(*countedConn)
 	if cc == nil {
 		return nil, nil
+	}
+	if r.ProtoMajor == 2 && !cc.multiplexed.Load() {
+		cc.multiplexed.Store(true)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		cc.serving.Add(1)
