@@ -15,10 +15,13 @@ SHELL     := bash
 
 .PHONY: build test go-test web web-deps web-test lint bench bench-full bench-engine bench-tunnel bench-load bench-load-quick bench-ops bench-ops-quick demo fuzz clean
 
-## build: compile the binaries into bin/ (static, as the Dockerfiles build them)
+## build: compile the binaries into bin/ (static, as the Dockerfiles build them).
+## A first build compiles about 500 packages and takes several minutes; the
+## count of packages compiled goes to stderr, and a build with nothing to
+## compile prints nothing.
 build:
 	@mkdir -p $(BIN)
-	$(SHIPPED) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./connector/cmd/uncaged-workflow ./gateway/cmd/uncaged-gateway
+	$(SHIPPED) GO='$(GO)' ./deploy/demo/build-progress.sh -ldflags '$(LDFLAGS)' -o $(BIN)/ -- ./connector/cmd/uncaged-workflow ./gateway/cmd/uncaged-gateway
 
 ## demo: a gateway, a connector and a sample workflow on loopback (DEMO_PORT must be free; default 8080, or a free port when 8080 is taken)
 demo: build

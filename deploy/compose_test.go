@@ -165,13 +165,13 @@ func TestComposeHangsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	composeStoreChecks(t, c, string(src), gatewayImageEnv(t))
-	// The README gives the same .env lines for the cluster profile.
-	readme, err := os.ReadFile("../README.md")
+	// docs/deploy.md gives the same .env lines for the cluster profile.
+	guide, err := os.ReadFile("../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, got := composeDatabaseURL.FindString(string(src)), composeDatabaseURL.FindString(string(readme)); want == "" || got != want {
-		t.Errorf("README.md tells you to put %q in .env; docker-compose.yml, %q", got, want)
+	if want, got := composeDatabaseURL.FindString(string(src)), composeDatabaseURL.FindString(string(guide)); want == "" || got != want {
+		t.Errorf("docs/deploy.md tells you to put %q in .env; docker-compose.yml, %q", got, want)
 	}
 }
 

@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,13 +14,28 @@ import (
 // line, a closing backtick, a shell operator or a comment.
 var documentedCommand = regexp.MustCompile("(?:^|[\\s`(\"'])(uncaged-gateway|uncaged-workflow) ([a-z][^`|;&)#\\n]*)")
 
-// deployDocs are the operating instructions this package owns, with the
-// part of each that is about deploying (all of it, or one section).
+// deployDocs are the documents that tell you to run a command of either
+// binary: the README, every page of docs/ and the deployment files, with
+// the part of each to read (all of it, or one section).
 var deployDocs = []struct{ file, section string }{
-	{"../docs/operations.md", ""},
 	{"k8s/README.md", ""},
 	{composeFile, ""},
-	{"../README.md", "\n## Deploy\n"},
+	{"../README.md", ""},
+}
+
+// withDocsPages adds every page of docs/ to deployDocs: a page added
+// there is checked without a line here.
+func withDocsPages(t *testing.T) []struct{ file, section string } {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("docs/ pages: %q, %v", pages, err)
+	}
+	out := slices.Clone(deployDocs)
+	for _, p := range pages {
+		out = append(out, struct{ file, section string }{p, ""})
+	}
+	return out
 }
 
 var inlineCode = regexp.MustCompile("`[^`\n]+`")
@@ -54,13 +71,13 @@ func documentedCommands(text string) [][2]string {
 }
 
 // TestDocumentedCommandsAreReal: every command line of the two binaries
-// that the deployment and operations docs tell you to run names a real
-// command and uses only its flags, so a flag renamed in the code fails
-// here, not in an operator's terminal.
+// that the README, the docs and the deployment files tell you to run names
+// a real command and uses only its flags, so a flag renamed in the code
+// fails here, not in a reader's terminal.
 func TestDocumentedCommandsAreReal(t *testing.T) {
 	t.Parallel()
 	total := 0
-	for _, doc := range deployDocs {
+	for _, doc := range withDocsPages(t) {
 		b, err := os.ReadFile(doc.file)
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,9 @@
 // Package docs holds no code: it is the home of the repository's
-// documentation (architecture.md, compatibility.md, configuration.md,
-// operations.md, reliability.md), and its tests check that documentation against the
-// code, so a reader who trusts it is not misled.
+// documentation beyond the README (architecture.md, cli.md,
+// compatibility.md, configuration.md, deploy.md, gateway.md,
+// operations.md, performance.md, reliability.md, storage.md,
+// workflows.md), and its tests check that documentation against the code
+// (the layout against the packages, the compatibility table against the
+// tests, every link against the files and headings, the README's length),
+// so a reader who trusts it is not misled.
 package docs

@@ -1,14 +1,9 @@
 package docs
 
 import (
-	"go/doc"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -16,135 +11,196 @@ import (
 // readmeFile is the README, relative to this package's directory.
 const readmeFile = "../README.md"
 
-// TestReadmeLayoutListsEveryPackage keeps README's "Repository layout" block
-// true. The rule: every directory of the module that holds a Go package
-// appears in the block as `name/` (its last path element followed by a
-// slash), inside the entry of its top-level directory — the line that
-// starts with `top/` and the indented lines under it. A top-level package
-// is its own entry. Adding a package without a README line fails here, and
-// the failure prints the package's doc synopsis to start the line from.
-func TestReadmeLayoutListsEveryPackage(t *testing.T) {
-	entries := layoutEntries(t)
-	pkgs := packageDirs(t)
-	if len(pkgs) < 10 {
-		t.Fatalf("found only %d package directories; is the test running in docs/?", len(pkgs))
-	}
-	for _, dir := range pkgs {
-		parts := strings.Split(dir, "/")
-		entry, ok := entries[parts[0]]
-		if !ok {
-			t.Errorf("README's layout has no entry %q for package %s (%s)", parts[0]+"/", dir, synopsis(t, dir))
-			continue
-		}
-		if len(parts) == 1 {
-			continue
-		}
-		name := parts[len(parts)-1]
-		if !regexp.MustCompile(`(^|[^A-Za-z0-9_.-])` + regexp.QuoteMeta(name) + `/`).MatchString(entry) {
-			t.Errorf("README's layout entry %q does not list package %s as %q; its doc says: %s",
-				parts[0]+"/", dir, name+"/", synopsis(t, dir))
-		}
-	}
-}
+// readmeMaxLines is how long the README may grow. It is a new user's first
+// page: what the system is, the two commands, a first workflow, a second
+// machine, deploying. Reference material belongs in docs/.
+const readmeMaxLines = 200
 
-// layoutEntries reads the fenced block under "## Repository layout" and
-// returns each top-level entry's text by its directory name.
-func layoutEntries(t *testing.T) map[string]string {
-	t.Helper()
+// TestReadmeIsShortAndStartsWithTheTwoCommands keeps the README a first
+// page: at most readmeMaxLines lines, and its first code block, within
+// the first screen, is `make demo` and `make test`.
+func TestReadmeIsShortAndStartsWithTheTwoCommands(t *testing.T) {
 	b, err := os.ReadFile(readmeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "\n## Repository layout\n")
-	if !ok {
-		t.Fatal("README.md has no \"## Repository layout\" section")
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move reference material to docs/ and link it", len(lines), readmeMaxLines)
 	}
-	_, after, ok = strings.Cut(after, "```\n")
-	if !ok {
-		t.Fatal("README's layout section has no fenced block")
+	blocks := fencedBlocks(string(b))
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no code block")
 	}
-	block, _, ok := strings.Cut(after, "```")
-	if !ok {
-		t.Fatal("README's layout block is not closed")
+	first := blocks[0]
+	if first.line > 15 {
+		t.Errorf("README.md's first code block starts on line %d; the two commands belong at the top", first.line)
 	}
-	entries := map[string]string{}
-	var top string
-	for _, line := range strings.Split(block, "\n") {
-		if line == "" {
-			continue
+	var cmds []string
+	for _, l := range strings.Split(first.text, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			cmds = append(cmds, f[0]+" "+f[1])
 		}
-		if line[0] != ' ' {
-			name, _, _ := strings.Cut(line, "/")
-			top = name
-			entries[top] = ""
-		}
-		if top == "" {
-			t.Fatalf("README's layout block starts with an indented line: %q", line)
-		}
-		entries[top] += line + "\n"
 	}
-	return entries
+	if strings.Join(cmds, ", ") != "make demo, make test" {
+		t.Errorf("README.md's first code block runs %q, want make demo, then make test", cmds)
+	}
 }
 
-// packageDirs lists, relative to the module root, every directory holding
-// a non-test Go file (testdata, node_modules and hidden directories
-// excluded, as the go command does).
-func packageDirs(t *testing.T) []string {
-	t.Helper()
-	seen := map[string]bool{}
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+// block is a fenced code block: its text and the line its fence is on.
+type block struct {
+	line int
+	text string
+}
+
+// fencedBlocks returns the fenced code blocks of a Markdown text.
+func fencedBlocks(text string) []block {
+	var out []block
+	var cur *block
+	var fence string
+	for i, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if cur == nil {
+			if f := fenceOf(trimmed); f != "" {
+				cur, fence = &block{line: i + 1}, f
+			}
+			continue
+		}
+		if strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+			out = append(out, *cur)
+			cur = nil
+			continue
+		}
+		cur.text += line + "\n"
+	}
+	return out
+}
+
+// fenceOf is the fence a line opens (``` or ~~~, three or more), or "".
+func fenceOf(trimmed string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(trimmed) - len(strings.TrimLeft(trimmed, c))
+		if n >= 3 {
+			return strings.Repeat(c, n)
+		}
+	}
+	return ""
+}
+
+// gatewayCommand is a command line of the gateway that opens its store:
+// serve and the token commands.
+var gatewayCommand = regexp.MustCompile(`(?:^|[\s;&(])uncaged-gateway (serve|token [a-z]+)\b([^|;&#\n]*)`)
+
+// storeFlag is a flag naming the gateway's store, with its value.
+var storeFlag = regexp.MustCompile(`--(data-dir|database-url|database-url-file)[= ](\S+)`)
+
+// storeExport sets a variable naming the gateway's store in a shell.
+var storeExport = regexp.MustCompile(`(?m)^\s*export (UNCAGED_GATEWAY_(?:DATA_DIR|DATABASE_URL|DATABASE_URL_FILE))=(\S+)`)
+
+// storeVariable maps a store flag to the variable serve and the token
+// commands both read for it.
+var storeVariable = map[string]string{
+	"data-dir":          "UNCAGED_GATEWAY_DATA_DIR",
+	"database-url":      "UNCAGED_GATEWAY_DATABASE_URL",
+	"database-url-file": "UNCAGED_GATEWAY_DATABASE_URL_FILE",
+}
+
+// gatewayStores reads a shell block as a reader would run it, and returns,
+// for each gateway command that opens the store, the store it opens: its
+// flag, else the variable exported above it, else "" (the default).
+func gatewayStores(script string) (cmds, stores []string) {
+	env := map[string]string{}
+	for _, line := range strings.Split(script, "\n") {
+		if m := storeExport.FindStringSubmatch(line); m != nil {
+			env[m[1]] = m[2]
+		}
+		for _, m := range gatewayCommand.FindAllStringSubmatch(line, -1) {
+			store := ""
+			for _, v := range []string{"UNCAGED_GATEWAY_DATA_DIR", "UNCAGED_GATEWAY_DATABASE_URL", "UNCAGED_GATEWAY_DATABASE_URL_FILE"} {
+				if env[v] != "" {
+					store = v + "=" + env[v]
+				}
+			}
+			if f := storeFlag.FindStringSubmatch(m[2]); f != nil {
+				store = storeVariable[f[1]] + "=" + f[2]
+			}
+			cmds = append(cmds, strings.TrimSpace(m[1]))
+			stores = append(stores, store)
+		}
+	}
+	return cmds, stores
+}
+
+// TestGatewayStoresReadsAShellBlock: the store each gateway command of a
+// block opens, as a shell would decide it.
+func TestGatewayStoresReadsAShellBlock(t *testing.T) {
+	cases := []struct {
+		script string
+		want   []string
+	}{
+		{"uncaged-gateway serve --listen :8080\nuncaged-gateway token create --dashboard\n", []string{"", ""}},
+		{"uncaged-gateway serve --data-dir /srv/gw\nuncaged-gateway token create --dashboard\n", []string{"UNCAGED_GATEWAY_DATA_DIR=/srv/gw", ""}},
+		{"export UNCAGED_GATEWAY_DATA_DIR=/srv/gw\nuncaged-gateway serve &\nuncaged-gateway token list  # x\n",
+			[]string{"UNCAGED_GATEWAY_DATA_DIR=/srv/gw", "UNCAGED_GATEWAY_DATA_DIR=/srv/gw"}},
+		{"export UNCAGED_GATEWAY_DATA_DIR=/a\nuncaged-gateway token revoke ID --data-dir=/b | --kind x\n", []string{"UNCAGED_GATEWAY_DATA_DIR=/b"}},
+		{"uncaged-gateway status --json\nuncaged-gateway key generate\n", nil},
+	}
+	for _, c := range cases {
+		_, got := gatewayStores(c.script)
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%q: stores %q, want %q", c.script, got, c.want)
+		}
+	}
+}
+
+// TestGatewayAndTokenCommandsShareOneStore: wherever the docs start a
+// gateway by hand and make tokens for it, the token commands open the
+// store serve opens, named explicitly (one exported variable, or the same
+// flag on each), so a reader who changes where the gateway keeps its
+// state changes it for both. A token made in another store is refused as
+// unknown. The README must show one such block.
+func TestGatewayAndTokenCommandsShareOneStore(t *testing.T) {
+	files := append([]string{readmeFile}, mustGlob(t, "*.md")...)
+	readmeShows := false
+	for _, f := range files {
+		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != ".." && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
+		for _, blk := range fencedBlocks(string(b)) {
+			cmds, stores := gatewayStores(blk.text)
+			serve := -1
+			for i, c := range cmds {
+				if c == "serve" {
+					serve = i
+				}
 			}
-			return nil
+			if serve < 0 || len(cmds) < 2 {
+				continue
+			}
+			for i, c := range cmds {
+				if stores[i] == "" {
+					t.Errorf("%s, block at line %d: `uncaged-gateway %s` names no store: export UNCAGED_GATEWAY_DATA_DIR (or UNCAGED_GATEWAY_DATABASE_URL) above the commands, so serve and the token commands open the same one", f, blk.line, c)
+				} else if stores[i] != stores[serve] {
+					t.Errorf("%s, block at line %d: `uncaged-gateway %s` opens %s, serve %s", f, blk.line, c, stores[i], stores[serve])
+				}
+			}
+			if f == readmeFile {
+				readmeShows = true
+			}
 		}
-		if strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			rel, err := filepath.Rel("..", filepath.Dir(path))
-			if err != nil {
-				return err
-			}
-			if rel != "." {
-				seen[filepath.ToSlash(rel)] = true
-			}
-		}
-		return nil
-	})
+	}
+	if !readmeShows {
+		t.Error("README.md shows no block that starts a gateway (uncaged-gateway serve) and makes its tokens with the same store")
+	}
+}
+
+// mustGlob is filepath.Glob, failing the test on a bad pattern.
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := make([]string, 0, len(seen))
-	for d := range seen {
-		dirs = append(dirs, d)
-	}
-	slices.Sort(dirs)
-	return dirs
-}
-
-// synopsis is the first sentence of a package directory's doc comment.
-func synopsis(t *testing.T, dir string) string {
-	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(filepath.Join("..", dir))
-	if err != nil {
-		return "(unparsable: " + err.Error() + ")"
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join("..", dir, name), nil, parser.PackageClauseOnly|parser.ParseComments)
-		if err != nil {
-			return "(unparsable: " + err.Error() + ")"
-		}
-		if f.Doc != nil {
-			return new(doc.Package).Synopsis(f.Doc.Text())
-		}
-	}
-	return "(no package doc comment)"
+	return m
 }

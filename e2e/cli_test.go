@@ -154,7 +154,7 @@ func TestConcurrentProcessesRegisterWorkflows(t *testing.T) {
 			t.Fatalf("add %d: %+v", i, r)
 		}
 	}
-	r := run(t, root, "workflow", "list")
+	r := run(t, root, "workflow", "list", "-o", "table")
 	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 1+n { // a header, then one line each
 		t.Fatalf("%d workflows listed, want %d:\n%s", len(lines), n, r.stdout)
 	}
@@ -166,7 +166,7 @@ func TestOriginalStoreThroughTheBinary(t *testing.T) {
 	if err := os.CopyFS(root, os.DirFS("../connector/cli/testdata/original-root")); err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, root, "thread", "list")
+	r := run(t, root, "thread", "list", "-o", "table")
 	if r.code != 0 || strings.Count(r.stdout, "  demo-flow  ") != 3 {
 		t.Fatalf("thread list = %+v", r)
 	}

@@ -193,7 +193,7 @@ func TestGatewayClusterOverNATS(t *testing.T) {
 		}
 	}
 	for _, name := range victimHeld {
-		listed := strings.Count(run(t, roots[name], "thread", "list").stdout, "  wf-"+name+"  ")
+		listed := strings.Count(run(t, roots[name], "thread", "list", "-o", "table").stdout, "  wf-"+name+"  ")
 		if listed != started[name] {
 			t.Fatalf("%s: %d thread starts answered 201 just after the kill, %d threads on its machine", name, started[name], listed)
 		}

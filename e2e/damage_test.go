@@ -48,7 +48,7 @@ func TestDamageIsReportedNeverSweptAndRepaired(t *testing.T) {
 			}
 			blobs := blobFiles(t, root)
 
-			r := run(t, root, "thread", "list")
+			r := run(t, root, "thread", "list", "-o", "table")
 			if r.code != 1 || strings.Contains(r.stdout, c.hidden) || !strings.Contains(r.stderr, path+", "+c.line) {
 				t.Fatalf("thread list = %+v", r)
 			}
@@ -68,7 +68,7 @@ func TestDamageIsReportedNeverSweptAndRepaired(t *testing.T) {
 			if r := run(t, root, "doctor", "--repair"); r.code != 0 || !strings.Contains(r.stdout, "1 recovered") {
 				t.Fatalf("doctor --repair = %+v", r)
 			}
-			if r := run(t, root, "thread", "list"); r.code != 0 || strings.Count(r.stdout, "  demo-flow  ") != 3 || r.stderr != "" {
+			if r := run(t, root, "thread", "list", "-o", "table"); r.code != 0 || strings.Count(r.stdout, "  demo-flow  ") != 3 || r.stderr != "" {
 				t.Fatalf("thread list after repair = %+v", r)
 			}
 			if r := run(t, root, "thread", "show", c.hidden); r.code != 0 || !strings.Contains(r.stdout, `"start": "`+c.start+`"`) {

@@ -96,11 +96,18 @@ func TestDashboardThreadPage(t *testing.T) {
 	if eval[bool](b, `!!document.querySelector("[role=dialog]")`) {
 		t.Fatalf("pause asked a question")
 	}
+	// Step 2's role is at work: the thread is pausing until it finishes,
+	// and only then paused.
+	testkit.WaitUntil(t, "the pause to be asked for", func() bool {
+		resp, body := g.do("GET", "/api/clients/laptop/threads/running", "")
+		return resp.StatusCode == 200 && strings.Contains(body, `"status":"pausing"`)
+	})
+	b.until("the page to say pausing, with Resume and without Pause", `document.querySelector('section[data-status="pausing"]') && document.querySelector("[data-testid=resume]") && (!document.querySelector("[data-testid=pause]") || document.querySelector("[data-testid=pause]").disabled)`)
+	openStepGate(t, gate, 2)
 	testkit.WaitUntil(t, "the pause to be taken", func() bool {
 		resp, body := g.do("GET", "/api/clients/laptop/threads/running", "")
 		return resp.StatusCode == 200 && strings.Contains(body, `"status":"paused"`)
 	})
-	openStepGate(t, gate, 2)
 	b.until("the page to say paused", `document.querySelector('section[data-status="paused"]') && document.querySelectorAll(".rec-role").length === 2 && document.querySelector("[data-testid=resume]")`)
 	b.shot("thread-paused-no-question")
 	openStepGate(t, gate, 3)
@@ -233,8 +240,8 @@ func TestDashboardUsageFromAFakeModel(t *testing.T) {
 		const total = document.querySelector("[data-testid=thread-usage-total]");
 		return !!total && total.innerText.includes(%q);
 	})()`, want))
-	if shown := eval[string](b, `document.querySelector("[data-testid=thread-usage-total]").innerText`); !strings.Contains(shown, fmt.Sprintf("$%.3f", cost)) && !strings.Contains(shown, fmt.Sprintf("$%.2f", cost)) {
-		t.Fatalf("the thread's usage %q lacks its cost $%.4f", shown, cost)
+	if shown := eval[string](b, `document.querySelector("[data-testid=thread-usage-total]").innerText`); !strings.Contains(shown, usage.FormatCost(cost)) {
+		t.Fatalf("the thread's usage %q lacks its cost %s", shown, usage.FormatCost(cost))
 	}
 	// Every role step called the model: each card says how much it used.
 	if n := eval[int](b, `document.querySelectorAll("[data-testid=step-usage]").length`); n != 5 {
@@ -246,10 +253,7 @@ func TestDashboardUsageFromAFakeModel(t *testing.T) {
 	// The fleet's list shows the same tokens and cost beside the thread,
 	// from the gateway's index of it.
 	b.open(base + "/#/threads")
-	wantCell := fmt.Sprintf("%s tok · $%.3f", thousands(tokens), cost)
-	if cost >= 0.1 {
-		wantCell = fmt.Sprintf("%s tok · $%.2f", thousands(tokens), cost)
-	}
+	wantCell := fmt.Sprintf("%s tok · %s", thousands(tokens), usage.FormatCost(cost))
 	b.until("the fleet list's usage of the thread: "+wantCell, fmt.Sprintf(`(() => {
 		const cell = document.querySelector('tr[data-thread=%q] td[data-usage]');
 		return !!cell && cell.innerText.trim() === %q;

@@ -157,7 +157,7 @@ func TestLinearThreadRunsAndStreams(t *testing.T) {
 	if roles(s) != "planner,coder,reviewer" || s.Status != "completed" || s.Source != "history" {
 		t.Fatalf("show = %+v", s)
 	}
-	if r := run(t, root, "thread", "list", "plan-code-review"); !strings.Contains(r.stdout, "\n"+id+"  plan-code-review  completed  ") {
+	if r := run(t, root, "thread", "list", "-o", "table", "plan-code-review"); !strings.Contains(r.stdout, "\n"+id+"  plan-code-review  completed  ") {
 		t.Fatalf("thread list = %+v", r)
 	}
 	if r := run(t, root, "live", "--latest"); r.code != 0 || !strings.Contains(r.stdout, "completed: returnCode=0") {

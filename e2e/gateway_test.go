@@ -290,14 +290,14 @@ func TestTokensAndNames(t *testing.T) {
 	other := gwCLI(t, g.key, "token", "create", "--connector", "ci-box")
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "uncaged-workflow"), "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
 	cmd.Env = append(os.Environ(), "UNCAGED_WORKFLOW_STORAGE_ROOT="+engineRoot(t), "UNCAGED_WORKFLOW_TOKEN="+other)
-	stdout, err := cmd.StdoutPipe()
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, readErr := bufio.NewReader(stdout).ReadString('\n')
+	line, readErr := bufio.NewReader(stderr).ReadString('\n')
 	// It may have exited already (the refusal can be final): then the
 	// signal fails, and its exit status says nothing the line did not.
 	_ = cmd.Process.Signal(syscall.SIGTERM)

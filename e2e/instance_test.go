@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -114,21 +117,68 @@ func TestTwoRootsWithOneName(t *testing.T) {
 	}
 }
 
-// A connector that comes back from the same storage root while the gateway
-// still holds its old connection (frozen, as behind a network blip)
-// replaces it without a word: no refusal, no takeover.
-func TestTheSameRootReconnectsInPlace(t *testing.T) {
-	t.Parallel()
-	// Heartbeats an hour apart: the frozen connection stays online.
-	g := newGateway(t, nil, 0, "--heartbeat", "1h")
-	old, root := g.connector("m1", map[string]string{"slow": "slow.esm.js"})
-	id := g.instances()["m1"]
-	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+// holdingRelay forwards TCP connections to target. When a client goes
+// away it keeps the connection to target open, unread, as a network that
+// stopped delivering the client's packets would: the far end sees nothing
+// until its own heartbeat. Everything closes when the test ends.
+func holdingRelay(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	old.endSig = syscall.SIGKILL // a stopped process takes no SIGTERM
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close() // ends the accept loop
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close() // the test is over
+		}
+	})
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = client.Close() // the client sees the relay refuse
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, client, up)
+			mu.Unlock()
+			// Neither copy closes the other side: up stays open after
+			// the client is gone.
+			go func() { _, _ = io.Copy(up, client) }()
+			go func() { _, _ = io.Copy(client, up) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A connector that comes back from the same storage root while the gateway
+// still holds its old connection (a connect killed, or a machine that
+// lost power, behind a network that did not pass the close on) replaces
+// it without a word: no refusal, no takeover.
+func TestTheSameRootReconnectsInPlace(t *testing.T) {
+	t.Parallel()
+	// Heartbeats an hour apart: the held connection stays online.
+	g := newGateway(t, nil, 0, "--heartbeat", "1h")
+	root := engineRoot(t)
+	add(t, root, "slow", "slow.esm.js")
+	relay := holdingRelay(t, g.addr)
+	token := "UNCAGED_WORKFLOW_TOKEN=" + gwCLI(t, g.key, "token", "create", "--connector", "m1")
+	old := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, token},
+		"uncaged-workflow", "connect", "--name", "m1", "--gateway", "http://"+relay)
+	g.waitStatus("m1", "online")
+	id := g.instances()["m1"]
+	old.stop(syscall.SIGKILL)
 	if g.endpoints()["m1"] != "online" {
-		t.Fatal("m1 went offline while frozen")
+		t.Fatal("m1 went offline: the relay passed the close on")
 	}
 	back := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + root, "UNCAGED_WORKFLOW_TOKEN=" + gwCLI(t, g.key, "token", "create", "--connector", "m1")},
 		"uncaged-workflow", "connect", "--name", "m1", "--gateway", "http://"+g.addr)

@@ -57,7 +57,7 @@ func listingSpoilHead(t *testing.T, rng *rand.Rand, root, id string, at int) (pa
 // The reported case through the binary: one character of a history line's
 // head flipped to another valid character leaves a well-formed hash whose
 // blob is not in the CAS. `thread list` showed the thread as completed and
-// exited 0. Now every view of it — list, list --json, show, live — exits 1
+// exited 0. Now every view of it — list (table and piped lines), list --json, show, live — exits 1
 // naming the file and line, and shows it as damaged, never completed; the
 // other threads keep their status. Each position of the hash is tried
 // (13 runs of the binary per command), with a random replacement.
@@ -74,7 +74,13 @@ func TestListingNamesAHistoryLineWhoseHeadIsGone(t *testing.T) {
 			p, line := listingSpoilHead(t, rng, root, id, at)
 			place := fmt.Sprintf("%s, line %d: thread %s: head ", p, line, id)
 
+			// The original's piped lines carry no status, and say the
+			// damage all the same.
 			r := run(t, root, "thread", "list")
+			if r.code != 1 || !strings.Contains(r.stderr, place) || !strings.Contains(r.stderr, "doctor") || !strings.Contains(r.stdout, id+"\t") {
+				t.Fatalf("piped thread list = %+v; want its lines and exit 1 naming %q", r, place)
+			}
+			r = run(t, root, "thread", "list", "-o", "table")
 			if r.code != 1 || !strings.Contains(r.stderr, place) || !strings.Contains(r.stderr, "doctor") {
 				t.Fatalf("thread list = %+v; want exit 1 naming %q", r, place)
 			}

@@ -229,7 +229,7 @@ func TestRequestIDAcrossGatewayAndConnector(t *testing.T) {
 	t.Parallel()
 	g := startLoadGateway(t)
 	conn := startProc(t, []string{"UNCAGED_WORKFLOW_STORAGE_ROOT=" + engineRoot(t), "UNCAGED_WORKFLOW_TOKEN=" + g.token("laptop")},
-		"uncaged-workflow", "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
+		"uncaged-workflow", "--log-format", "json", "connect", "--name", "laptop", "--gateway", "http://"+g.addr)
 	testkit.WaitUntil(t, "the connector to connect", func() bool { return countOnline(t, g.addr, g.dash) == 1 })
 
 	get := func(incoming string) string {

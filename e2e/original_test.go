@@ -51,7 +51,16 @@ func (c *originalClient) api() http.Handler {
 			fmt.Fprint(w, `{"error":"Unauthorized"}`)
 			return
 		}
-		fmt.Fprintf(w, `{"machine":%q,"path":%q}`, c.name, r.URL.Path)
+		switch r.URL.Path {
+		case "/api/threads": // the original's thread list and detail shapes
+			fmt.Fprint(w, `{"threads":[{"threadId":"06EZJ3QM9Q4S5XWA0R1C7D8E2G","workflow":"solve","hash":"HEXEJQQQ6EVYJ","startedAt":"2026-11-02T10:00:00.000Z","status":"completed"}]}`)
+		case "/api/threads/06EZJ3QM9Q4S5XWA0R1C7D8E2G":
+			fmt.Fprint(w, `{"threadId":"06EZJ3QM9Q4S5XWA0R1C7D8E2G","records":[`+
+				`{"type":"thread-start","workflow":"solve","prompt":"fix the bug","threadId":"06EZJ3QM9Q4S5XWA0R1C7D8E2G","status":"completed","timestamp":null},`+
+				`{"type":"workflow-result","returnCode":0,"content":"fixed","timestamp":1793613600000}]}`)
+		default:
+			fmt.Fprintf(w, `{"machine":%q,"path":%q}`, c.name, r.URL.Path)
+		}
 	})
 }
 
@@ -102,8 +111,9 @@ func (c *originalClient) unregister() int {
 	return resp.StatusCode
 }
 
-// TestOriginalClientServedAfterARestart: an original-protocol client keeps
-// running while the gateway restarts; the gateway keeps its registration,
+// TestOriginalClientServedAfterARestart: an original-protocol client's
+// threads are in the fleet's list; it keeps running while the gateway
+// restarts; the gateway keeps its registration,
 // so the first request after the client's socket is back reaches it with
 // its client token (before, 401 for up to 60 s: until its next
 // heartbeat). Unregistering then removes it: gone from the endpoints, and
@@ -120,6 +130,11 @@ func TestOriginalClientServedAfterARestart(t *testing.T) {
 	if resp, body := g.do("GET", "/api/clients/old-box/workflows", ""); resp.StatusCode != 200 || !strings.Contains(body, `"machine":"old-box"`) {
 		t.Fatalf("before the restart: %d %s", resp.StatusCode, body)
 	}
+	// Its threads are in the fleet's list, as its own page shows them.
+	testkit.WaitUntil(t, "the fleet's list to show the original client's thread", func() bool {
+		resp, body := g.do("GET", "/api/gateway/threads?machine=old-box", "")
+		return resp.StatusCode == 200 && strings.Contains(body, `"threadId":"06EZJ3QM9Q4S5XWA0R1C7D8E2G"`) && strings.Contains(body, `"prompt":"fix the bug"`)
+	})
 
 	g.restart()
 	testkit.WaitUntil(t, "the client's socket to be back", func() bool { return c.dials.Load() >= 2 && g.endpoints()["old-box"] == "online" })

@@ -95,7 +95,7 @@ func TestStorageBadHeadsAndLinkedBundlesCostNoNode(t *testing.T) {
 		if err := os.Symlink(moved, filepath.Join(root, bundle)); err != nil {
 			t.Fatal(err)
 		}
-		if r := run(t, root, "thread", "list"); r.code != 0 || strings.Count(r.stdout, "demo-flow") != 3 {
+		if r := run(t, root, "thread", "list", "-o", "table"); r.code != 0 || strings.Count(r.stdout, "demo-flow") != 3 {
 			t.Fatalf("thread list = %+v; want the bundle's 3 threads", r)
 		}
 		blobs := storageBlobs(t, root)
@@ -110,7 +110,7 @@ func TestStorageBadHeadsAndLinkedBundlesCostNoNode(t *testing.T) {
 
 // A running thread — here one whose start node is older than gc's grace
 // period, as in the report — is not removed: `thread rm` refuses, naming
-// its status and --force, and the thread runs on with every node. Paused,
+// its status and --force, and the thread runs on with every node. Pausing,
 // likewise. --force kills it, waits until it has stopped, and removes it:
 // it does not come back in history, and nothing it leaves refuses a
 // collection.
@@ -141,8 +141,9 @@ func TestStorageThreadRmRefusesARunningThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	blobs := storageBlobs(t, root)
-	for _, status := range []string{"running", "paused"} {
-		if status == "paused" {
+	// Paused while its role never finishes, it stays pausing.
+	for _, status := range []string{"running", "pausing"} {
+		if status == "pausing" {
 			if r := run(t, root, "thread", "pause", id); r.code != 0 {
 				t.Fatalf("pause: %+v", r)
 			}

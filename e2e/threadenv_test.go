@@ -92,6 +92,7 @@ func greetRoot(t *testing.T) (string, *greetModel) {
 	if r := run(t, root, "setup", "--provider", "mock", "--base-url", m.srv.URL+"/v1", "--api-key", "env:MOCK_KEY", "--default-model", "mock/m1"); r.code != 0 {
 		t.Fatalf("setup: %+v", r)
 	}
+	withoutOversight(t, root) // counts the role's calls
 	wf := filepath.Join(t.TempDir(), "greet.yaml")
 	if err := os.WriteFile(wf, []byte(greetWorkflow), 0o644); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func runPricedPlanCodeReview(t *testing.T, root string) (*fakeModel, string) {
 	f := newFakeModel(t, false)
 	f.reportUsage = true
 	setupFakeProvider(t, root, f)
+	withoutOversight(t, root) // counts the roles' calls
 	addPrices(t, root)
 	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
 	workspace := filepath.Join(t.TempDir(), "project")
@@ -219,7 +220,7 @@ func TestModelUsageIsRecordedAndShown(t *testing.T) {
 		t.Errorf("thread usage: %+v", r)
 	}
 
-	// A restart of the machine's engine (connect is the host) keeps it all.
+	// A restart of the machine's connect keeps it all.
 	conn.stop(syscall.SIGTERM)
 	after := showUsage(t, root, id)
 	if !reflect.DeepEqual(after, shown) {

@@ -154,10 +154,11 @@ type Options struct {
 }
 
 type server struct {
-	opts  Options
-	store *cas.Store
-	log   *slog.Logger
-	gcMu  sync.Mutex // one collection at a time
+	opts    Options
+	store   *cas.Store
+	log     *slog.Logger
+	gcMu    sync.Mutex // one collection at a time
+	prompts promptCache
 }
 
 // errorBody is every error response.

@@ -69,6 +69,8 @@ func (e *HostEngine) get(ensure bool) (*host.Client, error) {
 func connectorCaller() *host.Caller {
 	c := host.CommandCaller("connector")
 	c.Origin = fmt.Sprintf("the connector's environment (pid %d)", os.Getpid())
+	// Whoever asked the API (the dashboard, a script) is not known here.
+	c.Requester = fmt.Sprintf("the connector's API (the dashboard or another client of it; pid %d)", os.Getpid())
 	return c
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threads"
-	"github.com/uncaged/workflow/engine/usage"
 	"github.com/uncaged/workflow/shared/fleet"
 )
 
@@ -82,6 +81,10 @@ type logItem struct {
 type bundleStamp struct {
 	index   os.FileInfo   // threads.json; nil when missing
 	history []os.FileInfo // history/*.jsonl, by name
+	// logs is the bundle's logs directory, which changes when a running
+	// marker comes or goes: the original engine's worker starting or
+	// stopping a thread changes its status (host.Liveness).
+	logs os.FileInfo
 }
 
 func newFeed(s *server) *feed {
@@ -101,7 +104,7 @@ func sameFile(a, b os.FileInfo) bool {
 }
 
 func (b bundleStamp) equal(o bundleStamp) bool {
-	if !sameFile(b.index, o.index) || len(b.history) != len(o.history) {
+	if !sameFile(b.index, o.index) || !sameFile(b.logs, o.logs) || len(b.history) != len(o.history) {
 		return false
 	}
 	for i := range b.history {
@@ -120,6 +123,9 @@ func (f *feed) stamp(hash string) bundleStamp {
 	var st bundleStamp
 	if fi, err := os.Stat(threads.IndexFile(dir)); err == nil {
 		st.index = fi
+	}
+	if fi, err := os.Stat(f.s.opts.Layout.LogsDir(hash)); err == nil {
+		st.logs = fi
 	}
 	entries, err := os.ReadDir(threads.HistoryDir(dir))
 	if err != nil {
@@ -229,7 +235,7 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 	for _, r := range recs {
 		seen[r.ThreadID] = true
 		e := f.entries[r.ThreadID]
-		live := host.Liveness(running, r.ThreadID)
+		live := host.Liveness(f.s.opts.Layout, running, r)
 		switch {
 		case r.Source != threads.SourceActive:
 			// A finished thread's status does not depend on the engine,
@@ -249,7 +255,7 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 			if seen[e.rec.ThreadID] || gone[e.rec.BundleHash] || e.rec.Source != threads.SourceActive {
 				continue
 			}
-			if live := host.Liveness(running, e.rec.ThreadID); live != e.live {
+			if live := host.Liveness(f.s.opts.Layout, running, e.rec); live != e.live {
 				updates = append(updates, update{rec: e.rec, live: live, e: e})
 			}
 		}
@@ -369,8 +375,8 @@ func (s *server) summary(p pending, names map[string]string, prices registry.Pri
 		StartedAt: time.UnixMilli(start.Timestamp).UTC(), UpdatedAt: time.UnixMilli(p.rec.UpdatedAt).UTC(),
 		DurationMs: max(0, p.rec.UpdatedAt-start.Timestamp),
 	}
-	if start.Prompt != nil {
-		out.Prompt = fleet.TruncatePrompt(*start.Prompt)
+	if p := listedPrompt(start.Prompt); p != nil {
+		out.Prompt = *p
 	}
 	var frames []threads.Frame
 	if p.status != threads.StatusDamaged { // no step can be trusted from an unsound head
@@ -389,10 +395,7 @@ func (s *server) summary(p pending, names map[string]string, prices registry.Pri
 			out.Steps++
 		}
 	}
-	spent, err := usage.ThreadTotals(s.opts.Layout, p.rec.BundleHash, p.rec.ThreadID, prices)
-	if err != nil {
-		s.log.Warn("events: reading a thread's model usage", "thread", p.rec.ThreadID, "err", err)
-	} else if spent.Calls > 0 {
+	if spent := s.threadUsage(p.rec, prices); spent != nil {
 		out.Tokens = spent.TotalTokens
 		if spent.CostUSD != nil {
 			out.Cost = *spent.CostUSD

@@ -231,7 +231,7 @@ func (st *liveStream) step() (done bool, err error) {
 	if err := st.info(); err != nil {
 		return true, err
 	}
-	stopped := engErr == nil && host.Liveness(running, rec.ThreadID) == threads.NotExecuting
+	stopped := engErr == nil && host.Liveness(st.s.opts.Layout, running, rec) == threads.NotExecuting
 	switch {
 	case st.ended:
 		return true, st.done(DoneCompleted)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/usage"
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // ThreadSummary is one thread in GET /api/threads.
@@ -37,6 +39,13 @@ type ThreadSummary struct {
 	UpdatedAt string         `json:"updatedAt"`
 	Status    threads.Status `json:"status"`
 	Source    threads.Source `json:"source"`
+	// Prompt is the thread's prompt as the fleet's thread list shows it
+	// (listedPrompt): at most fleet.PromptMaxRunes runes, the last
+	// fleet.CutMark when cut; null when the prompt is not in the CAS.
+	Prompt *string `json:"prompt"`
+	// Usage is what the thread's model calls used (package usage); absent
+	// when it made none.
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 // ThreadList is GET /api/threads: one page, and how many threads matched.
@@ -73,7 +82,7 @@ type RunningSummary struct {
 	ThreadID     string         `json:"threadId"`
 	Hash         string         `json:"hash"`
 	WorkflowName *string        `json:"workflowName"`
-	Status       threads.Status `json:"status"` // running or paused
+	Status       threads.Status `json:"status"` // running, pausing or paused
 	StartedAt    string         `json:"startedAt"`
 	// Parent is the parent thread of a child thread, else null.
 	Parent *string `json:"parent"`
@@ -153,7 +162,7 @@ type ResultRecord struct {
 
 // validStatuses are the values ?status accepts.
 var validStatuses = []threads.Status{
-	threads.StatusRunning, threads.StatusPaused, threads.StatusCompleted,
+	threads.StatusRunning, threads.StatusPausing, threads.StatusPaused, threads.StatusCompleted,
 	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
 	threads.StatusDamaged,
 }
@@ -240,7 +249,7 @@ func parseStatuses(v string) (map[threads.Status]bool, error) {
 			}
 		}
 		if !ok {
-			return nil, fail(http.StatusBadRequest, "unknown status %q: want running, paused, completed, failed, killed, interrupted or damaged", part)
+			return nil, fail(http.StatusBadRequest, "unknown status %q: want running, pausing, paused, completed, failed, killed, interrupted or damaged", part)
 		}
 		out[threads.Status(part)] = true
 	}
@@ -357,6 +366,10 @@ func (s *server) listThreads(c echo.Context) error {
 	total := len(rows)
 	rows = Window(rows, page.offset, page.limit)
 	names := reg.BundleNames()
+	var prices registry.Prices
+	if cfg := reg.Config(); cfg != nil {
+		prices = cfg.Prices
+	}
 	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
 	for _, r := range rows {
 		if r.status == "" {
@@ -365,10 +378,76 @@ func (s *server) listThreads(c echo.Context) error {
 		out.Threads = append(out.Threads, ThreadSummary{
 			ThreadID: r.rec.ThreadID, Workflow: optional(names[r.rec.BundleHash]), Hash: r.rec.BundleHash,
 			StartedAt: isoTime(r.started), UpdatedAt: isoTime(r.rec.UpdatedAt), Status: r.status, Source: r.rec.Source,
+			Prompt: s.prompts.listed(s.store, r.rec.Start), Usage: s.threadUsage(r.rec, prices),
 		})
 	}
 	out.Damaged = s.damagedFiles(append(damaged, unsound...))
 	return c.JSON(http.StatusOK, out)
+}
+
+// promptCacheBytes bounds what promptCache holds: the listed prompts of
+// some tens of thousands of threads.
+const promptCacheBytes = 8 << 20
+
+// promptCache keeps the listed prompt of each start node read. A start
+// node never changes, nor does the prompt it names, and reading them is
+// two node parses a thread: half of what a whole list of thousands of
+// threads costs without it. A prompt not in the CAS is not kept (it may
+// come back). When full, it starts afresh.
+type promptCache struct {
+	mu    sync.Mutex
+	byKey map[string]*string // by start hash
+	size  int
+}
+
+// listed is the listed prompt (listedPrompt) of the thread whose start
+// node is start.
+func (c *promptCache) listed(store *cas.Store, start string) *string {
+	c.mu.Lock()
+	p, ok := c.byKey[start]
+	c.mu.Unlock()
+	if ok {
+		return p
+	}
+	_, full := startInfo(store, start)
+	p = listedPrompt(full)
+	if p == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil || c.size > promptCacheBytes {
+		c.byKey, c.size = map[string]*string{}, 0
+	}
+	c.byKey[start] = p
+	c.size += len(start) + len(*p)
+	return p
+}
+
+// listedPrompt is a prompt as the thread lists show it, the machine's and
+// the fleet's alike: cut to fleet.PromptMaxRunes runes; nil stays nil (the
+// prompt is not in the CAS).
+func listedPrompt(prompt *string) *string {
+	if prompt == nil {
+		return nil
+	}
+	cut := fleet.TruncatePrompt(*prompt)
+	return &cut
+}
+
+// threadUsage is what rec's model calls used, priced at prices; nil when
+// it made none, or its usage file cannot be read (which is logged: usage
+// is an account, and a list or summary still answers without it).
+func (s *server) threadUsage(rec threads.Record, prices registry.Prices) *usage.Totals {
+	spent, err := usage.ThreadTotals(s.opts.Layout, rec.BundleHash, rec.ThreadID, prices)
+	if err != nil {
+		s.log.Warn("reading a thread's model usage", "thread", rec.ThreadID, "err", err)
+		return nil
+	}
+	if spent.Calls == 0 {
+		return nil
+	}
+	return &spent
 }
 
 func (s *server) runningThreads(c echo.Context) error {
@@ -433,19 +512,31 @@ func (s *server) threadStart(rec threads.Record, status threads.Status, damage *
 	if damage != nil {
 		out.Damaged = s.damagedFiles([]*threads.DamageError{damage})
 	}
-	if n, err := s.store.GetNode(rec.Start); err == nil {
-		if st, ok := n.(node.Start); ok {
-			if st.Payload.Name != "" {
-				out.Workflow = st.Payload.Name
-			}
-			if len(st.Refs) > 0 {
-				if p, ok := contentPayload(s.store, st.Refs[0]); ok {
-					out.Prompt = &p
-				}
-			}
+	name, prompt := startInfo(s.store, rec.Start)
+	if name != "" {
+		out.Workflow = name
+	}
+	out.Prompt = prompt
+	return out
+}
+
+// startInfo reads what a thread's start node says: the workflow's name
+// ("" when it names none) and the prompt (nil when it is not in the CAS).
+func startInfo(store *cas.Store, start string) (name string, prompt *string) {
+	n, err := store.GetNode(start)
+	if err != nil {
+		return "", nil
+	}
+	st, ok := n.(node.Start)
+	if !ok {
+		return "", nil
+	}
+	if len(st.Refs) > 0 {
+		if p, ok := contentPayload(store, st.Refs[0]); ok {
+			prompt = &p
 		}
 	}
-	return out
+	return st.Payload.Name, prompt
 }
 
 // stepRecords returns a RoleRecord per step of the chain ending at head

@@ -12,6 +12,7 @@ import (
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/engine/yamlwf"
 )
 
 // WorkflowSummary is one workflow in GET /api/workflows: its current
@@ -24,12 +25,30 @@ type WorkflowSummary struct {
 }
 
 // WorkflowDetail is GET /api/workflows/:name: the current version, the
-// older ones (newest first), and the descriptor stored beside the current
-// bundle (null when missing or invalid).
+// older ones (newest first), the descriptor stored beside the current
+// bundle (null when missing or invalid) and its roles' agents.
 type WorkflowDetail struct {
 	WorkflowSummary
 	History    []registry.Version   `json:"history"`
 	Descriptor *workflow.Descriptor `json:"descriptor"`
+	RoleAgents RoleAgents           `json:"roleAgents"`
+}
+
+// RoleAgents are each role's agent, by role name, for a YAML workflow;
+// null for a JavaScript bundle (its code picks its agents) and for a YAML
+// file that no longer parses.
+type RoleAgents map[string]RoleAgent
+
+// RoleAgent is what names the agent a YAML workflow's role runs. A spec's
+// args, env and the like are left out on purpose: they may hold secrets,
+// and a page showing the workflow must never leak them.
+type RoleAgent struct {
+	Type string `json:"type"`
+	// Name is the agent under agents: the role refers to, if it does.
+	Name     string `json:"name,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Command  string `json:"command,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // WorkflowVersion is GET /api/workflows/:name/versions/:hash: one version
@@ -42,6 +61,7 @@ type WorkflowVersion struct {
 	Timestamp  int64                `json:"timestamp"`
 	Current    bool                 `json:"current"`
 	Descriptor *workflow.Descriptor `json:"descriptor"`
+	RoleAgents RoleAgents           `json:"roleAgents"`
 }
 
 // WorkflowHistory is GET /api/workflows/:name/history: every version,
@@ -102,7 +122,47 @@ func (s *server) getWorkflow(c echo.Context) error {
 		WorkflowSummary: WorkflowSummary{Name: name, Hash: e.Hash, Timestamp: e.Timestamp},
 		History:         history,
 		Descriptor:      s.descriptor(e.Hash),
+		RoleAgents:      s.roleAgents(e.Hash),
 	})
+}
+
+// maxRoleAgentsSource bounds what roleAgents reads: above yamlwf's own
+// limit, so a bigger file is refused by Parse like any other bad file.
+const maxRoleAgentsSource = 8 << 20
+
+// roleAgents parses the YAML workflow stored as bundle hash for its roles'
+// agents: nil for a JavaScript bundle, and for a YAML file that cannot be
+// read or parsed, which leaves the rest of the page to show (logged at
+// debug). Only the routes showing one version call it: it parses the file.
+func (s *server) roleAgents(hash string) RoleAgents {
+	hash, err := ids.ParseHash(hash)
+	if err != nil {
+		return nil
+	}
+	f, err := os.Open(s.opts.Layout.YAMLWorkflowFile(hash))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Debug("no role agents: cannot read the YAML workflow", "bundle", hash, "err", err)
+		}
+		return nil
+	}
+	defer func() { _ = f.Close() }() // opened read-only
+	src, err := io.ReadAll(io.LimitReader(f, maxRoleAgentsSource))
+	if err != nil {
+		s.log.Debug("no role agents: cannot read the YAML workflow", "bundle", hash, "err", err)
+		return nil
+	}
+	def, err := yamlwf.Parse(src)
+	if err != nil {
+		s.log.Debug("no role agents: the YAML workflow does not parse", "bundle", hash, "err", err)
+		return nil
+	}
+	out := RoleAgents{}
+	for _, r := range def.Roles {
+		a := r.Agent
+		out[r.Name] = RoleAgent{Type: a.Kind, Name: r.AgentName, Model: a.Model, Command: a.Command, Workflow: a.Workflow}
+	}
+	return out
 }
 
 // descriptor reads bundles/<hash>.yaml, or nil when it is missing or does
@@ -135,11 +195,11 @@ func (s *server) workflowVersion(c echo.Context) error {
 		return fail(http.StatusBadRequest, "%s", err.Error())
 	}
 	if hash == e.Hash {
-		return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: e.Timestamp, Current: true, Descriptor: s.descriptor(hash)})
+		return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: e.Timestamp, Current: true, Descriptor: s.descriptor(hash), RoleAgents: s.roleAgents(hash)})
 	}
 	for _, v := range e.History {
 		if v.Hash == hash {
-			return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: v.Timestamp, Descriptor: s.descriptor(hash)})
+			return c.JSON(http.StatusOK, WorkflowVersion{Name: name, Hash: hash, Timestamp: v.Timestamp, Descriptor: s.descriptor(hash), RoleAgents: s.roleAgents(hash)})
 		}
 	}
 	return fail(http.StatusNotFound, "version not found: %s has no version %s", name, hash)
@@ -203,6 +263,8 @@ type BundleDetail struct {
 	Size      int64 `json:"size"`
 	// Descriptor is the descriptor stored beside it, null when missing.
 	Descriptor *workflow.Descriptor `json:"descriptor"`
+	// RoleAgents are a YAML workflow's roles' agents (null for "js").
+	RoleAgents RoleAgents `json:"roleAgents"`
 }
 
 // BundleWorkflow is a workflow a bundle is a version of.
@@ -243,6 +305,9 @@ func (s *server) getBundle(c echo.Context) error {
 	}
 	out.Source, out.Size, out.Truncated = string(src), fi.Size(), fi.Size() > int64(len(src))
 	out.Descriptor = s.descriptor(hash)
+	if out.Kind == "yaml" {
+		out.RoleAgents = s.roleAgents(hash)
+	}
 	reg, err := s.registry(c)
 	if err != nil {
 		return err

@@ -76,16 +76,22 @@ func (a *app) casGetCmd() *cobra.Command {
 }
 
 func (a *app) casPutCmd() *cobra.Command {
+	var content []string
 	return &cobra.Command{
 		Use:   "put <content>",
 		Short: "Store content in CAS, prints hash",
-		Args:  exactArgs(1, 1, "cas put requires <content>", ""),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Long: `Stores <content> as a content node and prints its hash. Content is taken as
+written, a leading '-' included ("cas put '- item'"); only this command's
+flags are read as flags, and "--" ends them ("cas put -- --help" stores
+"--help").`,
+		DisableFlagParsing: true, // contentArgs reads the command line
+		Args:               contentArgs(&content, exactArgs(1, 1, "cas put requires <content>", "")),
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, s, err := a.store()
 			if err != nil {
 				return err
 			}
-			h, err := s.Put(args[0])
+			h, err := s.Put(content[0])
 			if err != nil {
 				return err
 			}

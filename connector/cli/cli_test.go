@@ -234,7 +234,7 @@ func TestWorkflowLifecycle(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.root, "bundles", hash2+".d.ts")); err != nil {
 		t.Fatal("types sidecar not stored")
 	}
-	list := c.ok("workflow", "list")
+	list := c.ok("workflow", "list", "-o", "table")
 	if f := strings.Fields(strings.Split(list, "\n")[1]); len(f) < 3 || f[0] != "greet-user" || f[1] != hash2 || f[2] != "2" {
 		t.Fatalf("list = %q", list)
 	}
@@ -397,7 +397,7 @@ func TestThreadCommandsOnOriginalStore(t *testing.T) {
 		{"06EZHZP3N4J2B8V6Q0T9W1X5Y4", "demo-flow", "completed"},
 		{"06E0000000000000000000000C", "demo-flow", "completed"},
 	}
-	got := c.ok("thread", "list")
+	got := c.ok("thread", "list", "-o", "table")
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("thread list:\n%s", got)
@@ -407,7 +407,7 @@ func TestThreadCommandsOnOriginalStore(t *testing.T) {
 			t.Fatalf("thread list line %d = %q, want %q…", i, lines[i], w)
 		}
 	}
-	if got := c.ok("thread", "list", "demo-flow", "--limit", "1", "--offset", "2"); !strings.HasPrefix(strings.Split(got, "\n")[1], "06E0000000000000000000000C  demo-flow  completed  ") {
+	if got := c.ok("thread", "list", "demo-flow", "-o", "table", "--limit", "1", "--offset", "2"); !strings.HasPrefix(strings.Split(got, "\n")[1], "06E0000000000000000000000C  demo-flow  completed  ") {
 		t.Fatalf("filtered page = %q", got)
 	}
 	c.fails("workflow not registered: other-flow", "thread", "list", "other-flow")

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -46,68 +47,88 @@ func (a *app) connectCmd() *cobra.Command {
 			"place of its old connection, and refuses another machine or root that uses the\n" +
 			"same name while this one is online. --takeover takes the name from it instead;\n" +
 			"the connector that held it is told who replaced it and stops (exit " + fmt.Sprint(ExitConnectTakenOver) + ").\n" +
-			"A copy of the root with its instance-key is the same instance, not another.\n\n" +
+			"A copy of the root with its instance-key is the same instance, not another.\n" +
+			"Only one connect may serve a storage root: a second one stops at once (exit " + fmt.Sprint(ExitConnectRootInUse) + ")\n" +
+			"and names the first one's pid.\n\n" +
+			"Threads run in the root's engine host, started in the background when one is\n" +
+			"needed, as `run` starts it: stopping connect leaves them running, and says how\n" +
+			"many (`uncaged-workflow engine stop` stops the host). The host logs to\n" +
+			"logs/engine.log in the root.\n\n" +
+			"Output is text (state lines on stdout; refusals and the log on stderr) unless\n" +
+			"--log-format json, which makes every line a JSON record on stderr.\n\n" +
 			connectExitHelp(),
 		Args: exactArgs(0, 0, "", "connect takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			out := a.apiOutput()
+			refuse := func(err error) error {
+				var perm *link.PermanentError
+				if errors.As(err, &perm) {
+					a.recordRefusal(name, gateway, perm)
+				}
+				return out.stopped("connect", err)
+			}
 			if gateway == "" {
-				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindConfig, Message: "connect requires --gateway URL (or " + EnvGateway + ")"})
+				return refuse(&link.PermanentError{Kind: link.KindConfig, Message: "connect requires --gateway URL (or " + EnvGateway + ")"})
 			}
 			if err := link.CheckGateway(gateway); err != nil {
-				return a.connectFailed(nil, name, gateway, err)
+				return refuse(err)
 			}
 			if !connectorNamePattern().MatchString(name) {
-				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindConfig,
+				return refuse(&link.PermanentError{Kind: link.KindConfig,
 					Message: fmt.Sprintf("invalid connector name %q: use lowercase letters, digits and hyphens (at most 63)", name)})
 			}
 			// --token holds the command line's value, else the first of its
 			// variables (envflag); the file wins over both.
-			cred, err := a.connectorToken(token, tokenFile)
-			if errors.Is(err, errNoToken) {
-				return a.connectFailed(nil, name, gateway, &link.PermanentError{Kind: link.KindCredential, Message: err.Error()})
-			}
+			cred, err := a.connectorToken(name, token, tokenFile)
 			if err != nil {
-				return err
+				return refuse(err)
 			}
 			token = cred
-			if err := setupMemory(memoryBudget, a.logger()); err != nil {
-				return err
-			}
-			ctx, logger, handler, stop, err := a.startAPI()
+			hostArgs, err := a.hostFlags(memoryBudget)
 			if err != nil {
-				return err
+				return out.stopped("connect", err)
 			}
-			defer stop()
-			if listen != "" {
-				stopHTTP, err := a.listen(listen, handler)
-				if err != nil {
-					return err
-				}
-				defer stopHTTP()
-			}
+			// One connect per root, found before anything is served or
+			// dialed.
 			l, err := a.layout()
 			if err != nil {
-				return err
-			}
-			instance, err := instanceID(l)
-			if err != nil {
-				return err
-			}
-			key, err := instanceKey(l)
-			if err != nil {
-				return err
+				return out.stopped("connect", err)
 			}
 			rec, err := recordConnect(l, name, gateway)
 			if err != nil {
-				return err
+				return out.stopped("connect", err)
 			}
 			defer rec.close()
-			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: a.out(), Logger: logger,
-				Version: version.Version, OnState: rec.set, Instance: instance, InstanceKey: key, Takeover: takeover})
+			ctx, _, handler, stop, err := a.startAPI(out, hostArgs)
 			if err != nil {
-				return a.connectFailed(rec, name, gateway, err)
+				return out.stopped("connect", err)
 			}
-			fmt.Fprintln(a.out(), "disconnected: shutting down")
+			defer stop()
+			if listen != "" {
+				stopHTTP, err := a.listen(out, listen, handler)
+				if err != nil {
+					return out.stopped("connect", err)
+				}
+				defer stopHTTP()
+			}
+			instance, err := instanceID(l)
+			if err != nil {
+				return out.stopped("connect", err)
+			}
+			key, err := instanceKey(l)
+			if err != nil {
+				return out.stopped("connect", err)
+			}
+			err = link.Run(ctx, link.Options{Gateway: gateway, Name: name, Token: token, Handler: handler, Out: out.stdout, Logger: out.logger,
+				Version: version.Version, OnState: rec.set, Instance: instance, InstanceKey: key, Takeover: takeover})
+			var perm *link.PermanentError
+			if errors.As(err, &perm) {
+				rec.fail(perm.Message, connectExitCode(perm.Kind))
+			}
+			if err != nil {
+				return out.stopped("connect", err)
+			}
+			out.say("disconnected; " + threadsLeft(l))
 			return nil
 		},
 	}
@@ -122,7 +143,7 @@ func (a *app) connectCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this local address")
 	a.addAllowOriginFlag(cmd)
 	cmd.Flags().BoolVar(&takeover, "takeover", false, "take the name from another machine (instance) that holds it; that one stops")
-	addMemoryBudgetFlag(cmd, &memoryBudget)
+	addHostMemoryBudgetFlag(cmd, &memoryBudget)
 	return cmd
 }
 
@@ -132,8 +153,10 @@ func (a *app) connectCmd() *cobra.Command {
 // agents and their models' shell_exec commands inherit that environment,
 // and none of them is to hold (or print into a thread) a credential that
 // lets its holder take this connector's place at the gateway, or with the
-// shared secret use the dashboard.
-func (a *app) connectorToken(token, file string) (cred string, err error) {
+// shared secret use the dashboard. No credential — none given, or a
+// token file that cannot be read or is empty — is a credential failure
+// (*link.PermanentError of KindCredential).
+func (a *app) connectorToken(name, token, file string) (cred string, err error) {
 	defer func() {
 		for _, name := range []string{EnvToken, EnvSharedSecret} {
 			if uerr := os.Unsetenv(name); uerr != nil && err == nil {
@@ -141,42 +164,31 @@ func (a *app) connectorToken(token, file string) (cred string, err error) {
 			}
 		}
 	}()
+	noToken := func(msg string) error { return &link.PermanentError{Kind: link.KindCredential, Message: msg} }
 	cred, err = envflag.ReadSecret(token, file)
-	if err != nil {
-		return "", fmt.Errorf("read token file: %w", err)
-	}
-	if file == "" && cred == "" {
-		return "", errNoToken
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", noToken(fmt.Sprintf("--token-file %s: no such file; write this connector's token there (`uncaged-gateway token create --connector %s > %s`), or pass the file that holds it", file, name, file))
+	case err != nil:
+		return "", noToken(fmt.Sprintf("--token-file: %v", err))
+	case file != "" && cred == "":
+		return "", noToken(fmt.Sprintf("--token-file %s is empty: it should hold this connector's token (`uncaged-gateway token create --connector %s > %s`)", file, name, file))
+	case cred == "":
+		return "", noToken("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
 	}
 	return cred, nil
 }
 
-// errNoToken is connectorToken's error when there is no credential at all.
-var errNoToken = errors.New("no token: pass --token-file, or set " + EnvToken + " (or the shared secret " + EnvSharedSecret + ")")
-
-// connectFailed ends connect on a failure retrying cannot cure: the
-// message on stderr, the state in connect.json, and the failure's exit
-// code. Other errors pass through. rec is nil when connect fails before
-// it claimed connect.json (a bad URL, no token): the failure is still
-// recorded, when no other connect runs on the root, so that `status`
-// says why a service keeps failing.
-func (a *app) connectFailed(rec *connectRecorder, name, gateway string, err error) error {
-	var perm *link.PermanentError
-	if !errors.As(err, &perm) {
-		return err
+// recordRefusal records, for `status`, why connect stopped before it
+// claimed the root (a bad URL, no token), when no other connect runs on
+// the root: a service that keeps failing says why.
+func (a *app) recordRefusal(name, gateway string, perm *link.PermanentError) {
+	l, err := a.layout()
+	if err != nil {
+		return
 	}
-	code := connectExitCode(perm.Kind)
-	if rec == nil {
-		if l, lerr := a.layout(); lerr == nil {
-			if r, rerr := recordConnect(l, name, gateway); rerr == nil {
-				defer r.close()
-				rec = r
-			}
-		}
+	if r, err := recordConnect(l, name, gateway); err == nil {
+		r.fail(perm.Message, connectExitCode(perm.Kind))
+		r.close()
 	}
-	if rec != nil {
-		rec.fail(perm.Message, code)
-	}
-	fmt.Fprintf(a.env.Stderr, "connect: %s\nconnect: stopped (exit %d): retrying cannot fix this; `uncaged-workflow connect --help` lists the exit codes\n", perm.Message, code)
-	return exitError{code}
 }

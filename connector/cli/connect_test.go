@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/envflag"
 )
@@ -24,7 +29,7 @@ func TestConnectorTokenLeavesNoCredentialInTheEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		token, _ := cmd.Flags().GetString("token")
-		tok, err := a.connectorToken(token, "")
+		tok, err := a.connectorToken("laptop", token, "")
 		if err != nil || tok != "credential-"+env {
 			t.Fatalf("%s: token %q, %v", env, tok, err)
 		}
@@ -74,7 +79,7 @@ func TestConnectDocumentsItsExitCodes(t *testing.T) {
 			t.Errorf("kind %d exits %d, want %d", c.kind, got, c.code)
 		}
 	}
-	if !strings.Contains(help, "--takeover") || restartPreventExitStatus() != "10 11 12 13 14 15" {
+	if !strings.Contains(help, "--takeover") || restartPreventExitStatus() != "10 11 12 13 14 15 16" {
 		t.Errorf("help or unit list: %q\n%s", restartPreventExitStatus(), help)
 	}
 }
@@ -189,6 +194,96 @@ func TestInstanceKeyIsPrivateAndStablePerRoot(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(instanceKeyFile(l)); string(b) != bad {
 			t.Errorf("%d bytes: the file changed", len(bad))
+		}
+	}
+}
+
+// Only one connect serves a root. A second one stops at once, before it
+// makes or dials anything, with its own exit code and a message naming
+// the first one (pid, name, gateway) and how to stop it; the first one's
+// record stays as it was. A connect that died holds nothing: the next one
+// starts, whatever its connect.json still says.
+func TestConnectRefusesASecondConnectOnItsRoot(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	l := storage.Layout{Root: c.root}
+	if err := os.MkdirAll(c.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	first, err := recordConnect(l, "laptop", "https://gw.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.set(link.StateConnected, "")
+	before, err := os.ReadFile(connectStateFile(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"laptop", "desk"} {
+		out, errOut, code := c.run("connect", "--name", name, "--gateway", "https://other.example.com", "--token", "t")
+		want := fmt.Sprintf(`connect: another connect already serves this storage root (%s): pid %d, "laptop" to https://gw.example.com, connected since `, c.root, os.Getpid())
+		if code != ExitConnectRootInUse || out != "" || strings.Count(errOut, want) != 1 || !strings.Contains(errOut, fmt.Sprintf("stop that one first (kill %d)", os.Getpid())) ||
+			!strings.Contains(errOut, "stopped (exit 16)") {
+			t.Fatalf("--name %s: exit %d\nstdout: %s\nstderr: %s", name, code, out, errOut)
+		}
+	}
+	if after, _ := os.ReadFile(connectStateFile(l)); string(after) != string(before) {
+		t.Fatalf("the refused connect changed the record:\n%s\nwas:\n%s", after, before)
+	}
+	for _, f := range []string{instanceFile(l), instanceKeyFile(l)} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Fatalf("the refused connect went on to make %s: %v", f, err)
+		}
+	}
+	first.close()
+
+	// What a connect killed with SIGKILL leaves: "connected", by a pid
+	// that is gone, and no lock holder.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := json.Marshal(ConnectState{Name: "laptop", Gateway: "https://gw.example.com", State: link.StateConnected, Since: time.Now().UnixMilli(), PID: dead.Process.Pid})
+	if err := os.WriteFile(connectStateFile(l), stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	next, err := recordConnect(l, "laptop", "https://gw.example.com")
+	if err != nil {
+		t.Fatalf("after a connect that died: %v", err)
+	}
+	if s := statusJSON(t, c); s.Connect == nil || !s.Connect.Running || s.Connect.PID != os.Getpid() || s.Connect.State != link.StateConnecting {
+		t.Fatalf("the next connect's record: %+v", s.Connect)
+	}
+	next.close()
+}
+
+// Whatever keeps connect from having a credential — no token, a token
+// file that is not there, is empty or cannot be read — stops it with the
+// credential's exit code, said once, on stderr, before anything is made.
+func TestConnectWithoutACredentialExits11(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "connect: no token: pass --token-file, or set " + EnvToken},
+		{[]string{"--token-file", filepath.Join(dir, "nosuch")}, "connect: --token-file " + filepath.Join(dir, "nosuch") + ": no such file; write this connector's token there (`uncaged-gateway token create --connector laptop > "},
+		{[]string{"--token-file", empty}, "connect: --token-file " + empty + " is empty"},
+		{[]string{"--token-file", dir}, "connect: --token-file: read " + dir + ": is a directory"},
+	} {
+		c := newCLI(t)
+		args := append([]string{"connect", "--name", "laptop", "--gateway", "https://gw.example.com"}, tc.args...)
+		out, errOut, code := c.run(args...)
+		if code != ExitConnectCredential || out != "" || strings.Count(errOut, tc.want) != 1 || strings.Count(errOut, "\n") != 2 || !strings.Contains(errOut, "stopped (exit 11)") {
+			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errOut)
+		}
+		if _, err := os.Stat(instanceFile(storage.Layout{Root: c.root})); !os.IsNotExist(err) {
+			t.Errorf("%v: connect went on to make an instance id: %v", tc.args, err)
 		}
 	}
 }

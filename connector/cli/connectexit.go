@@ -21,7 +21,8 @@ const (
 	ExitConnectConfig = 10
 	// ExitConnectCredential: the gateway refused the token (401, 403:
 	// expired, revoked, a dashboard token, another connector's), or there
-	// is none.
+	// is none (no token, or a --token-file that cannot be read or is
+	// empty).
 	ExitConnectCredential = 11
 	// ExitConnectTLS: the gateway's certificate did not verify.
 	ExitConnectTLS = 12
@@ -35,6 +36,9 @@ const (
 	// ExitConnectTakenOver: another instance took the name with
 	// --takeover while this one was connected.
 	ExitConnectTakenOver = 15
+	// ExitConnectRootInUse: another connect already serves this storage
+	// root; only one may (found before anything is dialed).
+	ExitConnectRootInUse = 16
 )
 
 // connectExitCodes are the codes above, in order, with what each means,
@@ -45,11 +49,12 @@ var connectExitCodes = []struct {
 	what string
 }{
 	{ExitConnectConfig, link.KindConfig, "the gateway URL or name cannot work (no or unsupported scheme, http:// to an HTTPS port, an invalid name, 400)"},
-	{ExitConnectCredential, link.KindCredential, "the gateway refused the token (401/403: expired, revoked, wrong kind, another connector's), or there is none"},
+	{ExitConnectCredential, link.KindCredential, "the gateway refused the token (401/403: expired, revoked, wrong kind, another connector's), or there is none (no token; --token-file missing, unreadable or empty)"},
 	{ExitConnectTLS, link.KindTLS, "the gateway's TLS certificate did not verify"},
 	{ExitConnectNotTunnel, link.KindNotTunnel, "the URL answers with a web page, a 404 or without the WebSocket upgrade: not the gateway's tunnel"},
 	{ExitConnectNameTaken, link.KindNameTaken, "another machine (instance) holds the name, or a token-bound connector and this is the shared secret (409); --takeover takes it from another instance"},
 	{ExitConnectTakenOver, link.KindTakenOver, "another instance took the name with --takeover"},
+	{ExitConnectRootInUse, link.KindRootInUse, "another connect already serves this storage root (one per root: a second would keep replacing it at the gateway); the message names its pid"},
 }
 
 // connectExitCode is the exit code of a link's permanent failure.

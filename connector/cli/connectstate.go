@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/uncaged/workflow/connector/link"
@@ -45,41 +47,102 @@ func connectStateFile(l storage.Layout) string { return filepath.Join(l.Root, "c
 // that may have been reused.
 func connectLockFile(l storage.Layout) string { return filepath.Join(l.Root, "connect.lock") }
 
-// connectRecorder writes connect.json for one connect process.
+// connectRecorder writes connect.json for one connect process, which
+// holds connect.lock while it runs.
 type connectRecorder struct {
 	l    storage.Layout
-	lock *os.File // nil: another connect owns the file; record nothing
+	lock *os.File // nil once closed
 
 	mu    sync.Mutex
 	state ConnectState
 }
 
-// recordConnect claims connect.json for this process. When another connect
-// already runs on the same root, its record stays and this one records
-// nothing: one file describes one link, and a second link is rare.
+// recordConnect claims the root for this connect: connect.lock, and
+// connect.json, written at once so that another connect can name this
+// one. Only one connect may serve a root: a second one, of the same
+// instance by definition, would replace the first at the gateway, and
+// the first the second, without end. So when another connect holds the
+// root this one is refused (*link.PermanentError of KindRootInUse) with a
+// message naming it. A connect that died left no lock (the kernel drops
+// it), whatever its connect.json says, and does not stand in the way.
 func recordConnect(l storage.Layout, name, gateway string) (*connectRecorder, error) {
-	r := &connectRecorder{l: l, state: ConnectState{Name: name, Gateway: gateway, PID: os.Getpid()}}
 	f, err := atomicfile.TryLock(connectLockFile(l))
 	if errors.Is(err, atomicfile.ErrLocked) {
-		return r, nil
+		return nil, rootInUse(l)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.lock = f
+	r := &connectRecorder{l: l, lock: f, state: ConnectState{Name: name, Gateway: gateway, PID: os.Getpid()}}
+	r.set(link.StateConnecting, "")
 	return r, nil
+}
+
+// holderWait bounds how long a refused connect waits for the connect
+// holding the root to write its record: it does so right after taking the
+// lock, so this is only the moment between the two.
+const holderWait = 2 * time.Second
+
+// rootInUse is the refusal of a second connect on l, naming the first.
+func rootInUse(l storage.Layout) error {
+	msg := "another connect already serves this storage root (" + l.Root + ")"
+	holder, known := connectHolder(l)
+	stop := "stop that one first (fuser " + connectLockFile(l) + " names its pid)"
+	if known {
+		msg += fmt.Sprintf(": pid %d, %q to %s, %s since %s", holder.PID, holder.Name, holder.Gateway, holder.State, time.UnixMilli(holder.Since).Local().Format(time.RFC3339))
+		stop = fmt.Sprintf("stop that one first (kill %d)", holder.PID)
+		if runsAsService(holder.PID) {
+			stop = "stop that one first (it runs as the systemd service: systemctl --user stop " + ServiceUnitName + ")"
+		}
+	}
+	return &link.PermanentError{Kind: link.KindRootInUse, Message: msg +
+		". Only one connect may serve a root (a second would keep replacing it at the gateway): to run this one instead, " +
+		stop + "; to serve another name as well, give it a storage root of its own (--storage-root)"}
+}
+
+// connectHolder is the record of the live connect holding l's lock. A
+// record left by a connect that died (its pid gone) is not it: the holder
+// has yet to write its own, and is waited for up to holderWait.
+func connectHolder(l storage.Layout) (ConnectState, bool) {
+	deadline := time.Now().Add(holderWait)
+	for {
+		st, ok, err := readConnectStatus(l)
+		if err == nil && ok && processAlive(st.PID) {
+			return st.ConnectState, true
+		}
+		if !atomicfile.Held(connectLockFile(l)) || time.Now().After(deadline) {
+			return ConnectState{}, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processAlive reports whether a process with this pid exists.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// runsAsService reports whether pid runs in the unit `service install`
+// writes (its cgroup says so; false where there is no /proc).
+func runsAsService(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && strings.Contains(string(b), "/"+ServiceUnitName)
 }
 
 // set records a state change; link.Options.OnState calls it. A failed
 // write is not worth stopping the link for: status is a convenience.
 func (r *connectRecorder) set(state, detail string) {
-	if r.lock == nil {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if state != link.StateFailed {
 		r.state.ExitCode = 0
+	}
+	if r.lock == nil {
+		return // closed: the root is another connect's to record
 	}
 	r.state.State, r.state.Detail, r.state.Since = state, detail, time.Now().UnixMilli()
 	b, err := json.MarshalIndent(r.state, "", "  ")
@@ -101,15 +164,17 @@ func (r *connectRecorder) fail(detail string, code int) {
 // close records that the link stopped, unless it failed, and lets the
 // next connect claim the file.
 func (r *connectRecorder) close() {
-	if r.lock == nil {
+	r.mu.Lock()
+	closed, failed := r.lock == nil, r.state.State == link.StateFailed
+	r.mu.Unlock()
+	if closed {
 		return
 	}
-	r.mu.Lock()
-	failed := r.state.State == link.StateFailed
-	r.mu.Unlock()
 	if !failed {
 		r.set(connectStopped, "")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	_ = r.lock.Close() // never written: closing only drops the flock
 	r.lock = nil
 }

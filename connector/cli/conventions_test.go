@@ -176,7 +176,7 @@ func TestThreadListIsNewestFirstWithStatusAgeAndDuration(t *testing.T) {
 		{killed.id, "(unknown)", "killed", "2d2h", "10m"},
 		{oldest.id, "(unknown)", "completed", "20d", "5s"},
 	}
-	got := fields(c.ok("thread", "list"))
+	got := fields(c.ok("thread", "list", "-o", "table"))
 	if len(got) != len(want) {
 		t.Fatalf("thread list = %q", got)
 	}
@@ -189,10 +189,10 @@ func TestThreadListIsNewestFirstWithStatusAgeAndDuration(t *testing.T) {
 			t.Errorf("line %d = %q, want %q", i, got[i], want[i])
 		}
 	}
-	if got := fields(c.ok("thread", "list", "--limit", "2")); len(got) != 3 || got[1][0] != newest.id || got[2][0] != failed.id {
+	if got := fields(c.ok("thread", "list", "-o", "table", "--limit", "2")); len(got) != 3 || got[1][0] != newest.id || got[2][0] != failed.id {
 		t.Errorf("--limit 2 = %q, want the two newest", got)
 	}
-	if got := fields(c.ok("thread", "list", "--limit", "1", "--offset", "3")); len(got) != 2 || got[1][0] != oldest.id {
+	if got := fields(c.ok("thread", "list", "-o", "table", "--limit", "1", "--offset", "3")); len(got) != 2 || got[1][0] != oldest.id {
 		t.Errorf("the last page = %q", got)
 	}
 
@@ -258,7 +258,7 @@ func TestWorkflowListShowsReadableTimes(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("workflow", "list", "--json")), &listed); err != nil || len(listed) != 2 {
 		t.Fatalf("--json = %+v, %v", listed, err)
 	}
-	got := fields(c.ok("workflow", "list"))
+	got := fields(c.ok("workflow", "list", "-o", "table"))
 	want := [][]string{
 		{"NAME", "HASH", "VERSIONS", "UPDATED"},
 		{"greet", listed[0].Hash, "2", "just", "now"},
@@ -267,7 +267,7 @@ func TestWorkflowListShowsReadableTimes(t *testing.T) {
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("workflow list = %q, want %q", got, want)
 	}
-	if out := c.ok("workflow", "list"); regexp.MustCompile(`\b\d{13}\b`).MatchString(out) {
+	if out := c.ok("workflow", "list", "-o", "table"); regexp.MustCompile(`\b\d{13}\b`).MatchString(out) {
 		t.Fatalf("workflow list shows epoch milliseconds:\n%s", out)
 	}
 	wide := fields(c.ok("workflow", "list", "-o", "wide"))
@@ -384,11 +384,12 @@ func TestGCSaysWhatTheGracePeriodSpared(t *testing.T) {
 	}
 }
 
-// The examples are what a newcomer adds first: no warning about files they
-// did not know they needed.
+// The examples are what a newcomer adds first, once setup has named a
+// model: no warning about files they did not know they needed.
 func TestExamplesAddWithoutWarnings(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
+	c.ok("setup", "--provider", "p", "--base-url", "http://127.0.0.1:9/v1", "--api-key", "k", "--default-model", "p/m")
 	for name, file := range map[string]string{
 		"hello-world":           "../../examples/hello-world/hello-world.yaml",
 		"hello-world-js":        "../../examples/hello-world/hello-world.esm.js",

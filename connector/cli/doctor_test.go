@@ -43,7 +43,7 @@ func TestDamagedIndexesAreReportedNeverSwept(t *testing.T) {
 	index, history, _, _ := damageFixture(t, c)
 	before := c.snapshot()
 
-	out, errs, code := c.run("thread", "list")
+	out, errs, code := c.run("thread", "list", "-o", "table")
 	if lines := strings.Split(out, "\n"); code != 1 || len(lines) != 3 || !strings.HasPrefix(lines[1], fixtureLegacy+"  demo-flow  ") {
 		t.Fatalf("thread list: exit %d\n%s", code, out)
 	}
@@ -115,7 +115,7 @@ func TestDoctorRepairsADamagedFixture(t *testing.T) {
 	if aside, _ := filepath.Glob(filepath.Join(c.root, fixtureBundle, "threads.json.damaged-*")); len(aside) != 1 {
 		t.Errorf("damaged threads.json kept as %v", aside)
 	}
-	if got := c.ok("thread", "list"); strings.Count(got, "  demo-flow  ") != 3 {
+	if got := c.ok("thread", "list", "-o", "table"); strings.Count(got, "  demo-flow  ") != 3 {
 		t.Fatalf("thread list after repair:\n%s", got)
 	}
 	if got := c.ok("cas", "gc"); !strings.HasSuffix(got, "deleted 1 entries\n") {

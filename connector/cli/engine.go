@@ -83,11 +83,13 @@ func (a *app) stopEngine(l storage.Layout, force bool) (bool, []host.RunningThre
 	return true, ans.Stopped, nil
 }
 
-// spawnEngine starts `engine serve` for l in the background. The root goes
-// on its command line: it may have come from this process's --storage-root
-// rather than from a variable the child would inherit.
-func spawnEngine(l storage.Layout) func() error {
-	return host.SpawnSelf(l, "engine", "serve", "--idle-exit", backgroundIdleExit.String(), "--"+storageRootFlag, l.Root)
+// spawnEngine starts `engine serve` for l in the background, with extra
+// flags of its own. The root goes on its command line: it may have come
+// from this process's --storage-root rather than from a variable the
+// child would inherit.
+func spawnEngine(l storage.Layout, extra ...string) func() error {
+	args := append([]string{"engine", "serve", "--idle-exit", backgroundIdleExit.String(), "--" + storageRootFlag, l.Root}, extra...)
+	return host.SpawnSelf(l, args...)
 }
 
 // runningThreads asks a running host what it executes; with no host,

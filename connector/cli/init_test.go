@@ -247,6 +247,37 @@ func TestInitTemplate(t *testing.T) {
 	c.fails(`not inside a workflow workspace (no package.json with workspaces containing "templates/*")`, "init", "template", "x")
 }
 
+// A template's one role is named after the template (it was "greeter"
+// whatever the template was called): the built workflow's descriptor has
+// that role, routed from the start to the end, and nothing of a greeter.
+func TestInitTemplateNamesItsRoleAfterTheTemplate(t *testing.T) {
+	c := newCLI(t)
+	root := newWorkspace(t, c)
+	names := []string{"reviewer", "review-loop", "a1", "x"}
+	for _, name := range names {
+		c.ok("init", "template", name)
+		for _, f := range []string{"src/roles.ts", "src/moderator.ts", "src/index.ts"} {
+			if src := readText(t, filepath.Join(root, "templates", name, f)); strings.Contains(strings.ToLower(src), "greet") {
+				t.Errorf("template %s: %s still names a greeter:\n%s", name, f, src)
+			}
+		}
+	}
+	c.ok("build")
+	for _, name := range names {
+		out := c.ok("workflow", "add", name, "dist/"+name+"-entry.esm.js")
+		hash := strings.TrimSpace(out[strings.LastIndex(out, " ")+1:])
+		desc := readText(t, filepath.Join(c.root, "bundles", hash+".yaml"))
+		for _, want := range []string{"\"roles\":\n  \"" + name + "\":", "\"from\": \"__start__\"\n      \"to\": \"" + name + "\"", "\"from\": \"" + name + "\"\n      \"to\": \"__end__\""} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("template %s: descriptor lacks %q:\n%s", name, want, desc)
+			}
+		}
+		if strings.Contains(desc, "greeter") {
+			t.Errorf("template %s: descriptor names a greeter:\n%s", name, desc)
+		}
+	}
+}
+
 func TestWorkspaceRootDetection(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -304,8 +335,8 @@ func TestScaffoldTypeChecks(t *testing.T) {
 import { reviewLoopTemplateWorkflowDefinition } from "template-review-loop";
 import type { ReviewLoopTemplateMeta } from "template-review-loop";
 
-const sample: ReviewLoopTemplateMeta = { greeter: { message: "x" } };
-export const refs = collectCasRefs({ type: "string", casRef: true }, sample.greeter.message);
+const sample: ReviewLoopTemplateMeta = { "review-loop": { message: "x" } };
+export const refs = collectCasRefs({ type: "string", casRef: true }, sample["review-loop"].message);
 export const pick = tableToModerator(reviewLoopTemplateWorkflowDefinition.table);
 export const descriptor = buildDescriptor(reviewLoopTemplateWorkflowDefinition);
 export const run = createWorkflow(reviewLoopTemplateWorkflowDefinition, {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -116,11 +118,15 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		}
 	}()
 	style := a.liveStyle()
-	printed := map[string]bool{}
+	order := liveOrder{role: o.role, debug: o.debug}
 	var logOffset int64
 	for {
+		// The debug log is read before the chain, and the time it was
+		// read is what liveOrder orders the poll's events against.
+		cutoff := time.Now().UnixMilli()
+		var lines []debugRecord
 		if o.debug {
-			logOffset = printDebugLines(w, l.InfoLog(rec.BundleHash, rec.ThreadID), logOffset, style)
+			lines, logOffset = readDebugRecords(l.InfoLog(rec.BundleHash, rec.ThreadID), logOffset)
 		}
 		// A head that cannot back a status has no trustworthy steps
 		// either, and no __end__ may ever be seen from it: say why, once.
@@ -131,21 +137,19 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		if err != nil {
 			return 0, err
 		}
-		for _, f := range frames {
-			if printed[f.Hash] {
-				continue
+		events, end := order.poll(cutoff, lines, frames)
+		for _, e := range events {
+			if e.step != nil {
+				writeLiveStep(w, store, *e.step, style)
+			} else {
+				fmt.Fprintln(w, style.dim(formatDebugLine(e.debug.Timestamp, e.debug.Tag, e.debug.Content)))
 			}
-			printed[f.Hash] = true
-			p := f.State.Payload
-			switch {
-			case p.Role == node.RoleEnd:
-				line, code := endLine(f.State.ReturnCode(), f.State.Summary())
-				fmt.Fprintln(w, line)
-				return code, nil
-			case p.Role == node.RoleFork, o.role != "" && p.Role != o.role:
-				continue
-			}
-			writeLiveStep(w, store, f, style)
+		}
+		// The line that says how the thread ended is live's last.
+		if end != nil {
+			line, code := endLine(end.State.ReturnCode(), end.State.Summary())
+			fmt.Fprintln(w, line)
+			return code, nil
 		}
 		if err := w.Flush(); err != nil {
 			return 0, err
@@ -184,12 +188,7 @@ func endLine(returnCode int, summary string) (string, int) {
 type liveStyle struct{ color bool }
 
 func (a *app) liveStyle() liveStyle {
-	f, ok := a.env.Stdout.(*os.File)
-	if !ok || a.env.Getenv("NO_COLOR") != "" {
-		return liveStyle{}
-	}
-	st, err := f.Stat()
-	return liveStyle{color: err == nil && st.Mode()&os.ModeCharDevice != 0}
+	return liveStyle{color: a.env.Getenv("NO_COLOR") == "" && isTerminal(a.env.Stdout)}
 }
 
 func (s liveStyle) role(r string) string {
@@ -235,38 +234,117 @@ func writeLiveStep(w io.Writer, store *cas.Store, f threads.Frame, style liveSty
 	fmt.Fprintf(w, "  meta: %s\n", meta)
 }
 
-// printDebugLines prints the debug-log lines written since offset and
-// returns the new offset. A partly written last line waits for the next
-// poll.
-func printDebugLines(w io.Writer, path string, offset int64, style liveStyle) int64 {
+// liveEvent is one thing live prints: a step, or a debug-log line.
+type liveEvent struct {
+	at    int64          // ms since the epoch
+	step  *threads.Frame // nil for a debug-log line
+	debug debugRecord
+}
+
+// liveOrder puts the steps and debug-log lines live prints in time order.
+// Each poll reads the log, then the chain: a step the executor has
+// written is in the chain by the time the log line it writes after it
+// ("wrote role") can be read, so the lines and steps one poll finds can
+// be printed sorted by time. One case is left: a step stamped after the
+// log was read (at cutoff) but in the chain before the poll read it — the
+// lines logged just before its stamp come with the next poll. Such a step
+// is held back one poll (only one: a clock that jumped must not hold it
+// for ever). Without --debug there is nothing to hold a step for.
+type liveOrder struct {
+	role    string          // --role: print only this role's steps
+	debug   bool            // --debug: debug lines are followed too
+	printed map[string]bool // frames printed or skipped
+	held    map[string]bool // frames held back once
+}
+
+// poll returns what to print for one poll — the debug lines read up to
+// cutoff (ms) and the chain read after them — in time order, and the
+// thread's __end__ once it is due (printed after everything else).
+func (o *liveOrder) poll(cutoff int64, lines []debugRecord, frames []threads.Frame) (events []liveEvent, end *threads.Frame) {
+	if o.printed == nil {
+		o.printed, o.held = map[string]bool{}, map[string]bool{}
+	}
+	for _, d := range lines {
+		events = append(events, liveEvent{at: d.Timestamp, debug: d})
+	}
+	for _, f := range frames {
+		p := f.State.Payload
+		switch {
+		case o.printed[f.Hash]:
+			continue
+		case p.Role == node.RoleFork, p.Role != node.RoleEnd && o.role != "" && p.Role != o.role:
+			o.printed[f.Hash] = true
+			continue
+		case o.debug && p.Timestamp > cutoff && !o.held[f.Hash]:
+			o.held[f.Hash] = true
+			// What follows it in the chain is later still.
+			return inTimeOrder(events), nil
+		}
+		o.printed[f.Hash] = true
+		if p.Role == node.RoleEnd {
+			end = &f
+			break
+		}
+		events = append(events, liveEvent{at: p.Timestamp, step: &f})
+	}
+	return inTimeOrder(events), end
+}
+
+// inTimeOrder sorts events by time. At the same millisecond a step comes
+// first: the executor logs what a step did once it is written. Events
+// of one kind keep their order (the chain's, the log's).
+func inTimeOrder(events []liveEvent) []liveEvent {
+	slices.SortStableFunc(events, func(x, y liveEvent) int {
+		if c := cmp.Compare(x.at, y.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.kind(), y.kind())
+	})
+	return events
+}
+
+func (e liveEvent) kind() int {
+	if e.step != nil {
+		return 0
+	}
+	return 1
+}
+
+// debugRecord is one line of a thread's debug log.
+type debugRecord struct {
+	Tag       string `json:"tag"`
+	Content   string `json:"content"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// readDebugRecords reads the debug-log lines written since offset and
+// returns them with the new offset. A partly written last line waits for
+// the next poll; a line that is not a record is skipped.
+func readDebugRecords(path string, offset int64) ([]debugRecord, int64) {
 	f, err := os.Open(path)
 	if err != nil {
-		return offset
+		return nil, offset
 	}
 	defer func() { _ = f.Close() }() // opened read-only
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return offset
+		return nil, offset
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return offset
+		return nil, offset
 	}
 	end := strings.LastIndexByte(string(b), '\n')
 	if end < 0 {
-		return offset
+		return nil, offset
 	}
+	var out []debugRecord
 	for _, line := range strings.Split(string(b[:end]), "\n") {
-		var rec struct {
-			Tag       string `json:"tag"`
-			Content   string `json:"content"`
-			Timestamp int64  `json:"timestamp"`
+		var rec debugRecord
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			out = append(out, rec)
 		}
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			continue
-		}
-		fmt.Fprintln(w, style.dim(formatDebugLine(rec.Timestamp, rec.Tag, rec.Content)))
 	}
-	return offset + int64(end) + 1
+	return out, offset + int64(end) + 1
 }
 
 // formatDebugLine is one debug record on one line.

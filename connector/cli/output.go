@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,7 +54,10 @@ func jsonFlag(cmd *cobra.Command, dst *bool) {
 // The lists people read most (thread list, workflow list) print a table with
 // a header, as kubectl does: columns aligned, times as ages, and
 // `-o wide` for the columns that make the lines long. Scripts use --json
-// (or `-o json`), whose shape does not change.
+// (or `-o json`), whose shape does not change. The lists the original had
+// print its tab-separated lines instead when stdout is not a terminal and
+// no -o is given, as gh does: scripts written for the original parse
+// them; `-o table` keeps the table in a pipe.
 
 // Output formats of -o/--output.
 const (
@@ -63,16 +67,30 @@ const (
 )
 
 // outputFlag is -o/--output on a list that prints a table.
-type outputFlag struct{ format string }
+type outputFlag struct {
+	format string
+	// lines is set by apply: print the original's tab-separated lines.
+	lines bool
+}
 
-func (o *outputFlag) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", outputTable, "table, wide (more columns) or json (as --json)")
+// register adds -o. A list with the original's line format (hasLines)
+// says so in the flag's help.
+func (o *outputFlag) register(cmd *cobra.Command, hasLines bool) {
+	usage := "table, wide (more columns) or json (as --json)"
+	if hasLines {
+		usage += "; default: the table on a terminal, the original's tab-separated lines in a pipe"
+	}
+	cmd.Flags().StringVarP(&o.format, "output", "o", "", usage)
 }
 
 // apply checks the format and folds `-o json` into --json; a bad value
-// names the formats there are.
-func (o *outputFlag) apply(lf *listFlags) error {
+// names the formats there are. When a command has the original's lines
+// (hasLines), no format and no --json was asked for, and stdout is not a
+// terminal, it sets o.lines.
+func (o *outputFlag) apply(lf *listFlags, hasLines bool, stdout io.Writer) error {
 	switch o.format {
+	case "":
+		o.lines = hasLines && !lf.json && !isTerminal(stdout)
 	case outputTable, outputWide:
 	case outputJSON:
 		lf.json = true
@@ -84,6 +102,18 @@ func (o *outputFlag) apply(lf *listFlags) error {
 }
 
 func (o *outputFlag) wide() bool { return o.format == outputWide }
+
+// isTerminal says whether w is a terminal (a character device), where
+// people read; anything else — a pipe, a file, a test's buffer — is read
+// by programs.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
 
 // table writes rows under a header, each column as wide as its widest cell
 // plus two spaces (the last column unpadded). It holds the cells until

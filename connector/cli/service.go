@@ -76,10 +76,11 @@ func (u serviceUnit) render() (string, error) {
 	// only repeat it; `uncaged-workflow status` says why it stopped.
 	fmt.Fprintf(&b, "RestartPreventExitStatus=%s\n", restartPreventExitStatus())
 	fmt.Fprintf(&b, "RestartSec=5s\n")
-	// SIGTERM to connect alone: it stops its threads between steps (they
-	// stay resumable) and ends their agents itself, before systemd kills
-	// what is left.
-	fmt.Fprintf(&b, "KillMode=mixed\n")
+	// SIGTERM to connect alone, and nothing else: the engine host it
+	// started (in this unit's cgroup) runs on with its threads, so that
+	// stopping or restarting the service never stops a thread
+	// (`uncaged-workflow engine stop` stops the host).
+	fmt.Fprintf(&b, "KillMode=process\n")
 	fmt.Fprintf(&b, "TimeoutStopSec=30s\n\n")
 	fmt.Fprintf(&b, "[Install]\n")
 	fmt.Fprintf(&b, "WantedBy=default.target\n")

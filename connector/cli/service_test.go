@@ -60,7 +60,9 @@ func TestServiceInstallWritesAUserUnit(t *testing.T) {
 		"\nExecStart=" + s.binary + ` connect --name laptop --gateway https://gw.example.com --token-file "` + s.token + `"` + "\n",
 		"\nRestart=always\n",
 		// connect's exit codes for what retrying cannot fix.
-		"\nRestartPreventExitStatus=10 11 12 13 14 15\n",
+		"\nRestartPreventExitStatus=10 11 12 13 14 15 16\n",
+		// Stopping the service leaves the engine host and its threads.
+		"\nKillMode=process\n",
 		"\nStartLimitIntervalSec=0\n",
 		"\n[Install]\nWantedBy=default.target\n",
 	} {

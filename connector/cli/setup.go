@@ -164,7 +164,17 @@ func (a *app) setupCmd() *cobra.Command {
 					return err
 				}
 			}
-			return a.runSetup(args)
+			if err := a.runSetup(args); err != nil {
+				return err
+			}
+			// Interactive setup has fetched the model list from the URL
+			// already, and said so when it could not.
+			if !interactive {
+				if err := probeBaseURL(context.Background(), args.baseURL); err != nil {
+					fmt.Fprintf(a.env.Stderr, "warning: could not reach %s: %v\nThe configuration is written; check the URL (and the network) before running a workflow that calls a model.\n", args.baseURL, err)
+				}
+			}
+			return nil
 		},
 	}
 	fs := cmd.Flags()
@@ -235,6 +245,7 @@ func (a *app) runSetup(args setupArgs) error {
 		if old := r.Config(); old != nil {
 			cfg.MaxDepth, cfg.SupervisorInterval = old.MaxDepth, old.SupervisorInterval
 			cfg.MemoryBudget = old.MemoryBudget
+			cfg.Summarizer = old.Summarizer
 			cfg.Prices = old.Prices
 			for k, v := range old.Providers {
 				cfg.Providers[k] = v
@@ -261,10 +272,43 @@ func (a *app) runSetup(args setupArgs) error {
 	fmt.Fprintf(out, "provider %q (baseUrl + apiKey updated)\n", res.provider)
 	fmt.Fprintf(out, "config.models.default = %q\n", res.defaultModel)
 	fmt.Fprintf(out, "maxDepth=%d, supervisorInterval=%d\n", res.maxDepth, res.supervisorInterval)
+	if reg, err := registry.Load(res.registryPath); err == nil {
+		fmt.Fprint(out, oversightSummary(reg.Config()))
+	}
 	if res.workspace != "" {
 		fmt.Fprintf(out, "initialized workflow workspace at %s\n", res.workspace)
 	}
 	return nil
+}
+
+// setupProbeTimeout bounds setup's check that the base URL answers: long
+// enough for a slow network, short enough not to hold up a scripted setup.
+const setupProbeTimeout = 3 * time.Second
+
+// probeBaseURL asks the provider's model list whether baseURL can be
+// reached. Any HTTP answer, an error status included, shows a server is
+// there; only a request that gets none — no such host, refused, timed
+// out, TLS failed — is an error. No API key is sent: this checks the URL,
+// not the key.
+func probeBaseURL(ctx context.Context, baseURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, setupProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/models", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("no answer within %s", setupProbeTimeout)
+		}
+		if errors.As(err, &uerr) {
+			return uerr.Err // without `Get "…/models":`, which names a URL nobody typed
+		}
+		return err
+	}
+	return resp.Body.Close()
 }
 
 func checkBaseURL(raw string) error {

@@ -40,7 +40,9 @@ func TestSetupWritesProviderAndDefaults(t *testing.T) {
 	want := "wrote registry: " + filepath.Join(c.root, "workflow.yaml") + "\n" +
 		"provider \"openai\" (baseUrl + apiKey updated)\n" +
 		"config.models.default = \"openai/gpt-4o\"\n" +
-		"maxDepth=3, supervisorInterval=3\n"
+		"maxDepth=3, supervisorInterval=3\n" +
+		"supervisor: models.default (openai/gpt-4o), every 3 steps; summarizer: models.default (openai/gpt-4o), as each thread completes\n" +
+		"  in workflow.yaml, models.supervisor and models.summarizer pick other models; supervisorInterval: 0 and summarizer: off turn them off\n"
 	if out != want {
 		t.Fatalf("stdout = %q\nwant %q", out, want)
 	}

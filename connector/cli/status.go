@@ -174,7 +174,7 @@ func printStatus(w io.Writer, s Status, now time.Time) {
 	case e.Running:
 		row("engine host", "locked but not answering")
 	default:
-		row("engine host", "not running (run, resume and fork start one; `engine serve` keeps one up)")
+		row("engine host", "not running (one starts when a thread needs it; `engine serve` keeps one up)")
 	}
 
 	if s.Workflows >= 0 {
@@ -191,7 +191,11 @@ func printStatus(w io.Writer, s Status, now time.Time) {
 	switch c := s.Connect; {
 	case c == nil:
 		row("connect", "never run on this storage root")
-	case !c.Running && c.State == link.StateFailed:
+	case c.State == link.StateFailed:
+		// Whatever the lock says: a connect records failed only as it
+		// exits, and the next one records connecting as soon as it holds
+		// the lock. (The lock may outlive the exit for a moment, held by
+		// a child forked just then, which drops it when it execs.)
 		row("connect", "gave up (exit %d): %q to %s, at %s", c.ExitCode, c.Name, c.Gateway, when(c.Since, now))
 		row("", "why: %s", c.Detail)
 	case !c.Running:

@@ -137,14 +137,12 @@ func TestStatusFollowsTheConnectLink(t *testing.T) {
 		t.Fatalf("json: %+v", s.Connect)
 	}
 
-	// A second connect on the same root leaves the first one's record.
-	second, err := recordConnect(l, "other", "https://elsewhere.example.com")
-	if err != nil {
-		t.Fatal(err)
+	// A second connect on the same root is refused and leaves the first
+	// one's record.
+	if _, err := recordConnect(l, "other", "https://elsewhere.example.com"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("a second connect on the root: %v", err)
 	}
-	second.set(link.StateConnected, "")
-	second.close()
-	if s := statusJSON(t, c); s.Connect.Name != "laptop" {
+	if s := statusJSON(t, c); s.Connect.Name != "laptop" || s.Connect.State != link.StateConnected {
 		t.Fatalf("second connect overwrote the record: %+v", s.Connect)
 	}
 

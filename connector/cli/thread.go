@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -255,16 +257,61 @@ anything changes; doctor shows it.`,
 	return cmd
 }
 
-// resolveThread finds a thread by the id a person typed
-// (threads.ResolveRef).
+// minThreadPrefix is the shortest part of a thread id that may name it,
+// as git asks of a commit: fewer characters name too many threads to be
+// typed on purpose.
+const minThreadPrefix = 4
+
+// maxListedCandidates is how many threads an ambiguous prefix lists.
+const maxListedCandidates = 10
+
+// resolveThread finds the thread the id a person typed names — the one
+// function every command taking a thread id resolves it with: the whole
+// id (threads.ResolveRef: any case), else a unique prefix of one, as git
+// takes a commit's. An ambiguous prefix lists the threads it could be; an
+// id that names nothing says so, with the nearest id when one is close.
 func resolveThread(l storage.Layout, id string) (threads.Record, error) {
 	rec, err := threads.ResolveRef(l, id)
+	if !errors.Is(err, threads.ErrNotFound) {
+		return rec, err
+	}
+	recs, _, lerr := threads.ListTolerant(l)
+	if lerr != nil {
+		return rec, lerr
+	}
+	var matches []threads.Record
+	seen := map[string]bool{}
+	ids := make([]string, 0, len(recs))
+	for _, r := range recs {
+		if seen[r.ThreadID] {
+			continue
+		}
+		seen[r.ThreadID] = true
+		ids = append(ids, r.ThreadID)
+		if len(r.ThreadID) >= len(id) && strings.EqualFold(r.ThreadID[:len(id)], id) {
+			matches = append(matches, r)
+		}
+	}
 	switch {
-	case errors.Is(err, threads.ErrNotFound) && errors.Is(err, threads.ErrDamaged):
+	case len(matches) > 0 && len(id) < minThreadPrefix:
+		return rec, fmt.Errorf("thread not found: %s (a prefix of a thread id needs at least %d characters; %d start with %q)", id, minThreadPrefix, len(matches), id)
+	case len(matches) == 1:
+		return matches[0], nil
+	case len(matches) > 1:
+		slices.SortFunc(matches, func(x, y threads.Record) int { return strings.Compare(x.ThreadID, y.ThreadID) })
+		var b strings.Builder
+		fmt.Fprintf(&b, "thread id %s is ambiguous: %d threads start with it; type more of the id:", id, len(matches))
+		for i, m := range matches {
+			if i == maxListedCandidates {
+				fmt.Fprintf(&b, "\n  … and %d more", len(matches)-maxListedCandidates)
+				break
+			}
+			fmt.Fprintf(&b, "\n  %s", m.ThreadID)
+		}
+		return rec, errors.New(b.String())
+	case errors.Is(err, threads.ErrDamaged):
 		// Not in what could be read; a damaged file may name it.
 		return rec, withDoctorHint(err)
-	case errors.Is(err, threads.ErrNotFound):
-		return rec, fmt.Errorf("thread not found: %s", id)
 	}
-	return rec, err
+	return rec, fmt.Errorf("thread not found: %s%s", id, didYouMean(id, ids))
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/threads"
 )
 
 func (a *app) threadRunCmd(use string) *cobra.Command {
@@ -45,7 +47,7 @@ func (a *app) threadPsCmd() *cobra.Command {
 	var lf listFlags
 	cmd := &cobra.Command{
 		Use:   "ps",
-		Short: "List running threads",
+		Short: "List running and pausing threads (not paused ones)",
 		Args:  exactArgs(0, 0, "", "ps takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
@@ -63,6 +65,9 @@ func (a *app) threadPsCmd() *cobra.Command {
 			} else if errors.Is(err, host.ErrRefused) {
 				return err // a host runs these threads, but not for this user
 			}
+			// Running means a role is at work: a paused thread waits (thread
+			// list shows it); one still pausing finishes its role first.
+			list = slices.DeleteFunc(list, func(r host.RunningThread) bool { return r.Status == threads.StatusPaused })
 			list = api.Window(list, lf.offset, lf.limit)
 			if lf.json {
 				if list == nil {

@@ -277,7 +277,7 @@ func (v damageView) wantExit(what string, code int, stderr string) {
 
 func (v damageView) cliList() {
 	v.t.Helper()
-	out, errs, code := v.c.run("thread", "list")
+	out, errs, code := v.c.run("thread", "list", "-o", "table")
 	v.wantExit("thread list", code, errs)
 	statuses := map[string]threads.Status{v.id: v.want, v.goodID: v.good}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

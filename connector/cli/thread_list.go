@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"cmp"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -46,13 +48,18 @@ func (a *app) threadListCmd() *cobra.Command {
 		Long: `Threads newest first (by when they started): id, workflow, status, age (since the
 start) and duration (start to end, or to now while running). -o wide adds when
 each started and was last updated, its bundle, head and source; --json (or
--o json) prints every field, for scripts.`,
+-o json) prints every field, for scripts.
+
+When stdout is not a terminal and no -o is given, it prints the original's
+lines instead, for the scripts that parse them: <thread-id> TAB <bundle-hash>
+TAB <workflow> (as the thread's start node names it, or "(unknown)"), ordered
+by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 		Args: exactArgs(0, 1, "", ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
 				return err
 			}
-			if err := of.apply(&lf); err != nil {
+			if err := of.apply(&lf, true, a.out()); err != nil {
 				return err
 			}
 			l, store, err := a.store()
@@ -71,6 +78,21 @@ each started and was last updated, its bundle, head and source; --json (or
 				}
 			} else if recs, damaged, err = threads.ListTolerant(l); err != nil {
 				return err
+			}
+			if of.lines {
+				shown := api.Window(originalThreadOrder(recs), lf.offset, lf.limit)
+				// The original's lines carry no status, but a head or start
+				// that cannot back one is damage in every format: said on
+				// stderr, with exit 1, as the table says it.
+				rows := make([]threadRow, len(shown))
+				for i, r := range shown {
+					rows[i].rec = r
+				}
+				damaged = append(damaged, fillStatuses(store, rows, runningThreads(l))...)
+				if err := writeThreadLines(a.out(), store, shown); err != nil {
+					return err
+				}
+				return a.reportDamage(damaged, false)
 			}
 			rows := newestFirst(store, recs)
 			rows = api.Window(rows, lf.offset, lf.limit)
@@ -98,7 +120,7 @@ each started and was last updated, its bundle, head and source; --json (or
 		},
 	}
 	lf.register(cmd)
-	of.register(cmd)
+	of.register(cmd, true)
 	return cmd
 }
 
@@ -130,25 +152,108 @@ func writeThreadTable(w io.Writer, rows []threadRow, wide bool, now time.Time) e
 	return t.flush()
 }
 
-// fillStatuses sets each row's status, and returns, in row order, the
-// damage of the threads whose head or start cannot back one (their status
-// is threads.StatusDamaged). Reading the heads waits on the filesystem far
-// more than on the CPU, so a few goroutines per core share the rows: a
-// list of 100,000 threads stays well under a second.
-func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.RunningThread) []*threads.DamageError {
-	damage := make([]*threads.DamageError, len(rows))
+// originalThreadOrder sorts records as the original's thread list does:
+// by "<bundle hash>/<thread id>" in its localeCompare order.
+func originalThreadOrder(recs []threads.Record) []threads.Record {
+	out := slices.Clone(recs)
+	slices.SortStableFunc(out, func(x, y threads.Record) int {
+		return localeOrder(x.BundleHash+"/"+x.ThreadID, y.BundleHash+"/"+y.ThreadID)
+	})
+	return out
+}
+
+// localeOrder compares a and b as JavaScript's localeCompare (ICU's root
+// collation) does for the characters thread ids and hashes are made of:
+// '_' before '-' before '/' before digits before letters; letters
+// regardless of case, and at the first difference in case alone, lower
+// before upper. (For the upper-case ids and hashes both implementations
+// write, that is byte order.)
+func localeOrder(a, b string) int {
+	weight := func(c byte) int {
+		switch {
+		case c == '_':
+			return 1
+		case c == '-':
+			return 2
+		case c == '/':
+			return 3
+		case c >= '0' && c <= '9':
+			return 10 + int(c-'0')
+		case c >= 'a' && c <= 'z':
+			return 20 + int(c-'a')
+		case c >= 'A' && c <= 'Z':
+			return 20 + int(c-'A')
+		}
+		return 100 + int(c) // nothing an id holds; kept apart and ordered
+	}
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if d := cmp.Compare(weight(a[i]), weight(b[i])); d != 0 {
+			return d
+		}
+	}
+	if d := cmp.Compare(len(a), len(b)); d != 0 {
+		return d
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] != b[i] {
+			// Same letter, other case: lower case first.
+			return cmp.Compare(b[i], a[i])
+		}
+	}
+	return 0
+}
+
+// writeThreadLines prints the original's `thread list` lines:
+// "<id>\t<bundle hash>\t<workflow>", the workflow as the thread's start node
+// names it ("(unknown)" when that node cannot be read), or "(no threads
+// found)".
+func writeThreadLines(w io.Writer, store *cas.Store, recs []threads.Record) error {
+	if len(recs) == 0 {
+		_, err := fmt.Fprintln(w, "(no threads found)")
+		return err
+	}
+	names := make([]string, len(recs))
+	eachConcurrently(len(recs), func(i int) {
+		names[i] = "(unknown)"
+		if n, err := store.GetNode(recs[i].Start); err == nil {
+			if s, ok := n.(node.Start); ok {
+				names[i] = s.Payload.Name
+			}
+		}
+	})
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for i, r := range recs {
+		_, _ = fmt.Fprintf(bw, "%s\t%s\t%s\n", r.ThreadID, r.BundleHash, names[i]) // bufio keeps the first error for Flush
+	}
+	return bw.Flush()
+}
+
+// eachConcurrently calls f for 0..n-1 on a few goroutines per core: the
+// per-thread reads of a list wait on the filesystem far more than on the
+// CPU, so a list of 100,000 threads stays well under a second.
+func eachConcurrently(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(len(rows), runtime.GOMAXPROCS(0)*4) {
+	for range min(n, runtime.GOMAXPROCS(0)*4) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(len(rows)); i = next.Add(1) - 1 {
-				rows[i].Status, damage[i] = host.ThreadStatus(store, rows[i].rec, running)
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				f(int(i))
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// fillStatuses sets each row's status, and returns, in row order, the
+// damage of the threads whose head or start cannot back one (their status
+// is threads.StatusDamaged).
+func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.RunningThread) []*threads.DamageError {
+	damage := make([]*threads.DamageError, len(rows))
+	eachConcurrently(len(rows), func(i int) {
+		rows[i].Status, damage[i] = host.ThreadStatus(store, rows[i].rec, running)
+	})
 	return slices.DeleteFunc(damage, func(d *threads.DamageError) bool { return d == nil })
 }
 

@@ -56,7 +56,7 @@ numbers them, then the end's summary), with a TOTAL row; --json prints
 thread show's usage fields ({threadId, steps: [{step, role, …totals}], total}).`,
 		Args: exactArgs(0, 1, "", "usage takes at most one thread id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := of.apply(&lf); err != nil {
+			if err := of.apply(&lf, false, a.out()); err != nil {
 				return err
 			}
 			if len(args) == 1 {
@@ -102,7 +102,7 @@ thread show's usage fields ({threadId, steps: [{step, role, …totals}], total})
 	cmd.Flags().StringVar(&until, "until", "", "count calls before this time (date, RFC 3339 time, or an age such as 1d)")
 	cmd.Flags().StringVar(&workflow, "workflow", "", "count only this workflow's threads")
 	cmd.Flags().BoolVar(&lf.json, "json", false, "print JSON instead of lines")
-	of.register(cmd)
+	of.register(cmd, false)
 	return cmd
 }
 
@@ -170,7 +170,7 @@ func (a *app) printThreadUsage(arg string, asJSON, wide bool) error {
 
 // usageCells is a usage table's row: the leading cells, then the totals.
 func usageCells(first, second string, tot usage.Totals, wide bool) []string {
-	cells := []string{first, second, strconv.Itoa(tot.Calls), strconv.FormatInt(tot.PromptTokens, 10), strconv.FormatInt(tot.CompletionTokens, 10), formatCost(tot)}
+	cells := []string{first, second, strconv.Itoa(tot.Calls), strconv.FormatInt(tot.PromptTokens, 10), strconv.FormatInt(tot.CompletionTokens, 10), costCell(tot)}
 	if wide {
 		cells = append(cells, strconv.Itoa(tot.UnknownCalls), strconv.Itoa(tot.UnpricedCalls), strings.Join(tot.Models, ","))
 	}
@@ -202,13 +202,13 @@ func writeUsageTable(a *app, rep usage.Report, wide bool) error {
 	return t.flush()
 }
 
-// formatCost is a cost in dollars, "-" when nothing was priced, with a
-// "+" when some calls are left out of it (unpriced models).
-func formatCost(t usage.Totals) string {
+// costCell is a total's cost (usage.FormatCost), "-" when nothing was
+// priced, with a "+" when some calls are left out of it (unpriced models).
+func costCell(t usage.Totals) string {
 	if t.CostUSD == nil {
 		return "-"
 	}
-	s := fmt.Sprintf("$%.4f", *t.CostUSD)
+	s := usage.FormatCost(*t.CostUSD)
 	if t.UnpricedCalls > 0 {
 		s += "+"
 	}

@@ -87,7 +87,7 @@ func TestThreadShowCarriesUsagePerStepAndThread(t *testing.T) {
 	table := c.ok("thread", "usage", id)
 	want := []string{
 		"STEP ROLE CALLS PROMPT COMPLETION COST",
-		"1 planner 2 1000 100 $0.0030+",
+		"1 planner 2 1000 100 $0.003+",
 		"2 - 1 500 50 $0.0015",
 		"TOTAL 3 1500 150 $0.0045+",
 	}
@@ -138,9 +138,9 @@ func TestThreadUsageTotalsPerWorkflowOverARange(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
 		{"WORKFLOW", "THREADS", "CALLS", "PROMPT", "COMPLETION", "COST"},
-		{"demo-flow", "1", "1", "1000000", "100000", "$3.0000"},
+		{"demo-flow", "1", "1", "1000000", "100000", "$3.00"},
 		{"review", "1", "1", "10", "1", "-"},
-		{"TOTAL", "2", "2", "1000010", "100001", "$3.0000+"},
+		{"TOTAL", "2", "2", "1000010", "100001", "$3.00+"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("table:\n%s", out)

@@ -205,13 +205,18 @@ func (a *app) workflowListCmd() *cobra.Command {
 		Long: `Registered workflows: name, current hash, number of versions, and when the
 current version was registered. -o wide adds the exact time (RFC 3339, local
 zone) and the kind (yaml or bundle); --json (or -o json) prints the
-timestamp in milliseconds, for scripts.`,
+timestamp in milliseconds, for scripts.
+
+When stdout is not a terminal and no -o is given, it prints the original's
+lines instead, for the scripts that parse them: <name> TAB <hash> TAB
+<registered, ms since the epoch>, by name, no header. -o table keeps the
+table in a pipe.`,
 		Args: exactArgs(0, 0, "", "list takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
 				return err
 			}
-			if err := of.apply(&lf); err != nil {
+			if err := of.apply(&lf, true, a.out()); err != nil {
 				return err
 			}
 			r, err := a.loadRegistry()
@@ -231,6 +236,9 @@ timestamp in milliseconds, for scripts.`,
 				fmt.Fprintln(a.out(), "(no workflows registered)")
 				return nil
 			}
+			if of.lines {
+				return writeWorkflowLines(a.out(), rows)
+			}
 			l, err := a.layout()
 			if err != nil {
 				return err
@@ -239,8 +247,19 @@ timestamp in milliseconds, for scripts.`,
 		},
 	}
 	lf.register(cmd)
-	of.register(cmd)
+	of.register(cmd, true)
 	return cmd
+}
+
+// writeWorkflowLines prints the original's `workflow list` lines:
+// "<name>\t<hash>\t<registered, ms since the epoch>", by name.
+func writeWorkflowLines(w io.Writer, rows []workflowRow) error {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s\t%s\t%d\n", r.Name, r.Hash, r.Timestamp)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // writeWorkflowTable prints rows as the table `workflow list` shows people.

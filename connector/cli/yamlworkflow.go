@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/uncaged/workflow/engine/ids"
+	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/yamlwf"
 )
 
@@ -29,10 +30,9 @@ func (a *app) addYAMLWorkflow(name, abs string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", base, err)
 	}
-	// Warnings are what may still fail a thread at run time (route keys
-	// that cannot be checked); they do not stop the add.
-	for _, w := range def.Warnings {
-		fmt.Fprintf(a.env.Stderr, "warning: %s: %s\n", base, w)
+	// A program that is not there would fail the thread at its role.
+	if err := checkPrograms(def, filepath.Dir(abs), a.env.Getenv("PATH")); err != nil {
+		return fmt.Errorf("%s: %w", base, err)
 	}
 	stored, err := yamlwf.ResolvePaths(src, filepath.Dir(abs))
 	if err != nil {
@@ -49,6 +49,19 @@ func (a *app) addYAMLWorkflow(name, abs string) error {
 	l, err := a.registryLayout()
 	if err != nil {
 		return err
+	}
+	reg, err := registry.Load(l.RegistryFile())
+	if err != nil {
+		return err
+	}
+	// Warnings are what may still fail a thread at run time (route keys
+	// that cannot be checked, a model not set up yet); they do not stop
+	// the add.
+	for _, w := range def.Warnings {
+		fmt.Fprintf(a.env.Stderr, "warning: %s: %s\n", base, w)
+	}
+	for _, w := range modelWarnings(def, reg.Config()) {
+		fmt.Fprintf(a.env.Stderr, "warning: %s: %s\n", base, w)
 	}
 	hash := ids.HashBytes(stored)
 	return a.registerVersion(l.RegistryFile(), name, base, hash,

@@ -19,13 +19,23 @@ roles:
 graph: {__start__: only}
 `
 
+// stepScriptDir is a directory with the ./step.sh the workflows here run.
+func stepScriptDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "step.sh"), []byte("#!/bin/sh\necho '{}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestAddYAMLWorkflow: a .yml file is stored under its own name with a
 // descriptor, its relative command made absolute, and the loader picks the
 // YAML workflow for its hash and the bundle for a bundle's.
 func TestAddYAMLWorkflow(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	src := t.TempDir()
+	src := stepScriptDir(t)
 	file := filepath.Join(src, "tiny.yml")
 	if err := os.WriteFile(file, []byte(tinyYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -85,7 +95,7 @@ export const run = async function* () { return { returnCode: 0, summary: "ok" };
 func TestAddBrokenYAMLChangesNothing(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	src := t.TempDir()
+	src := stepScriptDir(t)
 	good := filepath.Join(src, "good.yaml")
 	if err := os.WriteFile(good, []byte(tinyYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -131,7 +141,7 @@ graph:
 func TestAddYAMLChecksRouteKeys(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	src := t.TempDir()
+	src := stepScriptDir(t)
 	path := filepath.Join(src, "review.yaml")
 	if err := os.WriteFile(path, []byte(reviewYAML("{aproved: __end__}")), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,7 +177,7 @@ func TestAddYAMLChecksRouteKeys(t *testing.T) {
 func TestAddYAMLWarnsWhenKeysCannotBeChecked(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	src := t.TempDir()
+	src := stepScriptDir(t)
 	path := filepath.Join(src, "review.yaml")
 	content := strings.Replace(reviewYAML("{approved: __end__, rejected: writer}"), "{status: {enum: [approved, rejected]}}", "{status: {type: string}}", 1)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {

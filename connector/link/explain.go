@@ -36,6 +36,11 @@ const (
 	KindNameTaken
 	// KindTakenOver: another instance took the name with --takeover.
 	KindTakenOver
+	// KindRootInUse: another connect already serves the same instance
+	// (storage root). The CLI finds it before anything is dialed: two
+	// links of one instance would replace each other at the gateway
+	// without end.
+	KindRootInUse
 )
 
 // PermanentError is Run's error when retrying cannot help; Message says
@@ -178,7 +183,7 @@ func (x explainer) rejected(rej *tunnel.RejectedError) (cause string, perm *Perm
 	refused := fmt.Sprintf("gateway refused the connection (%d): %s", rej.Status, clip(msg, 300))
 	switch s := rej.Status; {
 	case s == 401 || s == 403:
-		return "", &PermanentError{KindCredential, refused + x.credentialHint(body.Reason)}
+		return "", &PermanentError{KindCredential, refused + x.credentialHint(msg, body.Reason)}
 	case s == 409:
 		return "", &PermanentError{KindNameTaken, refused}
 	case s == 404:
@@ -210,25 +215,38 @@ func contentType(ct string) string {
 	return ", " + strings.TrimSpace(strings.SplitN(ct, ";", 2)[0])
 }
 
-// credentialHint says what the refused credential was and what to do.
-func (x explainer) credentialHint(reason string) string {
+// credentialHint says what the refused credential was and what to do,
+// leaving out what the gateway's own message (msg) says already: newer
+// gateways name the token's kind and connector themselves, older ones
+// and proxies do not.
+func (x explainer) credentialHint(msg, reason string) string {
 	hint := ""
 	if reason != "" {
 		hint = " [" + reason + "]"
 	}
-	sub, role, ok := tokenClaims(x.token)
-	fresh := fmt.Sprintf("; make a new one with `uncaged-gateway token create --connector %s`", x.name)
-	switch {
+	// Each clause with what in msg would say it already.
+	type clause struct{ text, said string }
+	fresh := clause{fmt.Sprintf("make a new one with `uncaged-gateway token create --connector %s`", x.name), "token create --connector"}
+	var clauses []clause
+	switch sub, role, ok := tokenClaims(x.token); {
 	case !ok:
-		return hint + "; the credential is not a gateway token (the shared secret?)" + fresh
+		clauses = []clause{{"the credential is not a gateway token (the shared secret?)", "token of this gateway"}, fresh}
 	case role != "" && role != "connector":
-		return hint + fmt.Sprintf("; this is a %s token, and connect needs a connector token", role) + fresh
+		clauses = []clause{{fmt.Sprintf("this is a %s token, and connect needs a connector token", role), "a " + role + " token"}, fresh}
 	case sub != "" && sub != x.name:
-		return hint + fmt.Sprintf("; the token is for connector %q, and this connect is %q (--name %s, or a token for %q)", sub, x.name, sub, x.name)
+		clauses = []clause{{fmt.Sprintf("the token is for connector %q", sub), "token is for connector"},
+			{fmt.Sprintf("connect with --name %s, or use a token for %q", sub, x.name), ""}}
 	case sub != "":
-		return hint + fmt.Sprintf("; the token is for connector %q", sub) + fresh
+		clauses = []clause{{fmt.Sprintf("the token is for connector %q", sub), "token is for connector"}, fresh}
+	default:
+		clauses = []clause{fresh}
 	}
-	return hint + fresh
+	for _, c := range clauses {
+		if c.said == "" || !strings.Contains(msg, c.said) {
+			hint += "; " + c.text
+		}
+	}
+	return hint
 }
 
 // tokenClaims reads a gateway token's subject and role without checking

@@ -82,7 +82,8 @@ const sameCauseWidth = 60
 
 // Run keeps the link up until ctx ends, and returns nil then. It gives up
 // only on a failure retrying cannot cure, returning its *PermanentError
-// after printing it.
+// without printing it (Out has the state lines; the caller reports the
+// error).
 func Run(ctx context.Context, o Options) error {
 	if err := CheckGateway(o.Gateway); err != nil {
 		return err
@@ -119,8 +120,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Takeover {
 		header.Set(tunnel.TakeoverHeader, "1")
 	}
+	// The caller says why it stopped, once, where its errors go.
 	fail := func(perm *PermanentError) error {
-		fmt.Fprintln(o.Out, perm.Message)
 		o.OnState(StateFailed, perm.Message)
 		return perm
 	}

@@ -24,8 +24,9 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  # the engine host the connector started stops with it; make sure
-  if [ -f "$work/root/engine.lock" ]; then kill "$(cat "$work/root/engine.lock")" 2>/dev/null || true; fi
+  # the engine host the connector started outlives it (threads go on
+  # when connect stops): stop it too, and wait until it is gone
+  if [ -d "$work/root" ]; then UNCAGED_WORKFLOW_STORAGE_ROOT="$work/root" "$bin/uncaged-workflow" engine stop --force >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -125,6 +126,7 @@ cat <<INFO
 
   gateway    store $UNCAGED_GATEWAY_DATA_DIR/gateway.db (SQLite), log $work/gateway.log
   connector  storage root $UNCAGED_WORKFLOW_STORAGE_ROOT, log $work/connector.log
+             threads run in its engine host, log $UNCAGED_WORKFLOW_STORAGE_ROOT/logs/engine.log
              (all of $work is removed when the demo stops)
 
   a hello-world thread ($thread) is running; watching it here. Ctrl-C stops everything.

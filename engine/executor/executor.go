@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/uncaged/workflow/engine/agents"
@@ -34,8 +35,27 @@ var (
 	ErrShutdown = errors.New("engine host shutting down")
 )
 
+// killCause is ErrKilled with who asked for the kill.
+type killCause struct{ by string }
+
+func (k *killCause) Error() string        { return "thread killed by " + k.by }
+func (k *killCause) Is(target error) bool { return target == ErrKilled }
+
+// KilledBy is the cause to cancel a thread's context with to kill it on
+// behalf of who (e.g. "`uncaged-workflow thread kill` (pid 4242)"), which
+// its summary then names; "" is plain ErrKilled.
+func KilledBy(who string) error {
+	if who == "" {
+		return ErrKilled
+	}
+	return &killCause{by: who}
+}
+
 // Summaries of threads the executor ends itself.
 const (
+	// SummaryKilled begins a killed thread's summary, as the original's
+	// whole summary was; what follows says where the thread was and who
+	// killed it (run.killedHow).
 	SummaryKilled = "thread aborted"
 	// failedPrefix starts the summary of a thread whose workflow threw.
 	failedPrefix = "failed: "
@@ -184,6 +204,9 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 	logPath := e.Layout.InfoLog(t.BundleHash, t.ID)
 	dlog := NewDebugLog(logPath, e.now)
 	r := &run{e: e, cas: e.CAS.Batched(), t: t, env: env, log: dlog, head: t.StartHash, ancestors: nil}
+	// A context ended before the run began is a kill of a thread no
+	// engine was running (an interrupted one): nothing was in flight.
+	r.idle = ctx.Err() != nil
 	if t.Resume != nil {
 		r.head, r.ancestors = t.Resume.Head, t.Resume.HeadAncestors
 	}
@@ -210,10 +233,12 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 		if ctx.Err() != nil {
 			return r.stopped(ctx, ctx.Err())
 		}
+		r.inStep = true
 		out, done, err := wrun.Next(ctx)
 		if err != nil {
 			return r.stopped(ctx, err)
 		}
+		r.inStep = false
 		if done != nil {
 			summary := r.summarize(ctx, done.Summary)
 			if ctx.Err() != nil {
@@ -225,10 +250,13 @@ func (e *Executor) Run(ctx context.Context, wf workflow.Workflow, t Thread, env 
 			return r.stopped(ctx, err)
 		}
 		r.stepDone(out)
+		r.role.Store(nil)
 		if env.Pause != nil {
-			if err := env.Pause.Wait(ctx); err != nil {
+			r.atGate = true
+			if err := env.Pause.Wait(ctx, r.stepCount()); err != nil {
 				return r.stopped(ctx, err)
 			}
+			r.atGate = false
 		}
 		if r.supervise(ctx) {
 			return r.finish(1, SummarySupervisorKilled)
@@ -250,6 +278,51 @@ type run struct {
 	head      string
 	ancestors []string // of head when head is a state; nil for the start node
 	over      oversight
+	// Where the run is, for a killed thread's summary (killedHow): idle
+	// is a run that began killed; inStep is set while the workflow runs a
+	// step, atGate while the run is at the pause gate (held there when the
+	// gate says paused); role is the role in flight when the workflow
+	// announced it (RoleBegins, from the workflow's goroutine).
+	idle, inStep, atGate bool
+	role                 atomic.Pointer[string]
+}
+
+// RoleBegins implements workflow.RoleAnnouncer: the pause records and a
+// killed thread's summary name the role in flight.
+func (r *run) RoleBegins(role string) {
+	r.role.Store(&role)
+	if r.env.Pause != nil {
+		r.env.Pause.roleBegins(role)
+	}
+}
+
+// stepCount is how many role steps the thread has, those of a resumed
+// chain included.
+func (r *run) stepCount() int { return int(r.over.stepCount.Load()) }
+
+// killedHow completes "killed ..." in a killed thread's summary: where it
+// was, and who killed it when cause says.
+func (r *run) killedHow(cause error) string {
+	n := r.stepCount()
+	var how string
+	switch {
+	case r.idle:
+		how = fmt.Sprintf("after step %d (it was not running)", n)
+	case r.atGate && r.env.Pause.Paused():
+		how = fmt.Sprintf("while paused after step %d", n)
+	case r.inStep:
+		how = fmt.Sprintf("during step %d", n+1)
+		if role := r.role.Load(); role != nil && *role != "" {
+			how += fmt.Sprintf(" (role %s)", *role)
+		}
+	default:
+		how = fmt.Sprintf("after step %d", n)
+	}
+	var k *killCause
+	if errors.As(cause, &k) {
+		how += " by " + k.by
+	}
+	return how
 }
 
 func (r *run) steps() []workflow.RoleStep {
@@ -498,8 +571,9 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 		r.log.Write(TagKilled, fmt.Sprintf("thread %s left unfinished: %v", r.t.ID, cause))
 		return Result{}, ErrLeftRunning
 	case ctx.Err() != nil:
-		r.log.Write(TagKilled, fmt.Sprintf("thread %s killed", r.t.ID))
-		return r.finish(threads.ReturnCodeKilled, SummaryKilled)
+		how := r.killedHow(cause)
+		r.log.Write(TagKilled, fmt.Sprintf("thread %s killed %s", r.t.ID, how))
+		return r.finish(threads.ReturnCodeKilled, SummaryKilled+": killed "+how)
 	}
 	r.log.Write(TagError, fmt.Sprintf("thread %s failed: %v", r.t.ID, err))
 	res, ferr := r.finish(1, failedPrefix+err.Error())
@@ -511,7 +585,8 @@ func (r *run) stopped(ctx context.Context, err error) (Result, error) {
 }
 
 var (
-	_ agents.Host        = (*run)(nil)
-	_ membudget.Budgeted = (*run)(nil)
-	_ threadenv.Carrier  = (*run)(nil)
+	_ agents.Host            = (*run)(nil)
+	_ membudget.Budgeted     = (*run)(nil)
+	_ threadenv.Carrier      = (*run)(nil)
+	_ workflow.RoleAnnouncer = (*run)(nil)
 )

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,10 +23,16 @@ import (
 // routing does), and can fail, block or record what it saw.
 type linear struct {
 	roles   []string
-	failAt  string      // role whose turn throws
-	blockAt string      // role whose turn waits for ctx
+	failAt  string // role whose turn throws
+	blockAt string // role whose turn waits for ctx
+	// blocked, when set, is closed once the blockAt role's turn waits: a
+	// kill after it lands during that step, not between two steps.
+	blocked chan struct{}
 	stepped chan string // receives each role as it is produced (optional)
 	seen    *[]int      // len(thread.Steps) at start, per run
+	// silent does not announce its roles (workflow.RoleAnnouncer), as a
+	// bundle with a generator of its own does not.
+	silent bool
 }
 
 func (w linear) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
@@ -49,10 +56,16 @@ func (r *linearRun) Next(ctx context.Context) (*workflow.Output, *workflow.Compl
 		return nil, &workflow.Completion{ReturnCode: 0, Summary: "completed: moderator returned END"}, nil
 	}
 	role := r.w.roles[r.done]
+	if a, ok := r.host.(workflow.RoleAnnouncer); ok && !r.w.silent {
+		a.RoleBegins(role)
+	}
 	if role == r.w.failAt {
 		return nil, nil, errors.New("boom in " + role)
 	}
 	if role == r.w.blockAt {
+		if r.w.blocked != nil {
+			close(r.w.blocked)
+		}
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	}
@@ -220,14 +233,15 @@ func TestKillEndsWith130(t *testing.T) {
 	th := begin(t, e, "T1")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan Result)
+	blocked := make(chan struct{})
 	go func() {
-		res, _ := e.Run(ctx, linear{roles: []string{"planner", "coder"}, blockAt: "coder"}, th, Env{})
+		res, _ := e.Run(ctx, linear{roles: []string{"planner", "coder"}, blockAt: "coder", blocked: blocked}, th, Env{})
 		done <- res
 	}()
-	waitSteps(t, e, "T1", 1)
+	<-blocked
 	cancel(ErrKilled)
 	res := <-done
-	if res.ReturnCode != 130 || res.Summary != SummaryKilled {
+	if res.ReturnCode != 130 || res.Summary != SummaryKilled+": killed during step 2 (role coder)" {
 		t.Fatalf("result = %+v", res)
 	}
 	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "planner,__end__" {
@@ -281,14 +295,17 @@ func TestPauseHoldsTheHead(t *testing.T) {
 	t.Parallel()
 	e := newExec(t)
 	th := begin(t, e, "T1")
-	gate := &PauseGate{}
+	gate := &PauseGate{Log: NewDebugLog(e.Layout.InfoLog(th.BundleHash, th.ID), time.Now).Write}
 	stepped := make(chan string, 10)
 	done := make(chan Result)
 	if err := gate.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if err := gate.Pause(); !errors.Is(err, ErrAlreadyPaused) {
+	if err := gate.Pause(); !errors.Is(err, ErrAlreadyPausing) {
 		t.Fatalf("double pause: %v", err)
+	}
+	if got := gate.Status(); got != threads.StatusPausing {
+		t.Fatalf("status before the step in flight is written = %s, want pausing", got)
 	}
 	go func() {
 		res, _ := e.Run(context.Background(), linear{roles: []string{"a", "b"}, stepped: stepped}, th, Env{Pause: gate})
@@ -296,6 +313,10 @@ func TestPauseHoldsTheHead(t *testing.T) {
 	}()
 	<-stepped // "a" produced; it is written, then the gate holds
 	waitSteps(t, e, "T1", 1)
+	testkit.WaitUntil(t, "the run to stop at the gate", func() bool { return gate.Status() == threads.StatusPaused })
+	if err := gate.Pause(); !errors.Is(err, ErrAlreadyPaused) {
+		t.Fatalf("pause of a paused thread: %v", err)
+	}
 	rec, _ := threads.Resolve(e.Layout, "T1")
 	headWhilePaused := rec.Head
 	// Not a wait for something but the span of a negative check: a paused
@@ -314,6 +335,138 @@ func TestPauseHoldsTheHead(t *testing.T) {
 	res := <-done
 	if got := roles(t, e, res.RootHash); strings.Join(got, ",") != "a,b,__end__" {
 		t.Fatalf("chain = %v", got)
+	}
+	got := pauseRecords(t, e, th)
+	want := []string{"pausing: pause requested; the step in flight finishes first", "paused: paused after step 1", "resumed: resumed after"}
+	if len(got) != len(want) {
+		t.Fatalf("pause records = %q, want %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Fatalf("pause records = %q, want %q", got, want)
+		}
+	}
+}
+
+// pauseRecords are thread th's debug-log records of pausing, as
+// "tag: content".
+func pauseRecords(t *testing.T, e *Executor, th Thread) []string {
+	t.Helper()
+	b, err := os.ReadFile(e.Layout.InfoLog(th.BundleHash, th.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Tag, Content string
+			Timestamp    int64
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Timestamp <= 0 {
+			t.Fatalf("log line without a timestamp: %q", line)
+		}
+		switch rec.Tag {
+		case TagPausing, TagPaused, TagResumed:
+			out = append(out, rec.Tag+": "+rec.Content)
+		}
+	}
+	return out
+}
+
+// A killed thread's summary says where it was and who killed it, and its
+// debug log says the same.
+func TestKilledThreadsSummarySaysWhereAndWho(t *testing.T) {
+	t.Parallel()
+	const cli = "`uncaged-workflow thread kill` (pid 42)"
+	cases := []struct {
+		name string
+		flow linear
+		// paused holds the thread at the gate after its first step;
+		// idle kills it before the run begins (an interrupted thread).
+		paused, idle bool
+		cause        error
+		want         string
+	}{
+		{name: "during a role that was announced", flow: linear{roles: []string{"planner", "reviewer"}, blockAt: "reviewer"},
+			cause: KilledBy(cli), want: "killed during step 2 (role reviewer) by " + cli},
+		{name: "during a role nobody announced", flow: linear{roles: []string{"planner", "reviewer"}, blockAt: "reviewer", silent: true},
+			cause: ErrKilled, want: "killed during step 2"},
+		{name: "while paused", flow: linear{roles: []string{"planner", "reviewer"}}, paused: true,
+			cause: KilledBy("the connector's API"), want: "killed while paused after step 1 by the connector's API"},
+		{name: "while not running", flow: linear{roles: []string{"planner", "reviewer"}}, idle: true,
+			cause: KilledBy(cli), want: "killed after step 1 (it was not running) by " + cli},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newExec(t)
+			th := begin(t, e, "K1")
+			gate := &PauseGate{}
+			if c.paused {
+				if err := gate.Pause(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.idle {
+				// One step written by a run that then stopped, as a host
+				// that died would leave it.
+				sctx, stop := context.WithCancelCause(context.Background())
+				left := make(chan error)
+				go func() {
+					_, err := e.Run(sctx, linear{roles: c.flow.roles, blockAt: c.flow.roles[1]}, th, Env{})
+					left <- err
+				}()
+				waitSteps(t, e, th.ID, 1)
+				stop(ErrShutdown)
+				if err := <-left; !errors.Is(err, ErrLeftRunning) {
+					t.Fatalf("setting up the interrupted thread: %v", err)
+				}
+				rec, err := threads.Resolve(e.Layout, th.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if th, err = e.ResumeThread(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil) // a first cause stays: this one is never seen
+			if c.idle {
+				cancel(c.cause)
+			}
+			done := make(chan Result)
+			flow := c.flow
+			if flow.blockAt != "" {
+				flow.blocked = make(chan struct{})
+			}
+			go func() {
+				res, _ := e.Run(ctx, flow, th, Env{Pause: gate})
+				done <- res
+			}()
+			if !c.idle {
+				waitSteps(t, e, th.ID, 1)
+				if flow.blocked != nil {
+					<-flow.blocked // in the step, not between two
+				}
+				if c.paused {
+					testkit.WaitUntil(t, "the run to stop at the gate", func() bool { return gate.Status() == threads.StatusPaused })
+				}
+				cancel(c.cause)
+			}
+			res := <-done
+			if want := SummaryKilled + ": " + c.want; res.ReturnCode != threads.ReturnCodeKilled || res.Summary != want {
+				t.Fatalf("result = %+v, want summary %q", res, want)
+			}
+			if end, _ := threads.HeadEnd(e.CAS, res.RootHash); end == nil || end.Summary() != res.Summary {
+				t.Fatalf("__end__ = %+v", end)
+			}
+			if log := debugLog(t, e, th.ID); !strings.Contains(log, "thread K1 "+c.want) {
+				t.Fatalf("debug log lacks %q:\n%s", c.want, log)
+			}
+		})
 	}
 }
 

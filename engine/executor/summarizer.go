@@ -24,9 +24,10 @@ const (
 )
 
 // summarize returns the summary the thread ends with: the summarizer
-// model's when it is configured and succeeds, else the workflow's own.
+// model's when it is on and succeeds, else the workflow's own.
 func (r *run) summarize(ctx context.Context, workflowSummary string) string {
-	model, on, err := r.configured(SceneSummarizer)
+	_, scene := OversightScenes(r.over.cfg)
+	model, on, err := r.oversightModel(scene)
 	if !on {
 		return workflowSummary
 	}

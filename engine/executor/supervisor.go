@@ -15,13 +15,44 @@ import (
 	"github.com/uncaged/workflow/engine/workflow"
 )
 
-// Model scenes of workflow.yaml's config.models that switch the optional
-// supervisor and summarizer on. Unlike other scenes they never fall back to
-// models.default: a run only pays for them when asked to.
+// Model scenes of workflow.yaml's config.models for the supervisor and the
+// summarizer. Both run by default, as the original's do: each with its own
+// scene when config.models names it, else models.default (the summarizer
+// first tries models.extract, whose model the original summarizes with).
+// supervisorInterval: 0 turns the supervisor off, summarizer: off the
+// summarizer (OversightScenes).
 const (
 	SceneSupervisor = "supervisor"
 	SceneSummarizer = "summarizer"
+	sceneExtract    = "extract"
+	sceneDefault    = "default"
 )
+
+// OversightScenes says which config.models entry the supervisor and the
+// summarizer use under cfg, "" for one that is off: switched off, or no
+// model to use (no config, or none of its scenes in config.models).
+func OversightScenes(cfg *registry.Config) (supervisor, summarizer string) {
+	if cfg == nil {
+		return "", ""
+	}
+	if cfg.SupervisorInterval > 0 {
+		supervisor = firstScene(cfg, SceneSupervisor, sceneDefault)
+	}
+	if cfg.Summarizer != registry.SummarizerOff {
+		summarizer = firstScene(cfg, SceneSummarizer, sceneExtract, sceneDefault)
+	}
+	return supervisor, summarizer
+}
+
+// firstScene is the first of scenes config.models names, "" for none.
+func firstScene(cfg *registry.Config, scenes ...string) string {
+	for _, s := range scenes {
+		if _, ok := cfg.Models[s]; ok {
+			return s
+		}
+	}
+	return ""
+}
 
 // SummarySupervisorKilled ends a thread the supervisor stopped.
 const SummarySupervisorKilled = "killed: supervisor detected pathological behavior"
@@ -48,10 +79,10 @@ const (
 		`"required":["decision"]}`
 )
 
-// oversight is what a run knows of the optional supervisor and summarizer:
-// the config they were switched on by, and the steps they look at.
+// oversight is what a run knows of the supervisor and summarizer: the
+// config they were chosen by, and the steps they look at.
 type oversight struct {
-	cfg *registry.Config // nil: neither is configured
+	cfg *registry.Config // nil: no config, both are off
 	// steps are all of the thread's role steps so far, oldest first
 	// (those of a resumed chain included).
 	steps []workflow.RoleStep
@@ -64,7 +95,8 @@ type oversight struct {
 }
 
 // loadOversight reads workflow.yaml once per run. A registry that cannot
-// be read only switches the optional models off; the thread still runs.
+// be read only switches the supervisor and summarizer off; the thread
+// still runs.
 func (r *run) loadOversight() {
 	r.over.steps = append([]workflow.RoleStep(nil), r.steps()...)
 	r.over.stepCount.Store(int64(len(r.over.steps)))
@@ -76,16 +108,12 @@ func (r *run) loadOversight() {
 	r.over.cfg = reg.Config()
 }
 
-// configured resolves a scene's model if config.models names it.
-func (r *run) configured(scene string) (registry.Model, bool, error) {
-	cfg := r.over.cfg
-	if cfg == nil {
+// oversightModel resolves the model of scene ("" when off: on is false).
+func (r *run) oversightModel(scene string) (m registry.Model, on bool, err error) {
+	if scene == "" {
 		return registry.Model{}, false, nil
 	}
-	if _, ok := cfg.Models[scene]; !ok {
-		return registry.Model{}, false, nil
-	}
-	m, err := cfg.ResolveModel(scene, r.Getenv)
+	m, err = r.over.cfg.ResolveModel(scene, r.Getenv)
 	return m, true, r.ThreadEnv().Explain(err)
 }
 
@@ -96,18 +124,15 @@ func (r *run) stepDone(out *workflow.Output) {
 	r.over.stepCount.Store(int64(len(r.over.steps)))
 }
 
-// supervise runs the supervisor when it is configured and due, and
+// supervise runs the supervisor when it is on and due, and
 // reports whether it decided to kill the thread. Its failures never stop
 // the thread: they are logged and the thread goes on.
 func (r *run) supervise(ctx context.Context) bool {
-	cfg := r.over.cfg
-	if cfg == nil || cfg.SupervisorInterval <= 0 || r.over.written%cfg.SupervisorInterval != 0 {
+	scene, _ := OversightScenes(r.over.cfg)
+	if scene == "" || r.over.written%r.over.cfg.SupervisorInterval != 0 {
 		return false
 	}
-	model, on, err := r.configured(SceneSupervisor)
-	if !on {
-		return false
-	}
+	model, _, err := r.oversightModel(scene)
 	decision, reason := "", ""
 	if err == nil {
 		decision, reason, err = r.askSupervisor(ctx, model)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,12 +29,14 @@ type oversightModel struct {
 	arrived chan string // the tool name of each request, when listened for
 	mu      sync.Mutex
 	asked   map[string][]string // output tool name -> user messages
+	models  map[string][]string // output tool name -> the model each request named
 }
 
 func newOversightModel(t *testing.T, answers map[string]string) *oversightModel {
-	m := &oversightModel{answers: answers, asked: map[string][]string{}, arrived: make(chan string, 64)}
+	m := &oversightModel{answers: answers, asked: map[string][]string{}, models: map[string][]string{}, arrived: make(chan string, 64)}
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
+			Model    string `json:"model"`
 			Messages []struct {
 				Role    string `json:"role"`
 				Content string `json:"content"`
@@ -52,6 +55,7 @@ func newOversightModel(t *testing.T, answers map[string]string) *oversightModel 
 		tool := req.Tools[len(req.Tools)-1].Function.Name
 		m.mu.Lock()
 		m.asked[tool] = append(m.asked[tool], req.Messages[1].Content)
+		m.models[tool] = append(m.models[tool], req.Model)
 		m.mu.Unlock()
 		select {
 		case m.arrived <- tool:
@@ -82,6 +86,13 @@ func (m *oversightModel) questions(tool string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.asked[tool]...)
+}
+
+// modelsAsked are the models the requests for tool named, in order.
+func (m *oversightModel) modelsAsked(tool string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.models[tool]...)
 }
 
 // configure writes workflow.yaml with the fake provider and the given
@@ -188,25 +199,89 @@ func TestSupervisorErrorIsSkipped(t *testing.T) {
 	}
 }
 
-func TestSupervisorAndSummarizerNeedTheirOwnScenes(t *testing.T) {
+// With the workflow.yaml setup writes — models.default and
+// supervisorInterval 3, no scene of their own — the supervisor and the
+// summarizer run with models.default, as the original's do; a scene of
+// their own wins (for the summarizer, models.extract before default).
+func TestSupervisorAndSummarizerFallBackToTheDefaultModel(t *testing.T) {
 	t.Parallel()
-	e := newExec(t)
-	m := newOversightModel(t, map[string]string{"supervisor_decision": `{"decision":"kill"}`, "workflow_summary": `{"summary":"x"}`})
-	configure(t, e, m, 1) // models.default only: no fallback for these
-	res, err := e.Run(context.Background(), linear{roles: []string{"a", "b"}}, begin(t, e, "OFF"), Env{})
-	if err != nil || res.ReturnCode != 0 || res.Summary != "completed: moderator returned END" {
-		t.Fatalf("result %+v, %v", res, err)
+	answers := map[string]string{"supervisor_decision": `{"decision":"continue"}`, "workflow_summary": `{"summary":"Did a, b and c."}`}
+	for _, tc := range []struct {
+		scenes                  []string
+		supervisorAs, summaryAs string
+	}{
+		{nil, "base", "base"},
+		{[]string{SceneSupervisor}, "supervisor-model", "base"},
+		{[]string{"extract"}, "base", "extract-model"},
+		{[]string{"extract", SceneSummarizer}, "base", "summarizer-model"},
+	} {
+		e := newExec(t)
+		m := newOversightModel(t, answers)
+		configure(t, e, m, registry.DefaultSupervisorInterval, tc.scenes...)
+		res, err := e.Run(context.Background(), linear{roles: []string{"a", "b", "c"}}, begin(t, e, "DEF"), Env{})
+		if err != nil || res.ReturnCode != 0 || res.Summary != "Did a, b and c." {
+			t.Fatalf("scenes %v: result %+v, %v", tc.scenes, res, err)
+		}
+		if got := m.modelsAsked("supervisor_decision"); !slices.Equal(got, []string{tc.supervisorAs}) {
+			t.Errorf("scenes %v: supervisor asked %q, want %s once (after step 3)", tc.scenes, got, tc.supervisorAs)
+		}
+		if got := m.modelsAsked("workflow_summary"); !slices.Equal(got, []string{tc.summaryAs}) {
+			t.Errorf("scenes %v: summarizer asked %q, want %s once", tc.scenes, got, tc.summaryAs)
+		}
 	}
-	if len(m.questions("supervisor_decision"))+len(m.questions("workflow_summary")) != 0 {
-		t.Fatal("a model was called without its scene configured")
-	}
+}
 
-	// Interval 0 switches the supervisor off even when configured.
-	e = newExec(t)
-	configure(t, e, m, 0, SceneSupervisor)
-	res, err = e.Run(context.Background(), linear{roles: []string{"a"}}, begin(t, e, "ZERO"), Env{})
-	if err != nil || res.ReturnCode != 0 || len(m.questions("supervisor_decision")) != 0 {
-		t.Fatalf("result %+v, %v; asked %d", res, err, len(m.questions("supervisor_decision")))
+// Each is turned off on its own: the supervisor by supervisorInterval 0,
+// the summarizer by summarizer: off; with no model at all (no config, or
+// no models.default nor scene) neither runs, and nothing says so.
+func TestSupervisorAndSummarizerOptOuts(t *testing.T) {
+	t.Parallel()
+	answers := map[string]string{"supervisor_decision": `{"decision":"continue"}`, "workflow_summary": `{"summary":"model summary"}`}
+	for _, tc := range []struct {
+		name                        string
+		interval                    int
+		summarizerOff, noModels     bool
+		wantSupervisor, wantSummary int
+	}{
+		{"both on", 1, false, false, 2, 1},
+		{"supervisorInterval 0", 0, false, false, 0, 1},
+		{"summarizer off", 1, true, false, 2, 0},
+		{"both off", 0, true, false, 0, 0},
+		{"no models", 1, false, true, 0, 0},
+	} {
+		e := newExec(t)
+		m := newOversightModel(t, answers)
+		cfg := registry.Config{MaxDepth: 3, SupervisorInterval: tc.interval,
+			Providers: map[string]registry.Provider{"fake": {BaseURL: m.srv.URL, APIKey: "sk-oversight"}},
+			Models:    map[string]string{"default": "fake/base"}}
+		if tc.summarizerOff {
+			cfg.Summarizer = registry.SummarizerOff
+		}
+		if tc.noModels {
+			cfg.Models = map[string]string{"coder": "fake/coder"}
+		}
+		if err := registry.Update(e.Layout.RegistryFile(), func(r *registry.Registry) error { return r.SetConfig(cfg) }); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Run(context.Background(), linear{roles: []string{"a", "b"}}, begin(t, e, "OPT"), Env{})
+		if err != nil || res.ReturnCode != 0 {
+			t.Fatalf("%s: result %+v, %v", tc.name, res, err)
+		}
+		sup, sum := len(m.questions("supervisor_decision")), len(m.questions("workflow_summary"))
+		if sup != tc.wantSupervisor || sum != tc.wantSummary {
+			t.Errorf("%s: supervisor asked %d times, summarizer %d; want %d and %d", tc.name, sup, sum, tc.wantSupervisor, tc.wantSummary)
+		}
+		if want := "completed: moderator returned END"; tc.wantSummary == 0 && res.Summary != want {
+			t.Errorf("%s: summary %q, want the workflow's %q", tc.name, res.Summary, want)
+		}
+		if log := debugLog(t, e, "OPT"); tc.wantSupervisor+tc.wantSummary == 0 && (strings.Contains(log, "supervisor") || strings.Contains(log, "summarizer")) {
+			t.Errorf("%s: the log speaks of what is off:\n%s", tc.name, log)
+		}
+	}
+	// No config section at all.
+	e := newExec(t)
+	if res, err := e.Run(context.Background(), linear{roles: []string{"a"}}, begin(t, e, "NOCFG"), Env{}); err != nil || res.Summary != "completed: moderator returned END" {
+		t.Fatalf("without a config: %+v, %v", res, err)
 	}
 }
 
@@ -297,7 +372,7 @@ func TestKillDuringSupervisorEndsWith130(t *testing.T) {
 	}
 	cancel(ErrKilled)
 	res := <-done
-	if res.ReturnCode != 130 || res.Summary != SummaryKilled || strings.Join(roles(t, e, res.RootHash), ",") != "a,__end__" {
+	if res.ReturnCode != 130 || res.Summary != SummaryKilled+": killed after step 1" || strings.Join(roles(t, e, res.RootHash), ",") != "a,__end__" {
 		t.Fatalf("result %+v", res)
 	}
 	if strings.Contains(debugLog(t, e, "KILL"), "supervisor skipped") {
@@ -318,7 +393,7 @@ func TestKillDuringSummarizerEndsWith130(t *testing.T) {
 	}()
 	<-m.arrived
 	cancel(ErrKilled)
-	if res := <-done; res.ReturnCode != 130 || res.Summary != SummaryKilled {
+	if res := <-done; res.ReturnCode != 130 || res.Summary != SummaryKilled+": killed after step 1" {
 		t.Fatalf("result %+v", res)
 	}
 }

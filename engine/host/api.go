@@ -41,6 +41,12 @@ type ResumeRequest struct {
 	Caller *Caller `json:"caller,omitempty"`
 }
 
+// KillRequest kills a thread. By, when set, names who asks, for the
+// thread's summary ("killed during step 4 (role reviewer) by …").
+type KillRequest struct {
+	By string `json:"by,omitempty"`
+}
+
 // Caller is the command that asks for a thread to run: its environment
 // and working directory become the thread's (package threadenv). They
 // travel only over the owner-only socket, are kept in memory only, and
@@ -53,6 +59,11 @@ type Caller struct {
 	// Origin completes "the thread's environment is …" in messages, e.g.
 	// "that of `uncaged-workflow run` in /home/me, pid 4242".
 	Origin string `json:"origin,omitempty"`
+	// Requester names the command for a killed thread's summary, e.g.
+	// "`uncaged-workflow thread kill` (pid 4242)": a Client sends it with
+	// its kills (KillRequest.By). Not sent with runs, forks and resumes,
+	// whose requests hosts older than it refuse with unknown fields.
+	Requester string `json:"-"`
 }
 
 // CommandCaller is the Caller of a command of this process: its whole
@@ -67,7 +78,10 @@ func CommandCaller(command string) *Caller {
 	if dir != "" {
 		where = " in " + dir
 	}
-	return &Caller{Env: os.Environ(), Dir: dir, Origin: fmt.Sprintf("that of `%s`%s, pid %d", command, where, os.Getpid())}
+	return &Caller{
+		Env: os.Environ(), Dir: dir, Origin: fmt.Sprintf("that of `%s`%s, pid %d", command, where, os.Getpid()),
+		Requester: fmt.Sprintf("`%s` (pid %d)", command, os.Getpid()),
+	}
 }
 
 // StopRequest asks the host to shut down. Without Force a host with
@@ -94,7 +108,7 @@ type RunningThread struct {
 	ThreadID   string         `json:"threadId"`
 	BundleHash string         `json:"bundleHash"`
 	Workflow   string         `json:"workflow"`
-	Status     threads.Status `json:"status"` // running or paused
+	Status     threads.Status `json:"status"` // running, pausing or paused
 	StartedAt  int64          `json:"startedAt"`
 	Depth      int            `json:"depth"`
 	Parent     string         `json:"parent,omitempty"` // parent thread id of a child

@@ -140,12 +140,19 @@ func (c *Client) Fork(id string, req ForkRequest) (string, error) {
 	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads/"+id+"/fork", req, &ref)
 }
 
-// Kill, Pause and Resume act on one thread.
+// Kill ends a thread with return code 130; its summary names the
+// client's caller (SetCaller) as who killed it. A host older than
+// KillRequest ignores the body.
 func (c *Client) Kill(id string) error {
-	return c.do(http.MethodPost, "/v1/threads/"+id+"/kill", nil, nil)
+	var req KillRequest
+	if caller := c.callerOr(nil); caller != nil {
+		req.By = caller.Requester
+	}
+	return c.do(http.MethodPost, "/v1/threads/"+id+"/kill", req, nil)
 }
 
-// Pause holds a running thread after its current step.
+// Pause holds a running thread once its current step is written; until
+// then the thread is pausing.
 func (c *Client) Pause(id string) error {
 	return c.do(http.MethodPost, "/v1/threads/"+id+"/pause", nil, nil)
 }

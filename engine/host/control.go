@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uncaged/workflow/engine/executor"
@@ -53,12 +54,22 @@ func lostTo(id string, by verb) error {
 	return fmt.Errorf("thread %s is already being %s by another request", id, by)
 }
 
-// Kill ends a thread with return code 130. A running thread is interrupted
-// (its role's context is cancelled; JS is interrupted, child processes
-// killed) and Kill waits for its __end__ to be written; an interrupted thread
-// is closed the same way without running anything. A resume starting the
-// thread is waited for, and what it starts is killed.
-func (h *Host) Kill(id string) error {
+// maxRequester bounds the name of who killed a thread, which goes into
+// its summary.
+const maxRequester = 200
+
+// Kill ends a thread with return code 130; its summary says where it was
+// and who killed it (req.By). A running thread is interrupted (its role's
+// context is cancelled; JS is interrupted, child processes killed) and
+// Kill waits for its __end__ to be written; an interrupted thread is
+// closed the same way without running anything. A resume starting the
+// thread is waited for, and what it starts is killed. A thread the
+// original engine's worker runs is refused (ErrRunningElsewhere).
+func (h *Host) Kill(id string, req KillRequest) error {
+	by := strings.Join(strings.Fields(req.By), " ")
+	if r := []rune(by); len(r) > maxRequester {
+		by = string(r[:maxRequester]) + "…"
+	}
 	for {
 		h.mu.Lock()
 		hd, c := h.running[id], h.admitting[id]
@@ -69,7 +80,7 @@ func (h *Host) Kill(id string) error {
 		case hd != nil:
 			hd.killed = true
 			h.mu.Unlock()
-			hd.cancel(executor.ErrKilled)
+			hd.cancel(executor.KilledBy(by))
 			select {
 			case <-hd.done:
 			case <-time.After(10 * time.Second):
@@ -84,24 +95,26 @@ func (h *Host) Kill(id string) error {
 		release := h.claimLocked(id, killing)
 		h.mu.Unlock()
 		defer release()
-		return h.killIdle(id)
+		return h.killIdle(id, by)
 	}
 }
 
-// killIdle ends a thread no host runs; the caller has claimed it.
-func (h *Host) killIdle(id string) error {
-	_, wf, t, err := h.resumable(id)
+// killIdle ends a thread no host runs on behalf of by; the caller has
+// claimed it.
+func (h *Host) killIdle(id, by string) error {
+	_, wf, t, err := h.resumable(id, "cannot kill", "kill it with the original's `thread kill "+id+"`")
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(executor.ErrKilled)
+	cancel(executor.KilledBy(by))
 	_, err = h.exec.Run(ctx, wf, t, executor.Env{})
 	return err
 }
 
-// Pause holds a running thread after its current step. A resume starting
-// the thread is waited for, and what it starts is paused.
+// Pause holds a running thread once its current step is written: until
+// then it is pausing (executor.PauseGate). A resume starting the thread is
+// waited for, and what it starts is paused.
 func (h *Host) Pause(id string) error {
 	for {
 		h.mu.Lock()
@@ -111,7 +124,9 @@ func (h *Host) Pause(id string) error {
 			h.mu.Unlock()
 			return lostTo(id, killing)
 		case hd != nil:
-			err := hd.gate.Pause() // executor.ErrAlreadyPaused: another pause is in force
+			// executor.ErrAlreadyPaused or ErrAlreadyPausing: another
+			// pause is in force or on its way.
+			err := hd.gate.Pause()
 			if err == nil {
 				hd.resumed = false
 			}
@@ -127,9 +142,11 @@ func (h *Host) Pause(id string) error {
 	}
 }
 
-// Resume lets a paused thread go on, or restarts an interrupted one (whose
-// host died) from its last completed step; either way with the caller's
-// environment from then on.
+// Resume lets a paused thread go on, cancels the pause of a pausing one,
+// or restarts an interrupted one (whose host died) from its last
+// completed step; either way with the caller's environment from then on.
+// A thread the original engine's worker runs is refused: it would run
+// twice.
 func (h *Host) Resume(id string, req ResumeRequest) error {
 	if err := h.admit(); err != nil {
 		return err
@@ -144,7 +161,7 @@ func (h *Host) Resume(id string, req ResumeRequest) error {
 	case hd != nil && hd.killed:
 		h.mu.Unlock()
 		return lostTo(id, killing)
-	case hd != nil && !hd.gate.Paused():
+	case hd != nil && hd.gate.Status() == threads.StatusRunning:
 		resumed := hd.resumed
 		h.mu.Unlock()
 		if resumed {
@@ -153,7 +170,7 @@ func (h *Host) Resume(id string, req ResumeRequest) error {
 		return fmt.Errorf("%w: %s is running", executor.ErrNotPaused, id)
 	case hd != nil:
 		hd.env.Store(env)
-		err := hd.gate.Resume() // paused, and no one else opens the gate without h.mu
+		err := hd.gate.Resume() // paused or pausing, and no one else opens the gate without h.mu
 		hd.resumed = err == nil
 		h.mu.Unlock()
 		return err
@@ -164,7 +181,7 @@ func (h *Host) Resume(id string, req ResumeRequest) error {
 	release := h.claimLocked(id, resuming)
 	h.mu.Unlock()
 	defer release()
-	_, wf, t, err := h.resumable(id)
+	_, wf, t, err := h.resumable(id, "cannot resume", "resuming it here would run its steps a second time. Wait until it ends there, or stop it with the original's `thread kill "+id+"` and resume it then")
 	if err != nil {
 		return err
 	}
@@ -172,14 +189,20 @@ func (h *Host) Resume(id string, req ResumeRequest) error {
 	return nil
 }
 
-// resumable loads an unfinished thread that no host is running.
-func (h *Host) resumable(id string) (threads.Record, workflow.Workflow, executor.Thread, error) {
+// resumable loads an unfinished thread that no host of this engine runs,
+// to run or to kill it: one the original engine's worker runs is refused
+// (ErrRunningElsewhere), the error saying "<refused> thread <id>" and
+// what to do instead.
+func (h *Host) resumable(id, refused, instead string) (threads.Record, workflow.Workflow, executor.Thread, error) {
 	rec, err := threads.Resolve(h.opts.Layout, id)
 	if err != nil {
 		return rec, nil, executor.Thread{}, err
 	}
 	if err := h.ended(rec); err != nil {
 		return rec, nil, executor.Thread{}, err
+	}
+	if pid := RunningElsewhere(h.opts.Layout, rec.BundleHash, rec.ThreadID); pid != 0 {
+		return rec, nil, executor.Thread{}, elsewhereError(id, pid, refused, instead)
 	}
 	t, err := h.exec.ResumeThread(rec)
 	if err != nil {
@@ -190,7 +213,8 @@ func (h *Host) resumable(id string) (threads.Record, workflow.Workflow, executor
 }
 
 // notRunning says why a thread this host does not run cannot be paused:
-// it has ended, or it was interrupted.
+// it has ended, the original engine's worker runs it, or it was
+// interrupted.
 func (h *Host) notRunning(id string) error {
 	rec, err := threads.Resolve(h.opts.Layout, id)
 	if err != nil {
@@ -198,6 +222,9 @@ func (h *Host) notRunning(id string) error {
 	}
 	if err := h.ended(rec); err != nil {
 		return err
+	}
+	if pid := RunningElsewhere(h.opts.Layout, rec.BundleHash, rec.ThreadID); pid != 0 {
+		return elsewhereError(id, pid, "cannot pause", "pause it with the original's `thread pause "+id+"`")
 	}
 	return fmt.Errorf("thread not running: %s was interrupted (the host running it stopped); resume it to go on", id)
 }

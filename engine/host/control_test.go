@@ -69,7 +69,9 @@ func TestAControlRequestThatLosesARaceSaysWhatItLostTo(t *testing.T) {
 		return id
 	}
 	running := func() string { return started("blocked") }
-	paused := func() string {
+	// The blocked thread's role never finishes: a pause of it stays
+	// pending (pausing).
+	pausing := func() string {
 		id := running()
 		if err := f.client.Pause(id); err != nil {
 			t.Fatal(err)
@@ -106,6 +108,7 @@ func TestAControlRequestThatLosesARaceSaysWhatItLostTo(t *testing.T) {
 		resumedByOther = "thread ID is already running: another request resumed it"
 		beingResumed   = "thread ID is already being resumed by another request"
 		beingKilled    = "thread ID is already being killed by another request"
+		alreadyPausing = "thread already pausing: it stops once the role in flight has finished its step"
 		alreadyPaused  = "thread already paused"
 		killedAlready  = "thread not running: ID has already finished (killed, return code 130)"
 		completed      = "thread not running: ID has already finished (completed, return code 0)"
@@ -117,16 +120,18 @@ func TestAControlRequestThatLosesARaceSaysWhatItLostTo(t *testing.T) {
 		a, b    func(id string) func() error
 		allowed [][2]string // (a's outcome, b's outcome) pairs the orders allow
 	}{
-		{"two resumes of a paused thread", paused, resume, resume,
+		{"two resumes of a pausing thread", pausing, resume, resume,
 			[][2]string{{ok, resumedByOther}, {resumedByOther, ok}}},
 		{"two resumes of an interrupted thread", interrupted, resume, resume,
 			[][2]string{{ok, resumedByOther}, {ok, beingResumed}, {resumedByOther, ok}, {beingResumed, ok}}},
-		{"resume and kill of a paused thread", paused, resume, kill,
+		{"resume and kill of a pausing thread", pausing, resume, kill,
 			[][2]string{{ok, ok}, {beingKilled, ok}, {killedAlready, ok}}},
 		{"resume and kill of an interrupted thread", interrupted, resume, kill,
 			[][2]string{{ok, ok}, {beingKilled, ok}, {killedAlready, ok}}},
 		{"two pauses of a running thread", running, pause, pause,
-			[][2]string{{ok, alreadyPaused}, {alreadyPaused, ok}}},
+			// Paused at once when the first pause found the run at the
+			// gate, between its steps.
+			[][2]string{{ok, alreadyPausing}, {alreadyPausing, ok}, {ok, alreadyPaused}, {alreadyPaused, ok}}},
 		{"two kills of a running thread", running, kill, kill,
 			[][2]string{{ok, beingKilled}, {ok, killedAlready}, {beingKilled, ok}, {killedAlready, ok}}},
 		{"two kills of an interrupted thread", interrupted, kill, kill,

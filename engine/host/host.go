@@ -143,6 +143,7 @@ func Open(opts Options) (*Host, error) {
 		return nil, err
 	}
 	procs.KillLeftovers()
+	clearStaleMarkers(opts.Layout, opts.Logger)
 	ctx, stop := context.WithCancelCause(context.Background())
 	now := time.Now()
 	return &Host{
@@ -263,9 +264,7 @@ func (h *Host) List() []RunningThread {
 	out := make([]RunningThread, 0, len(h.running))
 	for _, hd := range h.running {
 		info := hd.info
-		if hd.gate.Paused() {
-			info.Status = threads.StatusPaused
-		}
+		info.Status = hd.gate.Status()
 		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ThreadID < out[j].ThreadID })
@@ -378,15 +377,19 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 }
 
 func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed bool) *handle {
+	// The gate writes the pause records to the thread's debug log (its
+	// own writer of the file, which serialises writes with the run's).
+	gate := &executor.PauseGate{Log: executor.NewDebugLog(h.opts.Layout.InfoLog(t.BundleHash, t.ID), time.Now).Write}
 	hd := &handle{
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
 			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
-		cancel: cancel, gate: &executor.PauseGate{}, done: make(chan struct{}),
+		cancel: cancel, gate: gate, done: make(chan struct{}),
 		unbind: h.procs.Bind(t.ID), env: env, resumed: resumed,
 	}
 	// Where the environment came from and its size, never the variables:
 	// they hold the caller's keys.
 	h.opts.Logger.Debug("thread environment", "thread", t.ID, "from", env.Load().Origin(), "variables", len(env.Load().Names()))
+	markRunning(h.opts.Layout, t.BundleHash, t.ID, h.opts.Logger)
 	h.mu.Lock()
 	h.running[t.ID] = hd
 	h.mu.Unlock()
@@ -394,6 +397,9 @@ func (h *Host) register(t executor.Thread, parent string, cancel context.CancelC
 }
 
 func (h *Host) unregister(id string, hd *handle) {
+	// Before the host lets go: once it has, a request may start the
+	// thread again, and its marker must then be that run's.
+	unmarkRunning(h.opts.Layout, hd.info.BundleHash, id, h.opts.Logger)
 	h.mu.Lock()
 	if h.running[id] == hd {
 		delete(h.running, id)

@@ -54,6 +54,9 @@ func (r *goRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completio
 		return nil, &workflow.Completion{Summary: "done"}, nil
 	}
 	role := r.f.roles[r.i]
+	if a, ok := r.h.(workflow.RoleAnnouncer); ok {
+		a.RoleBegins(role)
+	}
 	out := &workflow.Output{Role: role, Meta: canonyaml.Map{}}
 	switch {
 	case role == "wait":
@@ -213,18 +216,18 @@ func TestRunListPauseResumeKill(t *testing.T) {
 	if len(list) != 1 || list[0].ThreadID != id || list[0].Workflow != "linear" || list[0].Status != threads.StatusRunning {
 		t.Fatalf("list = %+v", list)
 	}
-	// Paused while its second step is in flight, the thread is held once
-	// that step is written.
+	// Paused while its second step is in flight, the thread is pausing
+	// until that step is written, and held then.
 	f.waitFor("the second step to begin", func() bool { return waiting.Load() == 1 })
 	if err := f.client.Pause(id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.client.Pause(id); err == nil || err.Error() != "thread already paused" {
+	if err := f.client.Pause(id); err == nil || !strings.HasPrefix(err.Error(), "thread already pausing") {
 		t.Fatalf("second pause: %v", err)
 	}
 	list, _ = f.client.List()
-	if list[0].Status != threads.StatusPaused {
-		t.Fatalf("status while paused = %s", list[0].Status)
+	if list[0].Status != threads.StatusPausing {
+		t.Fatalf("status while the role runs on = %s", list[0].Status)
 	}
 	close(release)
 	var held string
@@ -233,6 +236,13 @@ func TestRunListPauseResumeKill(t *testing.T) {
 		held = r.Head
 		return f.chainRoles(held) == "a,wait"
 	})
+	f.waitFor("the thread to be held", func() bool {
+		list, _ := f.client.List()
+		return len(list) == 1 && list[0].Status == threads.StatusPaused
+	})
+	if err := f.client.Pause(id); err == nil || err.Error() != "thread already paused" {
+		t.Fatalf("pause of a paused thread: %v", err)
+	}
 	// Not a wait for something but the span of a negative check: a paused
 	// thread that took its next step would most likely have done so by now.
 	time.Sleep(300 * time.Millisecond)

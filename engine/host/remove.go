@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,8 +19,8 @@ import (
 // its lines go. With no host, the root's host lock keeps one from starting
 // meanwhile.
 
-// ErrLive is matched by a removal refused because the thread is running
-// or paused.
+// ErrLive is matched by a removal refused because the thread is running,
+// pausing or paused.
 var ErrLive = errors.New("a running or paused thread is not removed")
 
 // RemoveRequest asks the host to remove a thread's index and history
@@ -40,12 +39,13 @@ const stopWait = 30 * time.Second
 
 // RemoveLines removes thread rec's index and history lines
 // (threads.RemoveLines) once nothing runs it, and keeps it from starting
-// until they are gone. A thread the root's host runs or holds paused, or
-// one the original engine marks as running (logs/<bundle>/<id>.running),
-// is refused with its status (ErrLive), unless force: then the host kills
-// it and waits until it stopped (the original's worker cannot be stopped
-// from here; its marker is only overridden). With a host, the host does
-// all this under its own decision about the thread, which resume and kill
+// until they are gone. A thread the root's host runs, pauses or holds
+// paused is refused with its status (ErrLive), unless force: then the
+// host kills it and waits until it stopped. One the original engine's
+// worker runs (RunningElsewhere) is refused even with force
+// (ErrRunningElsewhere and ErrLive): it cannot be stopped from here, and
+// the worker would write its lines back. With a host, the host does all
+// this under its own decision about the thread, which resume and kill
 // wait for; without one, the root's host lock is held, so no host starts
 // and resumes the thread meanwhile.
 func RemoveLines(l storage.Layout, rec threads.Record, force bool) error {
@@ -81,16 +81,15 @@ func RemoveLines(l storage.Layout, rec threads.Record, force bool) error {
 			// Only held, never written: closing drops the lock.
 			_ = lock.Close()
 		}()
-		return removeLines(l, rec.BundleHash, rec.ThreadID, force)
+		return removeLines(l, rec.BundleHash, rec.ThreadID)
 	}
 }
 
 // removeLines removes the lines of a thread no host of this engine runs,
-// unless the original engine marks it as running.
-func removeLines(l storage.Layout, bundle, id string, force bool) error {
-	if _, err := os.Lstat(l.RunningMarker(bundle, id)); err == nil && !force {
-		return fmt.Errorf("%w: thread %s is running under the original engine (%s marks it so); stop it there, or remove it with --force if no worker runs it any more",
-			ErrLive, id, l.RunningMarker(bundle, id))
+// unless the original engine's worker runs it.
+func removeLines(l storage.Layout, bundle, id string) error {
+	if pid := RunningElsewhere(l, bundle, id); pid != 0 {
+		return elsewhereError(id, pid, "cannot remove", "stop it with the original's `thread kill "+id+"` first")
 	}
 	_, err := threads.RemoveLines(l.BundleDir(bundle), id)
 	return err
@@ -119,15 +118,12 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 			<-c.done
 			continue
 		case hd != nil:
-			status := threads.StatusRunning
-			if hd.gate.Paused() {
-				status = threads.StatusPaused
-			}
+			status := hd.gate.Status()
 			h.mu.Unlock()
 			if !req.Force {
 				return fmt.Errorf("%w: thread %s is %s; kill it first (`thread kill %s`), or remove it with --force, which kills it", ErrLive, id, status, id)
 			}
-			hd.cancel(executor.ErrKilled)
+			hd.cancel(executor.KilledBy("`thread rm --force`, to remove it"))
 			select {
 			case <-hd.done:
 			case <-time.After(stopWait):
@@ -138,7 +134,7 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 		release := h.claimLocked(id, removing)
 		h.mu.Unlock()
 		defer release()
-		return removeLines(h.opts.Layout, req.BundleHash, id, req.Force)
+		return removeLines(h.opts.Layout, req.BundleHash, id)
 	}
 }
 

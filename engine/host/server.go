@@ -78,19 +78,32 @@ func (h *Host) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, ans)
 	})
-	for action, fn := range map[string]func(string) error{"kill": h.Kill, "pause": h.Pause} {
-		mux.HandleFunc("POST /v1/threads/{id}/"+action, func(w http.ResponseWriter, r *http.Request) {
-			id, ok := threadID(w, r)
-			if !ok {
-				return
-			}
-			if err := fn(id); err != nil {
-				writeError(w, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-		})
-	}
+	mux.HandleFunc("POST /v1/threads/{id}/kill", func(w http.ResponseWriter, r *http.Request) {
+		var req KillRequest // a body is optional: older clients send none
+		if !readJSON(w, r, &req) {
+			return
+		}
+		id, ok := threadID(w, r)
+		if !ok {
+			return
+		}
+		if err := h.Kill(id, req); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /v1/threads/{id}/pause", func(w http.ResponseWriter, r *http.Request) {
+		id, ok := threadID(w, r)
+		if !ok {
+			return
+		}
+		if err := h.Pause(id); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
 	return mux
 }
 

@@ -1,26 +1,38 @@
 package host
 
 import (
+	"path/filepath"
+
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
-// Liveness says what the host's list of running threads means for id.
-func Liveness(running map[string]RunningThread, id string) threads.Liveness {
-	r, ok := running[id]
-	switch {
-	case !ok:
-		return threads.NotExecuting
-	case r.Status == threads.StatusPaused:
+// Liveness says who runs thread rec of root l: the host, whose list of
+// running threads (by id; empty when no host runs) says whether it runs
+// the thread, holds it paused or is pausing it; else the original
+// engine's worker (RunningElsewhere); else nobody.
+func Liveness(l storage.Layout, running map[string]RunningThread, rec threads.Record) threads.Liveness {
+	r, ok := running[rec.ThreadID]
+	if !ok {
+		return elsewhere(l, rec)
+	}
+	switch r.Status {
+	case threads.StatusPaused:
 		return threads.HeldPaused
+	case threads.StatusPausing:
+		return threads.Pausing
 	}
 	return threads.Executing
 }
 
-// ThreadStatus derives a thread's status from its head and from what the
-// host (running, keyed by thread id; empty when no host runs) says: or
+// ThreadStatus derives a thread's status from its head, from what the
+// host (running, keyed by thread id; empty when no host runs) says, and
+// from the original engine's running marker and worker: or
 // threads.StatusDamaged, with the damage, for a head or start that cannot
-// back one (threads.ReadStatus).
+// back one (threads.ReadStatus). store is the root's CAS (Layout.CASDir),
+// whose root holds the original's files.
 func ThreadStatus(store *cas.Store, rec threads.Record, running map[string]RunningThread) (threads.Status, *threads.DamageError) {
-	return threads.ReadStatus(store, rec, Liveness(running, rec.ThreadID))
+	l := storage.Layout{Root: filepath.Dir(store.Dir())}
+	return threads.ReadStatus(store, rec, Liveness(l, running, rec))
 }

@@ -52,6 +52,14 @@ func (e *jsEnv) runtimeHost() *goja.Object {
 			}
 			return e.vm.ToValue(h)
 		},
+		// roleBegins(role) tells a host that asks (workflow.RoleAnnouncer)
+		// which role createWorkflow's loop runs now.
+		"roleBegins", func(call goja.FunctionCall) goja.Value {
+			if a, ok := e.host.(workflow.RoleAnnouncer); ok && !e.validating {
+				a.RoleBegins(call.Argument(0).String())
+			}
+			return goja.Undefined()
+		},
 		// runChild(name, prompt) runs a registered workflow as a child thread
 		// through the host and resolves with its outcome.
 		"runChild", func(call goja.FunctionCall) goja.Value {

@@ -33,7 +33,14 @@ type Config struct {
 	// Prices turn recorded token counts into cost (config.prices); nil
 	// when the section is absent.
 	Prices Prices `json:"prices,omitempty"`
+	// Summarizer is SummarizerOff to end threads with their workflow's
+	// own summary; "" (not set) summarizes each completed thread with a
+	// model, as the original does.
+	Summarizer string `json:"summarizer,omitempty"`
 }
+
+// SummarizerOff is config.summarizer's one value: no summarizer.
+const SummarizerOff = "off"
 
 // Price is what one model costs, in US dollars per million tokens, as
 // config.prices writes it:
@@ -109,6 +116,9 @@ func (r *Registry) SetConfig(c Config) error {
 			b = n // written as a number, read back as one
 		}
 		v = append(v, canonyaml.Pair{Key: "memoryBudget", Value: b})
+	}
+	if c.Summarizer != "" {
+		v = append(v, canonyaml.Pair{Key: "summarizer", Value: c.Summarizer})
 	}
 	if c.Prices != nil {
 		prices := canonyaml.Map{}
@@ -202,6 +212,12 @@ func decodeConfig(v any) (*Config, []string, error) {
 		if c.MemoryBudget, err = memoryBudget(mb); err != nil {
 			return nil, nil, err
 		}
+	}
+	if sv, present := m.Get("summarizer"); present {
+		if s, ok := sv.(string); !ok || s != SummarizerOff {
+			return nil, nil, fmt.Errorf(`config.summarizer must be %q (leave it out to summarize each completed thread with models.summarizer, else models.extract, else models.default)`, SummarizerOff)
+		}
+		c.Summarizer = SummarizerOff
 	}
 	if pv, present := m.Get("prices"); present {
 		var err error

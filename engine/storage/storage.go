@@ -9,6 +9,8 @@
 //	bundles/<hash>/history/YYYY-MM-DD.jsonl   finished threads
 //	cas/<hash>.txt                            content-addressed nodes
 //	logs/<hash>/<thread>.info.jsonl           debug log
+//	logs/<hash>/<thread>.running              a worker runs the thread (empty)
+//	workers/<hash>.json                       the original's worker of a bundle
 //
 // Every path taking a hash or thread id expects a value already validated by
 // package ids; Layout does not re-check them.
@@ -132,7 +134,16 @@ func (l Layout) InfoLog(hash, threadID string) string {
 	return filepath.Join(l.LogsDir(hash), threadID+".info.jsonl")
 }
 
-// RunningMarker is the original's marker for a thread a worker is executing.
+// RunningMarker is the original's marker for a thread a worker is
+// executing: an empty file. This engine's host writes it too while it runs
+// a thread, so that the original sees the thread as running.
 func (l Layout) RunningMarker(hash, threadID string) string {
 	return filepath.Join(l.LogsDir(hash), threadID+".running")
+}
+
+// WorkerFile is the original's record of the worker process that runs a
+// bundle's threads: {"pid":N,"port":N}, the port its control socket
+// listens on. This engine never writes one.
+func (l Layout) WorkerFile(hash string) string {
+	return filepath.Join(l.Root, "workers", hash+".json")
 }

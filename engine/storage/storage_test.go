@@ -50,6 +50,7 @@ func TestLayoutPaths(t *testing.T) {
 		l.BundleDir("H"):          "/tmp/wf-root/bundles/H",
 		l.InfoLog("H", "T"):       "/tmp/wf-root/logs/H/T.info.jsonl",
 		l.RunningMarker("H", "T"): "/tmp/wf-root/logs/H/T.running",
+		l.WorkerFile("H"):         "/tmp/wf-root/workers/H.json",
 		l.TypesFile("H"):          "/tmp/wf-root/bundles/H.d.ts",
 		DefaultRoot("/home/x"):    "/home/x/.uncaged/workflow",
 	}

@@ -283,7 +283,10 @@ type Status string
 
 // Thread statuses.
 const (
-	StatusRunning     Status = "running"
+	StatusRunning Status = "running"
+	// StatusPausing is a thread asked to pause while a role runs: it goes
+	// on until that role's step is written, and is paused only then.
+	StatusPausing     Status = "pausing"
 	StatusPaused      Status = "paused"
 	StatusCompleted   Status = "completed"
 	StatusFailed      Status = "failed"
@@ -309,12 +312,18 @@ const (
 	Executing
 	// HeldPaused: a host holds it paused between steps.
 	HeldPaused
+	// Pausing: a host runs it and was asked to pause; the role in flight
+	// finishes its step first.
+	Pausing
+	// ExecutingElsewhere: the original engine's worker runs it (its
+	// running marker and a live worker say so).
+	ExecutingElsewhere
 )
 
 // DeriveStatus decides a thread's status. end is its head when the head is
 // an __end__ state (nil otherwise). An __end__ decides by return code; a
 // history row without one is completed; an active thread is whatever its host
-// says, and interrupted when no host runs it.
+// (or the original engine's worker) says, and interrupted when none runs it.
 func DeriveStatus(source Source, end *node.State, live Liveness) Status {
 	if end != nil {
 		switch end.ReturnCode() {
@@ -330,8 +339,10 @@ func DeriveStatus(source Source, end *node.State, live Liveness) Status {
 		return StatusCompleted
 	}
 	switch live {
-	case Executing:
+	case Executing, ExecutingElsewhere:
 		return StatusRunning
+	case Pausing:
+		return StatusPausing
 	case HeldPaused:
 		return StatusPaused
 	}

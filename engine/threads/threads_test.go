@@ -306,6 +306,12 @@ func TestDeriveStatusReturnCodes(t *testing.T) {
 		{nil, SourceHistory, NotExecuting, StatusCompleted},
 		{nil, SourceActive, Executing, StatusRunning},
 		{nil, SourceActive, HeldPaused, StatusPaused},
+		{nil, SourceActive, Pausing, StatusPausing},
+		{nil, SourceActive, ExecutingElsewhere, StatusRunning},
+		{nil, SourceActive, NotExecuting, StatusInterrupted},
+		// An end or a history line decides whoever runs the thread.
+		{mk(canonyaml.Map{{Key: "returnCode", Value: 130.0}}), SourceActive, Pausing, StatusKilled},
+		{nil, SourceHistory, ExecutingElsewhere, StatusCompleted},
 	}
 	for i, c := range cases {
 		if got := DeriveStatus(c.src, c.end, c.live); got != c.want {

@@ -83,6 +83,14 @@ type Host interface {
 	Extract(ctx context.Context, schema []byte, contentHash string) (ExtractResult, error)
 }
 
+// RoleAnnouncer is implemented by a Host that wants to know which role a
+// run is working on (the executor's: a pause and a kill name it). A
+// workflow that knows calls RoleBegins as each role starts; one that does
+// not leaves the role unknown, which only makes those messages vaguer.
+type RoleAnnouncer interface {
+	RoleBegins(role string)
+}
+
 // ExtractResult is what Host.Extract found.
 type ExtractResult struct {
 	Meta           canonyaml.Map

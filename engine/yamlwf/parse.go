@@ -53,6 +53,9 @@ type Role struct {
 	// Agent is the resolved spec (a named agent, an inline one or the
 	// default), already validated.
 	Agent agents.Spec
+	// AgentName is the name under agents: the role's agent refers to
+	// (directly or through the default); "" for an inline spec.
+	AgentName string
 	// Output is the JSON Schema of the role's meta, in written key order.
 	Output canonyaml.Map
 	// outputJSON is Output as JSON text, what agents receive as Call.Schema.
@@ -60,6 +63,10 @@ type Role struct {
 	schema     *jsonschema.Schema
 	line       int // of the role's key, for problems found after the walk
 }
+
+// Line is the line of the role's key in the file (1-based), where
+// problems found with the role after Parse are reported.
+func (r Role) Line() int { return r.line }
 
 // Route is the graph entry of one role (or __start__).
 type Route struct {
@@ -90,7 +97,7 @@ var agentNameRule = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 const maxInput = 4 << 20
 
 // Parse reads and validates a YAML workflow. Malformed YAML gives yaml.v3's
-// error (with its line); every other problem is reported at once, as an
+// error with the line where it fails (syntaxError); every other problem is reported at once, as an
 // *ErrorList of *Error values naming each key path, after the walk has gone
 // through the whole file. What does not make the file wrong but may still
 // fail a thread (route keys that cannot be checked) is in the Definition's
@@ -102,7 +109,7 @@ func Parse(data []byte) (*Definition, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return nil, syntaxError(data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &Error{Msg: "empty workflow file"}
@@ -111,7 +118,7 @@ func Parse(data []byte) (*Definition, error) {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, err
+			return nil, syntaxError(data, err)
 		}
 		return nil, errAt(&extra, "", "a workflow file holds one YAML document; found another after ---")
 	}
@@ -144,8 +151,11 @@ type parser struct {
 	// brokenAgents are defined agents whose spec has problems: roles naming
 	// them are not also told the agent is unknown.
 	brokenAgents map[string]bool
-	errs         problems
-	warnings     []*Error
+	// defaultAgentName is the top-level agent's name when it refers to
+	// one under agents:.
+	defaultAgentName string
+	errs             problems
+	warnings         []*Error
 }
 
 func (p *parser) fail(e *Error) { p.errs.add(e) }
@@ -224,6 +234,7 @@ func (p *parser) document(root *yaml.Node) *Definition {
 	if n := got["agent"]; n != nil && !isNull(n) {
 		if s, ok := p.agentRef(n, "agent"); ok {
 			defaultAgent = &s
+			p.defaultAgentName = agentRefName(n)
 		} else {
 			defaultBroken = true
 		}
@@ -295,6 +306,15 @@ func (p *parser) agentRef(n *yaml.Node, path string) (spec agents.Spec, ok bool)
 	}
 	p.fail(errAt(n, path, "must be an agent name or an inline agent spec, got %s", describeNode(n)))
 	return agents.Spec{}, false
+}
+
+// agentRefName is the agent name an agent field refers to (agentRef has
+// resolved it), or "" for an inline spec.
+func agentRefName(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	return ""
 }
 
 // specKeys are the YAML keys of agents.Spec, taken from its JSON names so
@@ -420,8 +440,9 @@ func (p *parser) role(f field, defaultAgent *agents.Spec, defaultBroken bool) (R
 	switch a := got["agent"]; {
 	case a != nil && !isNull(a):
 		r.Agent, _ = p.agentRef(a, join(path, "agent"))
+		r.AgentName = agentRefName(a)
 	case defaultAgent != nil:
-		r.Agent = *defaultAgent
+		r.Agent, r.AgentName = *defaultAgent, p.defaultAgentName
 	case defaultBroken:
 	default:
 		p.fail(errAt(f.value, join(path, "agent"), "required (there is no top-level agent default)"))

@@ -178,7 +178,8 @@ func (w *Workflow) Start(ctx context.Context, thread workflow.ThreadContext, hos
 	}
 	t := thread
 	t.Steps = append([]workflow.RoleStep(nil), thread.Steps...)
-	return &run{w: w, host: ah, thread: t, agents: map[string]agents.Agent{}}, nil
+	announcer, _ := host.(workflow.RoleAnnouncer) // before noModels hides it
+	return &run{w: w, host: ah, announcer: announcer, thread: t, agents: map[string]agents.Agent{}}, nil
 }
 
 // noModels adapts a host that cannot resolve models (tests, embedders that
@@ -190,11 +191,14 @@ func (noModels) ResolveModel(string) (registry.Model, error) {
 }
 
 type run struct {
-	w      *Workflow
-	host   agents.Host
-	thread workflow.ThreadContext
-	agents map[string]agents.Agent
-	done   bool
+	w    *Workflow
+	host agents.Host
+	// announcer is told each role as it begins, so a pause or a kill can
+	// name it; nil when the host does not ask.
+	announcer workflow.RoleAnnouncer
+	thread    workflow.ThreadContext
+	agents    map[string]agents.Agent
+	done      bool
 }
 
 // Next implements workflow.Run: one role per call.
@@ -218,6 +222,9 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 	if !ok { // Parse rules this out; kept to mirror createWorkflow
 		r.done = true
 		return nil, &workflow.Completion{ReturnCode: 1, Summary: "unknown role: " + name}, nil
+	}
+	if r.announcer != nil {
+		r.announcer.RoleBegins(name)
 	}
 	agent, err := r.agent(role)
 	if err != nil {

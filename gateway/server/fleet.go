@@ -31,7 +31,8 @@ import (
 // connector came online, and a request for a connector that is online never
 // reaches the store. In cluster mode only the replica holding the tunnel
 // reads the stream; every replica answers searches from the shared
-// database (fleet_http.go).
+// database (fleet_http.go). Original clients have no change stream: their
+// thread lists are read instead (fleet_legacy.go).
 
 // Tuning of the change stream's reader.
 const (
@@ -65,6 +66,9 @@ type fleetMemory struct {
 	// touchEvery is fleetTouchEvery but for tests, which cannot wait a
 	// minute for a round.
 	touchEvery time.Duration
+	// legacyEvery is legacyPollEvery but for tests (fleet_legacy.go); it
+	// is read under mu.
+	legacyEvery time.Duration
 
 	mu      sync.Mutex
 	readers map[string]*fleetReader // by connector name
@@ -125,7 +129,8 @@ func (g *Gateway) newFleet() *fleetMemory {
 // newFleetOver hooks to presence a fleet's memory kept in st, marking
 // the connected machines seen every touchEvery.
 func (g *Gateway) newFleetOver(st store.Store, touchEvery time.Duration) *fleetMemory {
-	fl := &fleetMemory{g: g, st: st, log: g.opts.Logger, touchEvery: touchEvery, readers: map[string]*fleetReader{}, lastIDs: map[string]string{}}
+	fl := &fleetMemory{g: g, st: st, log: g.opts.Logger, touchEvery: touchEvery, legacyEvery: legacyPollEvery,
+		readers: map[string]*fleetReader{}, lastIDs: map[string]string{}}
 	prev := g.presence.OnChange
 	g.presence.OnChange = func(name, status string) {
 		if prev != nil {
@@ -153,8 +158,9 @@ func (fl *fleetMemory) changed(name, status string) {
 	if !online || r != nil {
 		return
 	}
+	read := fl.read
 	if t, ok := conn.(*tracked); ok && t.protocol == metrics.ProtocolLegacy {
-		return // original clients answer whole bodies: no streams
+		read = fl.poll // original clients answer whole bodies: no streams (fleet_legacy.go)
 	}
 	if fl.closed {
 		return
@@ -168,7 +174,7 @@ func (fl *fleetMemory) changed(name, status string) {
 	go func() {
 		defer close(r.done)
 		defer stop()
-		fl.read(ctx, name, conn)
+		read(ctx, name, conn)
 		// A stream may end before its connection (a connector too old to
 		// have one): the machine is here until the connection goes.
 		select {

@@ -38,7 +38,7 @@ import (
 // needs the machine itself.
 
 // fleetStatuses are the thread statuses a search may filter on.
-var fleetStatuses = []string{"running", "paused", "completed", "failed", "killed", "interrupted", "damaged"}
+var fleetStatuses = []string{"running", "pausing", "paused", "completed", "failed", "killed", "interrupted", "damaged"}
 
 // FleetThread is one thread in GET /api/gateway/threads.
 type FleetThread struct {
@@ -448,7 +448,7 @@ func (fl *fleetMemory) offlineThreads(c echo.Context, m store.Machine) error {
 	for _, t := range page.Threads {
 		ft := fleetThread(t, false, m.LastSeen)
 		source := "history"
-		if t.Status == "running" || t.Status == "paused" || t.Status == "interrupted" {
+		if t.Status == "running" || t.Status == "pausing" || t.Status == "paused" || t.Status == "interrupted" {
 			source = "active"
 		}
 		out.Threads = append(out.Threads, summary{

@@ -67,8 +67,8 @@ type Thread struct {
 	// Workflow is the workflow's registered name (else the name its start
 	// node records).
 	Workflow string `json:"workflow"`
-	// Status is running, paused, completed, failed, killed, interrupted or
-	// damaged (its head or start cannot back a status).
+	// Status is running, pausing, paused, completed, failed, killed,
+	// interrupted or damaged (its head or start cannot back a status).
 	Status string `json:"status"`
 	// Prompt is the thread's prompt, cut to PromptMaxRunes runes (the last
 	// CutMark when cut).

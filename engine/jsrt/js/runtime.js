@@ -88,6 +88,7 @@ export function createWorkflow(definition, binding) {
           `the adapter for role "${next}" must return a role function (ctx, runtime) => Promise<{ meta, childThread }>, got ${describe(roleFn)}`,
         );
       }
+      __host.roleBegins(next);
       const result = await roleFn(current, runtime, { role: next });
       if (result === null || typeof result !== "object" || !("meta" in result)) {
         throw new TypeError(`role "${next}" must resolve to { meta, childThread }, got ${describe(result)}`);

@@ -189,6 +189,12 @@ func serveCmd() *cobra.Command {
 			if urlAllow != nil {
 				logger.Warn("original clients registered with a URL are fetched: the gateway makes requests to the hosts listed", "legacy_url_allow", urlAllow.String())
 			}
+			// For token commands that use another database (running.go).
+			if release, err := recordRunning(storeConfig, listen); err != nil {
+				logger.Warn("cannot record this gateway among those running on this machine: token commands using another database will not name this one", "err", err.Error())
+			} else {
+				defer release()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			err = server.Run(ctx, server.Config{

@@ -34,7 +34,12 @@ const (
 // storeFlags are the store's flags, the same on serve and the token
 // commands (with the same variables), so that `token revoke` changes the
 // database the gateway beside it uses.
-type storeFlags struct{ dataDir, databaseURL, databaseURLFile string }
+type storeFlags struct {
+	dataDir, databaseURL, databaseURLFile string
+	// defaulted is set by config when neither flags nor variables named
+	// a store, and the default data directory is used.
+	defaulted bool
+}
 
 // register adds the flags to cmd, each bound to its variable.
 func (s *storeFlags) register(cmd *cobra.Command) {
@@ -58,6 +63,7 @@ func (s *storeFlags) config() (store.Config, error) {
 		if dir, err = defaultDataDir(); err != nil {
 			return store.Config{}, err
 		}
+		s.defaulted = true
 	}
 	return store.Config{DataDir: dir, DatabaseURL: url}, nil
 }
@@ -114,16 +120,36 @@ func (s *storeFlags) open(cmd *cobra.Command, create bool) (context.Context, sto
 		return nil, nil, fmt.Errorf("%s is database %s, not database %s, the one the gateway running here (%s) uses: the file was replaced while the gateway runs. Nothing was changed. Put the gateway's file back, or restart the gateway to use this one",
 			st.Where(), st.Identity().ID, holder.Database, holder)
 	}
-	fmt.Fprintf(stderr, "database: %s\n", st.Where())
+	if s.defaulted {
+		fmt.Fprintf(stderr, "database: %s (the default: no --data-dir, %s or --database-url given)\n", st.Where(), envName("data-dir"))
+	} else {
+		fmt.Fprintf(stderr, "database: %s\n", st.Where())
+	}
 	holders, err := st.Holders(ctx)
 	if err != nil {
 		_ = st.Close() // nothing was written
 		return nil, nil, err
 	}
 	if len(holders) == 0 {
-		fmt.Fprintln(stderr, "warning: no running gateway uses this database: a gateway started with the same --data-dir or --database-url will see this command's changes; one running elsewhere will not")
+		fmt.Fprint(stderr, noGatewayWarning(cfg))
 	}
 	return ctx, st, nil
+}
+
+// noGatewayWarning says that no running gateway uses cfg's database,
+// which gateway would, and which databases the gateways running on this
+// machine use instead.
+func noGatewayWarning(cfg store.Config) string {
+	same := "--database-url"
+	if cfg.DatabaseURL == "" {
+		same = "--data-dir " + cfg.DataDir
+	}
+	msg := "warning: no running gateway uses this database: only a gateway started with " + same + " will see this command's changes\n"
+	gateways, err := runningGateways()
+	if err != nil {
+		return msg + "  (cannot tell which gateways run on this machine: " + err.Error() + ")\n"
+	}
+	return msg + elsewhere(gateways)
 }
 
 // tokenJSON is a token's record as `token list --json` and

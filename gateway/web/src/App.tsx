@@ -1,11 +1,14 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ApiError, gateway, getToken, onUnauthorized, takeTokenFromLink } from "./api";
+import { ApiError, gateway, getToken, onUnauthorized, takeTokenFromLink, useApi } from "./api";
 import { AuditView } from "./audit/AuditView";
 import { BundleView } from "./cas/BundleView";
 import { CasView } from "./cas/CasView";
 import { FleetGlance } from "./fleet/FleetGlance";
+import { GatewayBanner } from "./common/GatewayBanner";
 import { endsSession, refusalMessage } from "./common/refusal";
-import { Sidebar } from "./machines/Sidebar";
+import { loadMachineList } from "./machines/machines";
+import { MachineScope } from "./machines/scope";
+import { SidebarView } from "./machines/Sidebar";
 import { href, Route, useRoute } from "./route";
 import { AllThreads } from "./threads/FleetThreads";
 import { ThreadDetail } from "./threads/ThreadDetail";
@@ -93,6 +96,8 @@ function Shell({ onOut }: { onOut: () => void }) {
   const route = useRoute();
   const [menu, setMenu] = useState(false);
   const machineName = "machine" in route ? route.machine : null;
+  // One machine list for the sidebar and for the pages that ask whether their machine is known.
+  const machines = useApi(loadMachineList, [], 5000);
   useEffect(() => setMenu(false), [route]);
   const logout = async () => {
     try {
@@ -121,9 +126,12 @@ function Shell({ onOut }: { onOut: () => void }) {
         )}
         <button className="link" onClick={logout}>Log out</button>
       </header>
-      <Sidebar current={machineName} open={menu} />
+      <SidebarView current={machineName} open={menu} list={machines} />
       <main className="content">
-        <Page route={route} />
+        <GatewayBanner />
+        <MachineScope machine={machineName} list={machines}>
+          <Page route={route} />
+        </MachineScope>
       </main>
     </div>
   );

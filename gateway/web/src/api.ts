@@ -4,6 +4,7 @@
 // EventSource streams need. A 401 anywhere drops the token and shows the
 // login page.
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
+import { answered, check, onReach, reach, setProbe, unanswered } from "./reach";
 
 export const TOKEN_KEY = "uncaged.dashboard.token";
 
@@ -21,17 +22,31 @@ export type WorkflowSummary = { name: string; hash: string; timestamp: number };
 export type Edge = { from: string; to: string; condition: string; conditionDescription?: string | null };
 export type RoleInfo = { description?: string; systemPrompt?: string; schema?: unknown };
 export type Descriptor = { description?: string; roles: Record<string, RoleInfo>; graph: { edges: Edge[] } };
+/**
+ * RoleAgent is the agent a YAML workflow's role runs (its type, the named
+ * agent it refers to, the model, the program or the workflow it runs).
+ */
+export type RoleAgent = { type: string; name?: string; model?: string; command?: string; workflow?: string };
+/**
+ * RoleAgents are each role's agent: an object for a YAML workflow, null for
+ * a JavaScript bundle (its code picks the agents); a connector that does not
+ * say sends neither.
+ */
+export type RoleAgents = Record<string, RoleAgent> | null;
 export type WorkflowDetail = {
   name: string;
   hash: string;
   timestamp: number;
   history: { hash: string; timestamp: number }[];
   descriptor: Descriptor | null;
+  roleAgents?: RoleAgents;
 };
 /** WorkflowVersion is one version of a workflow, current or older, with its own descriptor. */
-export type WorkflowVersion = { name: string; hash: string; timestamp: number; current: boolean; descriptor: Descriptor | null };
-// "damaged": its head or start cannot back a status (doctor says why).
-export type ThreadStatus = "running" | "paused" | "completed" | "failed" | "killed" | "interrupted" | "damaged";
+export type WorkflowVersion = { name: string; hash: string; timestamp: number; current: boolean; descriptor: Descriptor | null; roleAgents?: RoleAgents };
+// "pausing": a pause was asked for while a role runs; the thread is
+// "paused" once that role has finished. "damaged": its head or start
+// cannot back a status (doctor says why).
+export type ThreadStatus = "running" | "pausing" | "paused" | "completed" | "failed" | "killed" | "interrupted" | "damaged";
 export type ThreadSummary = {
   threadId: string;
   workflow: string | null;
@@ -40,6 +55,10 @@ export type ThreadSummary = {
   updatedAt: string;
   status: ThreadStatus;
   source: string;
+  /** the prompt, as the fleet list shows it (null: none); absent from an older connector */
+  prompt?: string | null;
+  /** the thread's model usage; absent when none, or from an older connector */
+  usage?: unknown;
 };
 export type StartRecord = {
   type: "thread-start";
@@ -125,6 +144,17 @@ export class ApiError extends Error {
 export function noMemory(e: unknown): boolean {
   if (!(e instanceof ApiError)) return false;
   return e.status === 404 || e.status === 501 || (e.status === 503 && /keeps nothing|no store/i.test(e.message));
+}
+
+/**
+ * UNREACHABLE is the reason of an ApiError for a request the gateway did not
+ * answer: no connection, or a proxy in front of it saying it is down.
+ */
+export const UNREACHABLE = "unreachable";
+
+/** isUnreachable tells whether an error says the gateway itself did not answer. */
+export function isUnreachable(e: unknown): boolean {
+  return e instanceof ApiError && e.reason === UNREACHABLE;
 }
 
 /** isOffline tells whether an error says the machine is offline (503, reason or message). */
@@ -222,9 +252,17 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     res = await fetch(path, { method: init.method ?? "GET", headers, body, credentials: "same-origin", signal: init.signal });
   } catch (e) {
     if ((e as Error).name === "AbortError") throw e;
-    throw new ApiError(0, `network error: ${(e as Error).message}`);
+    unanswered();
+    throw new ApiError(0, `the gateway does not answer (${(e as Error).message})`, UNREACHABLE);
   }
-  const text = await res.text();
+  let text: string;
+  try {
+    text = await res.text();
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    unanswered();
+    throw new ApiError(0, `the gateway's answer was cut off (${(e as Error).message})`, UNREACHABLE);
+  }
   let data: unknown = undefined;
   if (text) {
     try {
@@ -233,6 +271,13 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
       data = undefined;
     }
   }
+  // The gateway answers every error in JSON; a bare 502-504 is a proxy in
+  // front of it saying it is down.
+  if ((res.status === 502 || res.status === 503 || res.status === 504) && (!data || typeof data !== "object")) {
+    unanswered();
+    throw new ApiError(res.status, `the gateway does not answer (HTTP ${res.status} from the proxy in front of it)`, UNREACHABLE);
+  }
+  answered();
   if (!res.ok) {
     const body = data as { error?: unknown; reason?: unknown } | undefined;
     const msg = typeof body?.error === "string" ? body.error : text.slice(0, 200) || res.statusText || `HTTP ${res.status}`;
@@ -283,6 +328,9 @@ export const gateway = {
     }
   },
 };
+
+// While the gateway does not answer, this is what asks it again.
+setProbe(() => gateway.endpoints());
 
 export const machine = (m: string) => ({
   workflows: () => api<{ workflows: WorkflowSummary[] }>(clientPath(m, "/workflows")),
@@ -359,6 +407,8 @@ export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: numb
     const t = setInterval(reload, pollMs);
     return () => clearInterval(t);
   }, [pollMs, reload]);
+  // The gateway answers again: what the page shows is refreshed at once.
+  useEffect(() => onReach(() => reach().reachable && reload()), [reload]);
   return { data: state.data, error: state.error, loading: state.loading, reload };
 }
 
@@ -367,6 +417,8 @@ export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: numb
 export type LiveState = {
   records: ThreadRecord[];
   info: string[];
+  /** how far into the debug log the info lines go (bytes; their event ids say), so a stream opened again does not repeat them */
+  logOffset: number;
   done: string | null; // the reason, once "done" arrived
   connected: boolean;
   error: string | null;
@@ -374,13 +426,16 @@ export type LiveState = {
 export type LiveAction =
   | { type: "record"; id: string; record: ThreadRecord }
   | { type: "start"; record: ThreadRecord }
-  | { type: "info"; line: string }
+  | { type: "info"; line: string; id?: string }
   | { type: "done"; reason: string }
   | { type: "open" }
   | { type: "error"; message: string }
   | { type: "reset" };
 
-export const initialLive: LiveState = { records: [], info: [], done: null, connected: false, error: null };
+/** OPEN_STREAM is EventSource.OPEN (what readyState is while a stream is up). */
+const OPEN_STREAM = 1;
+
+export const initialLive: LiveState = { records: [], info: [], logOffset: 0, done: null, connected: false, error: null };
 const MAX_INFO = 500;
 
 /**
@@ -410,9 +465,14 @@ export function liveReducer(s: LiveState, a: LiveAction): LiveState {
       return { ...s, records };
     }
     case "info": {
+      // The id is "<records>:<logOffset>", the offset just past this line:
+      // a line at or before the offset reached came before (a new stream
+      // replays the log from its start).
+      const off = parseInt((a.id ?? "").split(":")[1] ?? "", 10);
+      if (Number.isFinite(off) && off <= s.logOffset) return s;
       const info = s.info.length >= MAX_INFO ? s.info.slice(-MAX_INFO + 1) : s.info.slice();
       info.push(a.line);
-      return { ...s, info };
+      return { ...s, info, logOffset: Number.isFinite(off) ? off : s.logOffset };
     }
     case "done":
       return { ...s, done: a.reason, connected: false };
@@ -444,6 +504,7 @@ export function useLive(url: string | null, generation = 0): LiveState {
       es = new EventSource(url, { withCredentials: true });
       es.onopen = () => {
         attempts = 0;
+        answered();
         dispatch({ type: "open" });
       };
       es.addEventListener("record", (ev) => {
@@ -470,7 +531,7 @@ export function useLive(url: string | null, generation = 0): LiveState {
         } catch {
           /* plain text */
         }
-        dispatch({ type: "info", line });
+        dispatch({ type: "info", line, id: e.lastEventId });
       });
       es.addEventListener("done", (ev) => {
         let reason = "completed";
@@ -495,6 +556,9 @@ export function useLive(url: string | null, generation = 0): LiveState {
           endSession(refusal);
           return;
         }
+        // A stream fails when its machine goes away too: ask whether the
+        // gateway itself still answers.
+        check();
         if (es.readyState === EventSource.CLOSED) {
           dispatch({ type: "error", message: "live stream closed; reconnecting…" });
           attempts++;
@@ -505,7 +569,16 @@ export function useLive(url: string | null, generation = 0): LiveState {
       };
     };
     open();
+    // The gateway answers again: reconnect now rather than when the
+    // browser's or our own back-off says.
+    const off = onReach(() => {
+      if (stopped || !reach().reachable || !es || es.readyState === OPEN_STREAM) return;
+      clearTimeout(retry);
+      es.close();
+      open();
+    });
     return () => {
+      off();
       stopped = true;
       clearTimeout(retry);
       es?.close();

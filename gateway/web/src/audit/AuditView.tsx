@@ -3,6 +3,7 @@ import { ago, AuditEntry, AuditQuery, fmtTime, gateway, noMemory, useApi } from 
 import { dayStart } from "../common/days";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { ScrollBox } from "../common/ScrollBox";
 import { loadAllMachines } from "../machines/machines";
 import { hashQuery, href, replaceQuery } from "../route";
 import "./audit.css";
@@ -118,7 +119,7 @@ export function AuditView() {
       {!log.data && log.loading && <Loading what="the audit log" />}
       {log.data && entries.length === 0 && <p className="empty muted">No entries{filtered ? " match" : " yet"}.</p>}
       {entries.length > 0 && (
-        <div className="table-wrap">
+        <ScrollBox>
           <table className="audit">
             <caption className="caption">Entries {offset + 1}–{offset + entries.length} of {total}, newest first.</caption>
             <thead>
@@ -136,7 +137,7 @@ export function AuditView() {
               {entries.map((e) => <AuditRow key={e.id} e={e} now={now} onToken={set("token")} />)}
             </tbody>
           </table>
-        </div>
+        </ScrollBox>
       )}
       {total > AUDIT_PAGE && (
         <nav className="row pager" aria-label="pages">
@@ -160,11 +161,11 @@ function AuditRow({ e, now, onToken }: { e: AuditEntry; now: number; onToken: (i
       <td title={fmtTime(e.time)}>{Number.isFinite(t) ? ago(t, now) : e.time}</td>
       <td><span className="mono">{e.action}</span></td>
       <td><span className={`badge ${ok ? "st-completed" : "st-failed"}`} title={`HTTP ${e.status}`}>{e.status || "–"}</span></td>
-      <td>{e.machine ? <a href={href.threads(e.machine)}>{e.machine}</a> : <span className="muted">–</span>}</td>
-      <td className="mono">
+      <td className="wrap">{e.machine ? <a href={href.threads(e.machine)}>{e.machine}</a> : <span className="muted">–</span>}</td>
+      <td className="mono wrap">
         {e.target && e.machine && THREAD_RE.test(e.target) ? <a href={href.thread(e.machine, e.target)}>{e.target}</a> : e.target || <span className="muted">–</span>}
       </td>
-      <td>
+      <td className="wrap">
         {e.actor || <span className="muted">{e.tokenId ? "a token without a note" : "unknown"}</span>}
         {e.tokenId && (
           <>
@@ -173,7 +174,7 @@ function AuditRow({ e, now, onToken }: { e: AuditEntry; now: number; onToken: (i
           </>
         )}
       </td>
-      <td className="mono">{e.source || "–"}</td>
+      <td className="mono from" title={e.source || undefined}>{e.source || "–"}</td>
     </tr>
   );
 }

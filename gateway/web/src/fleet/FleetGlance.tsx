@@ -4,7 +4,8 @@ import { duration, noMemory, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { hashQuery, href, replaceQuery } from "../route";
-import { COLORS, compact, dayRange, fleetStats, FleetGroupStats, money, OUTCOMES, series } from "./fleetApi";
+import { formatCost } from "../threads/usage";
+import { COLORS, compact, dayRange, fleetStats, FleetGroupStats, OUTCOMES, series } from "./fleetApi";
 import { StatsChart } from "./LazyStatsChart";
 
 /** RANGES are the glance's choices of how many days back it looks. */
@@ -113,7 +114,7 @@ function GroupCard({ g, by, days }: { g: FleetGroupStats; by: "machine" | "workf
         <div><dt>Success</dt><dd data-stat="success" title={`${g.completed} of ${g.ended} ended threads completed`}>{rate}</dd></div>
         <div><dt>Median</dt><dd data-stat="median">{g.medianDurationMs === null ? "–" : duration(g.medianDurationMs)}</dd></div>
         <div><dt>Tokens</dt><dd data-stat="tokens" title={String(g.tokens)}>{compact(g.tokens)}</dd></div>
-        <div><dt>Cost</dt><dd data-stat="cost">{money(g.cost)}</dd></div>
+        <div><dt>Cost</dt><dd data-stat="cost">{formatCost(g.cost)}</dd></div>
       </dl>
       <Suspense fallback={<div className="fleet-chart muted small">Loading chart…</div>}>
         <StatsChart days={days} counts={counts} label={`${g.key}: threads per day by outcome`} />

@@ -69,13 +69,6 @@ export function series(g: FleetGroupStats, days: string[]): Record<Outcome, numb
   return out;
 }
 
-/** money formats a cost in US dollars: cents, or more digits below a cent. */
-export function money(usd: number): string {
-  if (usd === 0) return "$0";
-  if (usd < 0.01) return `$${usd.toPrecision(2)}`;
-  return `$${usd.toFixed(2)}`;
-}
-
 /** compact formats a count: 1234 → 1.2k, 2500000 → 2.5M. */
 export function compact(n: number): string {
   if (n < 1000) return String(n);

@@ -1,7 +1,8 @@
 import { useEffect, useState } from "react";
-import { ago, useApi } from "../api";
+import { ago, Loadable, useApi } from "../api";
+import { useReach } from "../reach";
 import { href } from "../route";
-import { loadMachineList, MachineEntry } from "./machines";
+import { loadMachineList, MachineEntry, MachineList } from "./machines";
 
 /**
  * Sidebar lists every machine the gateway knows (polled every 5 s): the
@@ -11,7 +12,18 @@ import { loadMachineList, MachineEntry } from "./machines";
  */
 export function Sidebar({ current, open }: { current: string | null; open: boolean }) {
   const list = useApi(loadMachineList, [], 5000);
-  const eps = { ...list, data: list.data?.machines };
+  return <SidebarView current={current} open={open} list={list} />;
+}
+
+/**
+ * SidebarView is the sidebar of a machine list loaded elsewhere (the shell
+ * loads it once, for the sidebar and for the pages that ask whether a
+ * machine is known). While the gateway does not answer, no machine is
+ * shown online or offline: their presence is unknown.
+ */
+export function SidebarView({ current, open, list }: { current: string | null; open: boolean; list: Loadable<MachineList> }) {
+  const machines = list.data?.machines;
+  const reach = useReach();
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
@@ -20,32 +32,45 @@ export function Sidebar({ current, open }: { current: string | null; open: boole
   return (
     <aside id="sidebar" className={`sidebar${open ? " open" : ""}`} aria-label="machines">
       <h2>Machines</h2>
-      {eps.error && <p className="error" role="alert">{eps.error.message}</p>}
+      {list.error && reach.reachable && <p className="error" role="alert">{list.error.message}</p>}
       {list.data?.degraded && (
         <p className="degraded muted" role="status" title={list.data.degraded}>
           The gateway's store does not answer: machines online now are listed, the others as last known.
         </p>
       )}
-      {!eps.data && eps.loading && <p className="muted">Loading…</p>}
-      {eps.data && eps.data.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
+      {!reach.reachable && machines && (
+        <p className="degraded muted" data-testid="presence-unknown">
+          The gateway does not answer: whether these machines are online is unknown.
+        </p>
+      )}
+      {!machines && list.loading && <p className="muted">Loading…</p>}
+      {machines && machines.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
       <ul className="machines">
-        {(eps.data ?? []).map((m) => (
-          <MachineItem key={m.name} m={m} now={now} current={current === m.name} />
+        {(machines ?? []).map((m) => (
+          <MachineItem key={m.name} m={m} now={now} current={current === m.name} unknown={!reach.reachable} />
         ))}
       </ul>
     </aside>
   );
 }
 
-function MachineItem({ m, now, current }: { m: MachineEntry; now: number; current: boolean }) {
+function MachineItem({ m, now, current, unknown }: { m: MachineEntry; now: number; current: boolean; unknown: boolean }) {
+  const status = unknown ? "unknown" : m.status;
+  const meta = unknown
+    ? `presence unknown${m.lastSeen ? ` · heard from ${ago(m.lastSeen, now)}` : ""}`
+    : m.status === "online"
+      ? `online · ${ago(m.lastSeen, now)}`
+      : m.lastSeen
+        ? `offline · last seen ${ago(m.lastSeen, now)}`
+        : "offline";
   return (
-    <li className={`machine ${m.status}`} data-machine={m.name} data-status={m.status}>
+    <li className={`machine ${status}`} data-machine={m.name} data-status={status}>
       <a href={href.threads(m.name)} aria-current={current ? "page" : undefined} title={m.lastSeen ? `last seen ${new Date(m.lastSeen).toLocaleString()}` : undefined}>
-        <span className={`dot ${m.status}`} aria-hidden="true" />
+        <span className={`dot ${status}`} aria-hidden="true" />
         <span className="mname">{m.name}</span>
-        <span className="sr-only"> ({m.status})</span>
+        <span className="sr-only"> ({unknown ? "presence unknown" : m.status})</span>
         <span className="mmeta">
-          {m.status === "online" ? `online · ${ago(m.lastSeen, now)}` : m.lastSeen ? `offline · last seen ${ago(m.lastSeen, now)}` : "offline"}
+          {meta}
           {m.version ? ` · ${/^\d/.test(m.version) ? "v" : ""}${m.version}` : ""}
         </span>
       </a>

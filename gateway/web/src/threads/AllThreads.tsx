@@ -2,6 +2,7 @@ import { useState } from "react";
 import { gateway, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { useReach } from "../reach";
 import { href } from "../route";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { ALL_LIMIT, loadMachines, mergeThreads, Sort, splitEndpoints } from "./threads";
@@ -20,6 +21,7 @@ export function MergedThreads() {
   const q = useApi(async () => (split ? mergeThreads(await loadMachines(online)) : null), [key, !!split], 5000);
   const data = q.data;
   const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  const reach = useReach();
   return (
     <section aria-labelledby="all-title" data-testid="all-threads">
       <h1 id="all-title">Threads on all machines</h1>
@@ -28,14 +30,17 @@ export function MergedThreads() {
       {split && split.online.length + split.offline.length === 0 && (
         <p className="empty muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>
       )}
-      {split && split.online.length > 0 && (
+      {!reach.reachable && split && split.online.length + split.offline.length > 0 && (
+        <p className="muted machines-up" data-testid="presence-unknown">Which machines are online is unknown while the gateway does not answer.</p>
+      )}
+      {reach.reachable && split && split.online.length > 0 && (
         <p className="muted machines-up" data-testid="machines-up">
           Online: {split.online.map((m, i) => (
             <span key={m}>{i > 0 && ", "}<a href={href.threads(m)}>{m}</a></span>
           ))}
         </p>
       )}
-      {split && split.offline.length > 0 && (
+      {reach.reachable && split && split.offline.length > 0 && (
         <ul className="offline-note muted" data-testid="offline-note">
           {split.offline.map((m) => <li key={m} data-machine={m}>{m} offline — its threads are not shown</li>)}
         </ul>

@@ -165,7 +165,7 @@ describe("the fleet's model usage column", () => {
     await screen.findByText("U1");
     const cell = (id: string) => document.querySelector(`tr[data-thread="${id}"] td[data-usage]`)!;
     expect(screen.getByRole("columnheader", { name: "Model usage" })).toBeTruthy();
-    expect(cell("U1").textContent).toBe("1,234 tok · $0.012");
+    expect(cell("U1").textContent).toBe("1,234 tok · $0.0123");
     expect(cell("U1").getAttribute("title")).toContain("3 calls");
     expect(cell("U2").textContent).toBe("2.50 M tok · $1.50");
     // Tokens without a price: no "$0.000" passed off as free.

@@ -1,18 +1,25 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ago, FleetQuery, noMemory, ThreadStatus, useApi } from "../api";
+import { ago, FleetQuery, noMemory, useApi } from "../api";
 import { dayStart } from "../common/days";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { searchFleet } from "../fleet/fleetApi";
 import { loadAllMachines } from "../machines/machines";
+import { useReach } from "../reach";
 import { hashQuery, href, replaceQuery } from "../route";
 import { MergedThreads } from "./AllThreads";
-import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
+import { THREAD_STATUSES } from "./Status";
+import { ThreadTable } from "./ThreadTable";
 import { fleetRow, Sort } from "./threads";
 
-const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted", "damaged"];
 /** FLEET_PAGE is how many threads a page of the fleet view shows. */
 export const FLEET_PAGE = 50;
+
+/**
+ * FLEET_SORT is the order the gateway pages its threads in, the last change
+ * first, so the rows on screen keep that order until a header is clicked.
+ */
+export const FLEET_SORT: Sort = { key: "updated", dir: "desc" };
 
 /** Filters are the fleet view's search; empty fields do not filter. */
 export type Filters = { q: string; machine: string; workflow: string; status: string; since: string; until: string };
@@ -93,7 +100,8 @@ export function AllThreads() {
     window.addEventListener("hashchange", on);
     return () => window.removeEventListener("hashchange", on);
   }, []);
-  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  const [sort, setSort] = useState<Sort>(FLEET_SORT);
+  const reach = useReach();
   // legacy: the gateway keeps no memory (an older one: 404; one without a store: 503); then nothing here polls.
   const [legacy, setLegacy] = useState(false);
   const machines = useApi(loadAllMachines, [], legacy ? undefined : 5000);
@@ -159,7 +167,7 @@ export function AllThreads() {
           Status{" "}
           <select value={draft.status} onChange={(e) => pick("status")(e.target.value)} aria-label="status filter">
             <option value="">all</option>
-            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {THREAD_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </label>
         <label className="inline">
@@ -173,14 +181,17 @@ export function AllThreads() {
         <button type="submit" className="primary" data-testid="search-submit">Search</button>
         {filtered && <button type="button" className="link" onClick={() => apply(NONE)}>Clear</button>}
       </form>
-      {online.length > 0 && (
+      {!reach.reachable && list.length > 0 && (
+        <p className="muted machines-up" data-testid="presence-unknown">Which machines are online is unknown while the gateway does not answer.</p>
+      )}
+      {reach.reachable && online.length > 0 && (
         <p className="muted machines-up" data-testid="machines-up">
           Online: {online.map((m, i) => (
             <span key={m.name}>{i > 0 && ", "}<a href={href.threads(m.name)}>{m.name}</a></span>
           ))}
         </p>
       )}
-      {offline.length > 0 && (
+      {reach.reachable && offline.length > 0 && (
         <ul className="offline-note muted" data-testid="offline-note">
           {offline.map((m) => (
             <li key={m.name} data-machine={m.name}>
@@ -202,7 +213,7 @@ export function AllThreads() {
           sort={sort}
           onSort={setSort}
           prompts
-          caption={`Threads ${offset + 1}–${offset + rows.length} of ${q.data?.totalCapped ? `more than ${total}` : total}, newest change first${total > FLEET_PAGE ? "; sorting orders the rows on this page only" : ""}.`}
+          caption={`Threads ${offset + 1}–${offset + rows.length} of ${q.data?.totalCapped ? `more than ${total}` : total}${total > FLEET_PAGE ? ", paged by last update; sorting orders the rows on this page only" : ""}.`}
         />
       )}
       {(next || offset > 0) && (

@@ -4,6 +4,7 @@ import { duration, fmtTime, ThreadRecord } from "../api";
 import { HashLink } from "../cas/HashLink";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { href } from "../route";
+import { endedAs } from "./streamText";
 import { StepTiming } from "./timing";
 import { readUsage, usageText } from "./usage";
 
@@ -54,10 +55,10 @@ function RecordCardView({ m, r, onFork, step, timing, current, stepHref }: Props
     return (
       <article className={`card rec rec-result ${r.returnCode === 0 ? "ok" : "bad"}`} aria-label="thread result">
         <header className="row between wrap">
-          <strong>■ result: return code {r.returnCode}</strong>
+          <strong>■ {endedAs([r], undefined)}: return code {r.returnCode}</strong>
           <time>{fmtTime(r.timestamp)}</time>
         </header>
-        {r.content && <div className="md"><Markdown>{r.content}</Markdown></div>}
+        {r.content ? <div className="md" data-testid="result-summary"><Markdown>{r.content}</Markdown></div> : <p className="muted">No summary.</p>}
         {usage && <p className="usage" data-testid="result-usage">Model usage while ending (the summary): <b>{usageText(usage)}</b></p>}
         <footer className="hashes"><HashLink m={m} hash={r.stateHash} label="state" /></footer>
       </article>

@@ -3,6 +3,7 @@ import { machine, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { Modal } from "../common/Modal";
+import { useActionBlock } from "../machines/scope";
 import { href, navigate } from "../route";
 
 export function RunDialog({ machine: m, onClose }: { machine: string; onClose: () => void }) {
@@ -14,8 +15,10 @@ export function RunDialog({ machine: m, onClose }: { machine: string; onClose: (
   const [busy, setBusy] = useState(false);
   const list = wfs.data?.workflows ?? [];
   const chosen = wf || list[0]?.name || "";
+  const block = useActionBlock();
   const submit = async (e: FormEvent) => {
     e.preventDefault();
+    if (block) return;
     setBusy(true);
     setError(null);
     try {
@@ -40,9 +43,10 @@ export function RunDialog({ machine: m, onClose }: { machine: string; onClose: (
         <label htmlFor="run-prompt">Prompt</label>
         <textarea id="run-prompt" rows={5} value={prompt} onChange={(e) => setPrompt(e.target.value)} />
         {error && <p className="error" role="alert">{error}</p>}
+        {block && <p className="error" role="alert">Not now: {block}.</p>}
         <div className="row end">
           <button type="button" onClick={onClose}>Cancel</button>
-          <button type="submit" className="primary" disabled={busy || !chosen} data-testid="run-submit">
+          <button type="submit" className="primary" disabled={busy || !chosen || !!block} title={block ?? undefined} data-testid="run-submit">
             {busy ? "Starting…" : "Run"}
           </button>
         </div>

@@ -166,4 +166,52 @@ describe("ThreadDetail", () => {
     await screen.findByTestId("timeline");
     expect(screen.queryByTestId("thread-usage-total")).toBeNull();
   });
+
+  it("says pausing while the role finishes: Resume (which cancels the pause) and Kill on, Pause off", async () => {
+    const f = open([start({ status: "pausing" }), role("a", 1000, "A000000000000")], [["/api/clients/laptop/threads/T/resume", () => json(200, { ok: true })]]);
+    const badge = await vi.waitFor(() => document.querySelector<HTMLElement>("#thread-title .badge") ?? Promise.reject(new Error("no badge")));
+    expect(badge.textContent).toBe("pausing");
+    expect(badge.className).toContain("st-pausing");
+    expect(badge.className).not.toContain("st-paused");
+    expect(badge.title).toMatch(/finishes its step, then the thread pauses/);
+    const pause = screen.getByTestId("pause");
+    expect(pause.hasAttribute("disabled")).toBe(true);
+    expect(pause.title).toMatch(/already asked for/);
+    expect(screen.getByTestId("resume").hasAttribute("disabled")).toBe(false);
+    expect(screen.getByTestId("kill").hasAttribute("disabled")).toBe(false);
+    // Its role is still at work: the timeline has the step running.
+    expect(document.querySelector(".tl-row.running")).toBeTruthy();
+    fireEvent.click(screen.getByTestId("resume"));
+    await vi.waitFor(() => expect(f.mock.calls.some(([u, i]) => String(u).endsWith("/threads/T/resume") && (i as RequestInit).method === "POST")).toBe(true));
+  });
+
+  it("draws each paused span as its own grey line, out of the steps' durations", async () => {
+    open([start({ status: "completed" }), role("a", 1000, "A000000000000"), role("b", 8000, "B000000000000")]);
+    await screen.findAllByTestId("step-duration");
+    const es = LiveSource.all[0];
+    es.emit("info", { tag: "pausing", content: "pause requested; role a finishes its step first", timestamp: T0 + 500 }, "1:10");
+    es.emit("info", { tag: "paused", content: "paused after step 1", timestamp: T0 + 1010 }, "1:20");
+    es.emit("info", { tag: "resumed", content: "resumed after 5s paused", timestamp: T0 + 6000 }, "1:30");
+    const rows = [...document.querySelectorAll<HTMLElement>(".tl-row")];
+    expect(rows.map((r) => (r.dataset.paused ? `paused ${r.dataset.ms}` : `#${r.dataset.step} ${r.dataset.ms}`))).toEqual(["#1 1000", "paused 4990", "#2 2000"]);
+    const pausedRow = rows[1];
+    expect(pausedRow.querySelector(".tl-pause")).toBeTruthy();
+    expect(pausedRow.querySelector(".tl-bar")).toBeNull();
+    expect(screen.getAllByTestId("step-duration").map((d) => d.textContent)).toEqual(["1.0 s", "2.0 s"]);
+    expect(screen.getByTestId("timeline").querySelector("summary")!.textContent).toBe("Timeline (8.0 s, 5.0 s of it paused)");
+  });
+
+  it("shows a killed thread's cut-short step, its role, and its summary", async () => {
+    const summary = "thread aborted: killed during step 2 (role write) by the dashboard";
+    open([start({ status: "killed" }), role("plan", 1000, "A000000000000"), { ...killed, content: summary }]);
+    const row = await vi.waitFor(() => document.querySelector<HTMLElement>('.tl-row[data-ended="killed"]') ?? Promise.reject(new Error("no killed step")));
+    expect(row.dataset.step).toBe("2");
+    expect(row.dataset.ms).toBe("8000");
+    expect(row.querySelector(".tl-role")!.textContent).toBe("writekilled");
+    expect(row.querySelector(".tl-bar.tl-ended")).toBeTruthy();
+    expect(screen.getByTestId("result-summary").textContent).toBe(summary);
+    expect(document.querySelector(".rec-result strong")!.textContent).toBe("■ killed: return code 130");
+    // The step cards are the recorded ones only.
+    expect(screen.getAllByTestId("step-duration")).toHaveLength(1);
+  });
 });

@@ -15,9 +15,12 @@ import { Status } from "./Status";
 import { streamText } from "./streamText";
 import { ThreadGraph } from "./ThreadGraph";
 import { Timeline } from "./Timeline";
-import { stepFromQuery, stepTimings } from "./timing";
+import { pausedSpans, stepFromQuery, stepTimings } from "./timing";
 import { readUsage, usageText, withUsage } from "./usage";
 import "./threadview.css";
+
+/** PAUSING_WHY is why Pause is off while a thread is pausing. */
+const PAUSING_WHY = "a pause is already asked for: the thread pauses once its role finishes the step";
 
 /** useStepParam follows ?step=N in the address (a deep link to one step; it survives a reload). */
 function useStepParam(): number | null {
@@ -81,12 +84,14 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
     navigate(href.thread(m, threadId));
   };
   const log = useMemo(() => live.info.map(parseLogLine), [live.info]);
-  const now = useNow(status === "running");
+  // The clock moves a running step's bar, and a paused span that is still open.
+  const now = useNow(status === "running" || status === "pausing" || status === "paused");
   const timings = useMemo(() => stepTimings(records, status, log, now), [records, status, log, now]);
+  const paused = useMemo(() => pausedSpans(records, status, log, now), [records, status, log, now]);
   const current = useStepParam();
   const linkTo = (n: number) => stepHref(href.thread(m, id), n);
   let stepNo = 0;
-  const stepCount = timings.filter((t) => !t.running).length;
+  const stepCount = timings.filter((t) => !t.running && !t.ended).length;
   // A deep link to a step scrolls to it once its card is there.
   useEffect(() => {
     if (current === null || current > stepCount) return;
@@ -101,9 +106,12 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
         </h1>
         <div className="row wrap actions">
           {offline && status && !TERMINAL.includes(status) && <span className="muted" data-testid="actions-offline">No pause, resume or kill: {OFFLINE_REASON}.</span>}
-          {!offline && status === "running" && <ActionButton testid="pause" label="Pause" busyLabel="Pausing…" action={() => act("pause")} />}
-          {!offline && (status === "paused" || status === "interrupted") && <ActionButton testid="resume" label="Resume" busyLabel="Resuming…" action={() => act("resume")} />}
-          {!offline && (status === "running" || status === "paused" || status === "interrupted") && (
+          {!offline && (status === "running" || status === "pausing") && (
+            <ActionButton testid="pause" label="Pause" busyLabel="Pausing…" action={() => act("pause")} disabledWhy={status === "pausing" ? PAUSING_WHY : null} />
+          )}
+          {/* Resume of a pausing thread cancels the pause it waits for. */}
+          {!offline && (status === "pausing" || status === "paused" || status === "interrupted") && <ActionButton testid="resume" label="Resume" busyLabel="Resuming…" action={() => act("resume")} />}
+          {!offline && (status === "running" || status === "pausing" || status === "paused" || status === "interrupted") && (
             <ConfirmButton testid="kill" className="danger" label="Kill" question="Kill this thread? It ends with return code 130." action={() => act("kill")} />
           )}
         </div>
@@ -128,7 +136,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
           status={status}
         />
       )}
-      <Timeline steps={timings} current={current} stepHref={linkTo} />
+      <Timeline steps={timings} paused={paused} current={current} stepHref={linkTo} />
       <ol className="records">
         {records.map((r, i) => {
           const n = r.type === "role" ? ++stepNo : undefined;

@@ -34,7 +34,9 @@ function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
   if (q.error) return <ErrorBox error={q.error} retry={q.reload} />;
   if (!q.data) return <Loading what="the graph" />;
   if (!d) return <p className="muted">The version this thread ran has no descriptor.</p>;
-  const waiting = status !== "running";
+  // A pausing thread's role is still at work: it is not waiting yet.
+  const running = status === "running" || status === "pausing";
+  const waiting = !running;
   return (
     <>
       {q.data.current ? (
@@ -47,7 +49,7 @@ function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
         </p>
       )}
       <p className="muted legend" data-testid="graph-legend">
-        <span className="legend-visited" aria-hidden="true" /> the path this thread took{steps.length > 0 && status && status !== "running" && status !== "completed" ? ` (up to where it stopped: ${steps[steps.length - 1].role})` : ""}
+        <span className="legend-visited" aria-hidden="true" /> the path this thread took{steps.length > 0 && status && !running && status !== "completed" ? ` (up to where it stopped: ${steps[steps.length - 1].role})` : ""}
         {path.current ? (
           <>
             {" "}· <span className="legend-active" aria-hidden="true" /> <span data-testid="graph-current">{path.current}</span>

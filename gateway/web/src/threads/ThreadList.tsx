@@ -1,13 +1,15 @@
 import { useMemo, useState } from "react";
-import { isOffline, machine, ThreadStatus, useApi } from "../api";
+import { isOffline, machine, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { OfflineNote } from "../common/Offline";
+import { useActionBlock } from "../machines/scope";
 import { RunDialog } from "./RunDialog";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
 import { Sort } from "./threads";
 
-const STATUSES: ThreadStatus[] = ["running", "paused", "completed", "failed", "killed", "interrupted", "damaged"];
+import { THREAD_STATUSES } from "./Status";
+
 const PAGE = 20;
 
 export function ThreadList({ machine: m }: { machine: string }) {
@@ -25,6 +27,10 @@ export function ThreadList({ machine: m }: { machine: string }) {
   const offline = !!q.data?.offline || (!!q.error && isOffline(q.error));
   // An offline machine cannot list its workflows: offer the ones its threads ran.
   const workflows = wfs.data?.workflows.map((w) => w.name) ?? [...new Set([...(q.data?.threads ?? []).map((t) => t.workflow ?? ""), workflow].filter(Boolean))].sort();
+  const block = useActionBlock();
+  // A connector that sends each thread's prompt gets the Prompt column
+  // "all machines" has; an older one sends none, and the column would be empty.
+  const prompts = (q.data?.threads ?? []).some((t) => "prompt" in t);
   return (
     <section aria-labelledby="threads-title">
       <div className="row between wrap">
@@ -34,7 +40,7 @@ export function ThreadList({ machine: m }: { machine: string }) {
             Status{" "}
             <select value={status} onChange={(e) => { setStatus(e.target.value); setOffset(0); }} aria-label="status filter">
               <option value="">all</option>
-              {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+              {THREAD_STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
             </select>
           </label>
           <label className="inline">
@@ -46,7 +52,7 @@ export function ThreadList({ machine: m }: { machine: string }) {
           </label>
           {/* An offline machine cannot run anything: no Run… at all (the banner says why). */}
           {!offline && (
-            <button className="primary" onClick={() => setRunning(true)} data-testid="run-open">
+            <button className="primary" onClick={() => setRunning(true)} data-testid="run-open" disabled={!!block} title={block ?? undefined}>
               Run…
             </button>
           )}
@@ -68,6 +74,7 @@ export function ThreadList({ machine: m }: { machine: string }) {
           rows={q.data.offline ? q.data.threads.map((t) => ({ ...t, offline: true, lastSeen: q.data!.lastSeen })) : q.data.threads}
           machine={m}
           offline={!!q.data.offline}
+          prompts={prompts}
           sort={sort}
           onSort={setSort}
           caption={total > PAGE ? `Threads ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}; sorting orders the rows on this page only.` : undefined}

@@ -6,18 +6,19 @@ import { ago, duration, fmtTime, ThreadSummary } from "../api";
  * machine when the table lists several, and what the gateway's memory adds
  * (offline: the machine is offline and this is its last-known state).
  */
-export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; lastSeen?: string; prompt?: string; summary?: string; durationMs?: number; usage?: unknown };
+export type ThreadRow = ThreadSummary & { machine?: string; offline?: boolean; lastSeen?: string; summary?: string; durationMs?: number };
+import { ScrollBox } from "../common/ScrollBox";
 import { href } from "../route";
 import { Status } from "./Status";
-import { ariaSort, nextSort, Sort, SortKey, sortThreads, threadDuration } from "./threads";
-import { fmtCost, fmtTokens, readUsage, Usage, usageText } from "./usage";
+import { ariaSort, nextSort, Sort, SortKey, sortThreads, sortWords, threadDuration } from "./threads";
+import { fmtTokens, formatCost, readUsage, Usage, usageText } from "./usage";
 
 /** usageCell is a row's model usage in a few characters: tokens and cost. */
 function usageCell(u: Usage | null): string {
   if (!u) return "—";
   const parts: string[] = [];
   if (u.totalTokens !== undefined) parts.push(`${fmtTokens(u.totalTokens)} tok`);
-  if (u.costUsd !== undefined) parts.push(fmtCost(u.costUsd) + (u.unpricedCalls ? "+" : ""));
+  if (u.costUsd !== undefined) parts.push(formatCost(u.costUsd) + (u.unpricedCalls ? "+" : ""));
   return parts.join(" · ") || "—";
 }
 
@@ -29,6 +30,7 @@ const COLUMNS: { key: SortKey; label: string }[] = [
   { key: "duration", label: "Duration" },
 ];
 
+/** DEFAULT_SORT is a machine's own order: newest start first (as its connector lists them). */
 export const DEFAULT_SORT: Sort = { key: "started", dir: "desc" };
 
 /**
@@ -59,13 +61,12 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
   // A Usage column only where some thread used a model: most lists of a
   // machine without one would show a column of dashes.
   const usage = rows.some((r) => readUsage(r.usage));
-  const dirWord = sort.dir === "asc" ? "ascending" : "descending";
   const sortedBy = cols.find((c) => c.key === sort.key)?.label.toLowerCase() ?? sort.key;
   return (
-    <div className="table-wrap">
+    <ScrollBox>
       <table className="threads">
         <caption className={caption ? "caption" : "sr-only"}>
-          {caption ? `${caption} ` : ""}Sorted by {sortedBy}, {dirWord}.
+          {caption ? `${caption} ` : ""}Sorted by {sortedBy}, {sortWords(sort)}.
         </caption>
         <thead>
           <tr>
@@ -97,14 +98,14 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
                   {off && <span className="lastknown" title={t.lastSeen ? `machine offline, last seen ${fmtTime(t.lastSeen)}` : "machine offline"}> last known</span>}
                 </td>
                 {multi && (
-                  <td>
+                  <td className="wrap">
                     <a href={href.threads(m)} className="mlink" data-machine-link={m}>{m}</a>
                     {off && <span className="muted small"> · offline{t.lastSeen ? `, seen ${ago(Date.parse(t.lastSeen), now)}` : ""}</span>}
                   </td>
                 )}
-                <td>{t.workflow ?? <span className="muted">unknown</span>}</td>
+                <td className="wrap">{t.workflow ?? <span className="muted">unknown</span>}</td>
                 {prompts && (
-                  <td className="prompt-cell" title={[t.prompt, t.summary].filter(Boolean).join("\n\n")}>
+                  <td className="prompt-cell" title={[t.prompt, t.summary].filter(Boolean).join("\n\n") || undefined}>
                     <div className="clamp">
                       {t.prompt || <span className="muted">no prompt</span>}
                       {t.summary && <span className="muted"> → {t.summary}</span>}
@@ -120,7 +121,7 @@ export function ThreadTable({ rows, machine: one, caption, sort: given, onSort, 
           })}
         </tbody>
       </table>
-    </div>
+    </ScrollBox>
   );
 }
 

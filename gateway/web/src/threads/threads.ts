@@ -57,7 +57,7 @@ export type SortDir = "asc" | "desc";
 export type Sort = { key: SortKey; dir: SortDir };
 
 // Live threads first, then the ones that need a look, then the finished ones.
-const STATUS_ORDER = ["running", "paused", "interrupted", "damaged", "failed", "killed", "completed"];
+const STATUS_ORDER = ["running", "pausing", "paused", "interrupted", "damaged", "failed", "killed", "completed"];
 
 const time = (s: string) => {
   const t = Date.parse(s);
@@ -115,6 +115,22 @@ export function nextSort(cur: Sort, key: SortKey): Sort {
   if (cur.key === key) return { key, dir: cur.dir === "asc" ? "desc" : "asc" };
   const textual = key === "status" || key === "workflow" || key === "machine";
   return { key, dir: textual ? "asc" : "desc" };
+}
+
+/** sortWords says a sort's direction in words that fit its column: "newest first", "longest first", "A to Z"… */
+export function sortWords(s: Sort): string {
+  const asc = s.dir === "asc";
+  switch (s.key) {
+    case "started":
+    case "updated":
+      return asc ? "oldest first" : "newest first";
+    case "duration":
+      return asc ? "shortest first" : "longest first";
+    case "status":
+      return asc ? "live ones first" : "finished ones first";
+    default:
+      return asc ? "A to Z" : "Z to A";
+  }
 }
 
 export const ariaSort = (cur: Sort, key: SortKey): "ascending" | "descending" | "none" =>

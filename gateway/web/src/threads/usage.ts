@@ -46,9 +46,26 @@ export function fmtTokens(n: number): string {
   return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(2)} M` : n.toLocaleString("en-US");
 }
 
-/** fmtCost: dollars, to the cent, or to a tenth of a cent below ten cents. */
-export function fmtCost(usd: number): string {
-  return usd < 0.1 ? `$${usd.toFixed(3)}` : `$${usd.toFixed(2)}`;
+/**
+ * formatCost is how every cost on the dashboard reads (the CLI's rule too):
+ * "—" when it cannot be known (not a number, negative, infinite), "$0" for
+ * nothing, "<$0.001" for less than a tenth of a cent (never "$0.000", which
+ * reads as free), below a dollar three significant digits (trailing zeros
+ * dropped, at least two decimals: "$0.00123", "$0.012", "$0.50"), and from
+ * a dollar up, after rounding, two decimals ("$1.00", "$1234.50").
+ */
+export function formatCost(usd: number): string {
+  if (!Number.isFinite(usd) || usd < 0) return "—";
+  if (usd === 0) return "$0";
+  if (usd < 0.001) return "<$0.001";
+  if (usd < 1) {
+    const sig = Number(usd.toPrecision(3));
+    if (sig < 1) {
+      const [, decimals = ""] = String(sig).split(".");
+      return `$${sig.toFixed(Math.max(2, decimals.length))}`;
+    }
+  }
+  return `$${usd.toFixed(2)}`;
 }
 
 /** usageText is one line: "1,234 tokens (1,000 in, 234 out) · gpt-x · $0.012". */
@@ -60,7 +77,7 @@ export function usageText(u: Usage): string {
   }
   if (u.calls) parts.push(`${u.calls} call${u.calls === 1 ? "" : "s"}`);
   if (u.models.length) parts.push(u.models.join(", "));
-  if (u.costUsd !== undefined) parts.push(fmtCost(u.costUsd) + (u.unpricedCalls ? ` + ${u.unpricedCalls} unpriced` : ""));
+  if (u.costUsd !== undefined) parts.push(formatCost(u.costUsd) + (u.unpricedCalls ? ` + ${u.unpricedCalls} unpriced` : ""));
   else if (u.totalTokens !== undefined) parts.push("cost unknown");
   if (u.unknownCalls) parts.push(`${u.unknownCalls} call${u.unknownCalls === 1 ? "" : "s"} without token counts`);
   return parts.join(" · ");

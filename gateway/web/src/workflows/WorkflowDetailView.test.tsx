@@ -103,3 +103,33 @@ describe("WorkflowDetailView version link", () => {
     expect(document.querySelector(".kv")).toBeNull();
   });
 });
+
+describe("WorkflowDetailView roles' agents", () => {
+  beforeEach(() => localStorage.clear());
+  const desc = { description: "review", roles: { plan: { description: "the plan" }, review: { description: "the review" } }, graph: { edges: [] } };
+  const page = (roleAgents: unknown) => {
+    vi.stubGlobal("fetch", vi.fn(async (url: string) => {
+      if (url === "/api/clients/laptop/workflows/wf") return json(200, { name: "wf", hash: "H", timestamp: 1, descriptor: desc, history: [], ...(roleAgents === undefined ? {} : { roleAgents }) });
+      return json(404, { error: "unexpected " + url });
+    }));
+    render(<WorkflowDetailView machine="laptop" name="wf" />);
+  };
+  const agentOf = (role: string) => document.querySelector(`article[data-role="${role}"] [data-testid=role-agent]`)!.textContent;
+
+  it("names each role's agent, as the connector reports it", async () => {
+    page({ plan: { type: "llm", model: "default" }, review: { type: "cli", name: "reviewer", model: "sonnet", command: "/usr/bin/claude" } });
+    await screen.findByText("the review");
+    expect(agentOf("plan")).toBe("Agent: llm · model default");
+    expect(agentOf("review")).toBe("Agent: reviewer: cli · model sonnet · /usr/bin/claude");
+  });
+
+  it("says where the agent is chosen when no role names one: a JavaScript bundle's code, or a connector that does not say", async () => {
+    page(null);
+    await screen.findByText("the review");
+    expect(agentOf("plan")).toBe("Agent: chosen in the bundle's code");
+    cleanup();
+    page(undefined);
+    await screen.findByText("the review");
+    expect(agentOf("plan")).toMatch(/^Agent: not reported by this machine's connector/);
+  });
+});

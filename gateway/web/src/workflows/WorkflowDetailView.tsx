@@ -1,5 +1,5 @@
 import { Suspense, useEffect, useMemo, useState } from "react";
-import { fmtTime, machine, useApi } from "../api";
+import { fmtTime, machine, RoleAgent, RoleAgents, useApi } from "../api";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
@@ -67,6 +67,7 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
                 <article key={rn} className="card" data-role={rn}>
                   <h3>{rn}</h3>
                   {r.description && <p>{r.description}</p>}
+                  <RoleAgentLine agents={shown.roleAgents} role={rn} />
                   <details>
                     <summary>System prompt</summary>
                     {r.systemPrompt ? <pre className="wrap">{r.systemPrompt}</pre> : <p className="muted">(empty)</p>}
@@ -113,5 +114,37 @@ export function WorkflowDetailView({ machine: m, name }: { machine: string; name
         </>
       )}
     </section>
+  );
+}
+
+/** agentText is a role's agent in a line: "reviewer: cli · model sonnet · /usr/bin/claude". */
+export function agentText(a: RoleAgent): string {
+  const parts = [a.type || "agent"];
+  if (a.model) parts.push(`model ${a.model}`);
+  if (a.command) parts.push(a.command);
+  if (a.workflow) parts.push(`runs workflow ${a.workflow}`);
+  return `${a.name ? `${a.name}: ` : ""}${parts.join(" · ")}`;
+}
+
+/**
+ * RoleAgentLine says which agent a role runs: from a YAML workflow's
+ * definition; a JavaScript bundle's code picks its own; a connector that
+ * does not report agents is said to be the reason none shows.
+ */
+function RoleAgentLine({ agents, role }: { agents: RoleAgents | undefined; role: string }) {
+  const a = agents?.[role];
+  return (
+    <p className="role-agent" data-testid="role-agent">
+      <span className="muted">Agent:</span>{" "}
+      {a ? (
+        <span className="mono">{agentText(a)}</span>
+      ) : agents === null ? (
+        <span className="muted">chosen in the bundle's code</span>
+      ) : agents ? (
+        <span className="muted">not given for this role</span>
+      ) : (
+        <span className="muted">not reported by this machine's connector (a newer one says)</span>
+      )}
+    </p>
   );
 }

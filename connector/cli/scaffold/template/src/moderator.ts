@@ -4,6 +4,6 @@ import { END, FALLBACK, START } from "@uncaged/workflow-runtime";
 import type { ModeratorTable } from "@uncaged/workflow-runtime";
 
 export const __IDENT__TemplateTable: ModeratorTable = {
-  [START]: [{ condition: FALLBACK, role: "greeter" }],
-  greeter: [{ condition: FALLBACK, role: END }],
+  [START]: [{ condition: FALLBACK, role: "__NAME__" }],
+  "__NAME__": [{ condition: FALLBACK, role: END }],
 };

@@ -2,24 +2,24 @@
 // its agent gets, and the JSON Schema its meta must satisfy.
 import type { RoleDefinition } from "@uncaged/workflow-runtime";
 
-export const __IDENT__TemplateDescription = "Starter template: a greeter role, then END.";
+export const __IDENT__TemplateDescription = "Starter template: a __NAME__ role, then END.";
 
 // The meta each role produces, by role name.
 export type __TYPE__TemplateMeta = {
-  greeter: { message: string };
+  "__NAME__": { message: string };
 };
 
 // A plain JSON Schema, typed `as const`. With zod installed you may use
 // z.object({ message: z.string() }) instead.
-export const greeterSchema = {
+export const __IDENT__Schema = {
   type: "object",
   properties: { message: { type: "string" } },
   required: ["message"],
   additionalProperties: false,
 } as const;
 
-export const greeterRole: RoleDefinition = {
-  description: "Answers the task with a short friendly sentence",
-  systemPrompt: "You are a friendly assistant. Answer the task in one short sentence.",
-  schema: greeterSchema,
+export const __IDENT__Role: RoleDefinition = {
+  description: "Does the __NAME__ step: answers the task in one short sentence",
+  systemPrompt: "You are the __NAME__ role of a workflow. Answer the task in one short sentence.",
+  schema: __IDENT__Schema,
 };
