@@ -71,6 +71,11 @@ func TestTheGatewayNoticesItsDatabaseRemoved(t *testing.T) {
 		code, why := storeReadyz(t, g.addr)
 		return code == 503 && strings.Contains(why, "was removed while the gateway runs")
 	})
+	// The ERROR line follows the change /readyz reports: wait for it, then
+	// check that it came once.
+	testkit.WaitUntil(t, "the gateway to log that its store is not usable", func() bool {
+		return storeLogLines(g.gw, "store not usable: not ready until it is") >= 1
+	})
 	if storeLogLines(g.gw, "store not usable: not ready until it is") != 1 || !strings.Contains(g.gw.logs.String(), `"level":"ERROR"`) {
 		t.Fatalf("the gateway's log:\n%s", g.gw.logs.String())
 	}
