@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/atomicfile"
+	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
 )
 
@@ -107,7 +107,7 @@ func connectHolder(l storage.Layout) (ConnectState, bool) {
 	deadline := time.Now().Add(holderWait)
 	for {
 		st, ok, err := readConnectStatus(l)
-		if err == nil && ok && processAlive(st.PID) {
+		if err == nil && ok && host.ProcessExists(st.PID) {
 			return st.ConnectState, true
 		}
 		if !atomicfile.Held(connectLockFile(l)) || time.Now().After(deadline) {
@@ -115,15 +115,6 @@ func connectHolder(l storage.Layout) (ConnectState, bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// processAlive reports whether a process with this pid exists.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // runsAsService reports whether pid runs in the unit `service install`

@@ -113,10 +113,20 @@ func notedHostPID(l storage.Layout) int {
 	return pid
 }
 
+// ProcessExists says whether a process with this pid exists: signal 0
+// reaches it, or it is another user's (EPERM).
+func ProcessExists(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
 // isOriginalWorker says whether pid is a live process that may be the
 // original's worker of bundle in root l.
 func isOriginalWorker(l storage.Layout, pid int, bundle string) bool {
-	if err := unix.Kill(pid, 0); err != nil && !errors.Is(err, unix.EPERM) {
+	if !ProcessExists(pid) {
 		return false
 	}
 	if runtime.GOOS != "linux" {
