@@ -140,6 +140,11 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 				code, _ := readyz(t, f)
 				return code == 200
 			})
+			// The recovery line follows the change /readyz reports.
+			testkit.WaitUntil(t, "the recovery to be logged", func() bool {
+				_, recovered := storeLines(t, &logs)
+				return recovered >= 1
+			})
 			if errs, recovered := storeLines(t, &logs); errs != 1 || recovered != 1 {
 				t.Fatalf("%d ERROR and %d recovery lines for two changes of state:\n%s", errs, recovered, logs.String())
 			}
