@@ -139,19 +139,20 @@ func (c *Cluster) Changed() <-chan struct{} {
 // announces it online, the replica has caught up, or ctx ends.
 func (c *Cluster) AwaitOnline(ctx context.Context, name string) (r Route, known bool) {
 	for {
-		r, known = c.Lookup(name)
-		if r.Online {
-			return r, known
-		}
+		// The route and whether this replica has caught up are read under
+		// one lock: read apart, the snapshots that complete the catching
+		// up could land in between, and a route read before them would be
+		// returned as the caught-up answer.
 		c.mu.RLock()
 		now := c.now()
+		r, known = c.lookupLocked(name, now)
 		caught, wake := c.caughtUpLocked(now), c.catch.wake
 		left := CatchUpWindow - now.Sub(c.catch.since)
 		if c.catch.since.IsZero() {
 			left = CatchUpWindow // not connected yet: the connection starts the window
 		}
 		c.mu.RUnlock()
-		if caught {
+		if r.Online || caught {
 			return r, known
 		}
 		t := time.NewTimer(left)

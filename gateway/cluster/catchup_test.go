@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/uncaged/workflow/gateway/internal/natstest"
+	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -41,7 +44,7 @@ func TestAJoiningReplicaWaitsForTheOthersSnapshots(t *testing.T) {
 		r, known := c.AwaitOnline(ctx, "laptop")
 		cancel()
 		if !r.Online || !known || r.Replica != "r1" {
-			t.Fatalf("joiner %d: route %+v, known %v; want laptop online on r1", i, r, known)
+			t.Fatalf("joiner %d: route %+v, known %v; want laptop online on r1 (%s)", i, r, known, catchUpState(c))
 		}
 		testkit.WaitUntil(t, fmt.Sprintf("joiner %d to catch up", i), c.CaughtUp)
 		for name, id := range holders {
@@ -120,5 +123,49 @@ func TestACutOffReplicaKeepsTheLastKnownPresence(t *testing.T) {
 	})
 	if !routeOf(c1, "laptop").Online {
 		t.Fatal("laptop offline after NATS came back")
+	}
+}
+
+// catchUpState describes where c stands in catching up, for a failure.
+func catchUpState(c *Cluster) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return fmt.Sprintf("connected %v ago, heard %v, expecting %v, got %v, peers %d",
+		time.Since(c.catch.since).Round(time.Millisecond), c.catch.heard, c.catch.expect, c.catch.got, len(c.peers))
+}
+
+// Whatever AwaitOnline answers, it answers from one moment: a replica that
+// has caught up knows every route the snapshots that caught it up carry.
+// Here the snapshots of three holders land in a random order while a
+// request waits, many times over; whenever the request returns, the route
+// it returns must show laptop online on r1, the snapshot of r1 being one
+// of those that complete the catching up.
+func TestAwaitOnlineAnswersFromOneMoment(t *testing.T) {
+	t.Parallel()
+	holders := []message{
+		{Kind: kindSnapshot, Replica: "r1", Endpoints: []presence.Endpoint{online("laptop", 100)}, Peers: []string{"r2", "r3"}},
+		{Kind: kindSnapshot, Replica: "r2", Endpoints: []presence.Endpoint{online("phone", 100)}, Peers: []string{"r1", "r3"}},
+		{Kind: kindSnapshot, Replica: "r3", Endpoints: []presence.Endpoint{online("ci-box", 100)}, Peers: []string{"r1", "r2"}},
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for round := range 500 {
+		c, err := New(Options{NATS: "nats://127.0.0.1:1", ReplicaID: "j", Advertise: "http://127.0.0.1:10", Key: testKey, Interval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.began()
+		order := rng.Perm(len(holders))
+		go func() {
+			for _, i := range order {
+				if i%2 == 0 {
+					runtime.Gosched() // vary where the request's reads fall
+				}
+				c.apply(holders[i])
+			}
+		}()
+		r, known := c.AwaitOnline(context.Background(), "laptop")
+		if !r.Online || !known || r.Replica != "r1" {
+			t.Fatalf("round %d (snapshots in order %v): route %+v, known %v (%s)", round, order, r, known, catchUpState(c))
+		}
 	}
 }

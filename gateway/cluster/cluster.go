@@ -663,6 +663,11 @@ func (c *Cluster) Lookup(name string) (r Route, known bool) {
 	now := c.now()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	return c.lookupLocked(name, now)
+}
+
+// lookupLocked is Lookup with c.mu held.
+func (c *Cluster) lookupLocked(name string, now time.Time) (r Route, known bool) {
 	var best presence.Endpoint
 	for id, p := range c.peers {
 		e, ok := p.endpoints[name]
