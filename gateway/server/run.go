@@ -225,6 +225,16 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, stopping *time.Ti
 	if err = srv.Shutdown(sctx); err != nil {
 		err = &StopError{After: time.Since(*stopping), Requests: g.inFlight.stuck(), Err: err}
 		_ = srv.Close() // cut off what is left; err says what it was
+		// Cut off, their handlers fail at their next read or write and
+		// return, each logging its request: those lines come before the
+		// stop's last one, "gateway stopped". A handler that does not
+		// return (blocked on something other than its connection) is not
+		// waited for beyond cutOffGrace.
+		gctx, gcancel := context.WithTimeout(context.Background(), cutOffGrace)
+		if !g.inFlight.waitIdle(gctx) {
+			logger.Warn("requests still running after their connections were cut off: their log lines may follow the stop's", "requests", requestCount(g.inFlight.stuck()))
+		}
+		gcancel()
 	}
 	// The requests have drained: flush their audit entries before the
 	// store closes.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -168,48 +169,66 @@ func TestRunStopsInOrderWhenItsContextEnds(t *testing.T) {
 	}
 }
 
-// A stop that cannot wait for a request says which: a client that
-// announced a body and sent a few bytes of it holds its request (no body
-// timeout here) past the stop's bound, and Run returns a *StopError
-// naming it, also logged as the last line, instead of a bare deadline.
+// A stop that cannot wait for requests says which: clients that announced
+// a body and sent a few bytes of it hold their requests (no body timeout
+// here) past the stop's bound, and Run returns a *StopError naming them,
+// also logged as the last line, instead of a bare deadline. The requests
+// it cut off are logged too, before that last line: however many there
+// are, "gateway stopped" is the stop's last word.
 func TestAStopThatCannotWaitSaysForWhat(t *testing.T) {
 	t.Parallel()
 	a, err := auth.New([]byte(strings.Repeat("k", 32)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testkit.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	built := make(chan *Gateway, 1)
-	go func() {
-		ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0), BodyTimeout: -1}, Listener: ln,
-			shutdownTimeout: 100 * time.Millisecond, serving: func(g *Gateway) { built <- g }})
-	}()
-	g := <-built
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }() // the gateway has cut it off already
-	if _, err := io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tok"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitUntil(t, "the login to be in flight", func() bool { return len(g.inFlight.stuck()) == 1 })
-	cancel()
-	var stopErr *StopError
-	if err := <-ran; !errors.As(err, &stopErr) || !errors.Is(err, context.DeadlineExceeded) ||
-		!strings.Contains(err.Error(), "1 request still in flight") || !strings.Contains(err.Error(), "POST /api/gateway/login") {
-		t.Fatalf("Run returned %v, want the request it could not wait for", err)
-	}
-	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-	var last struct{ Level, Msg, Err string }
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Level != "ERROR" || last.Msg != "gateway stopped" || !strings.Contains(last.Err, "POST /api/gateway/login") {
-		t.Fatalf("the last log line is %q", lines[len(lines)-1])
+	for round, stuck := range []int{1, 2, 7} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &testkit.Buffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		built := make(chan *Gateway, 1)
+		go func() {
+			ran <- Run(ctx, Config{Options: Options{Auth: a, Logger: logging.New(logs, 0), BodyTimeout: -1}, Listener: ln,
+				shutdownTimeout: 100 * time.Millisecond, serving: func(g *Gateway) { built <- g }})
+		}()
+		g := <-built
+		for range stuck {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.Close() }() // the gateway has cut it off already
+			if _, err := io.WriteString(c, "POST /api/gateway/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testkit.WaitUntil(t, "the logins to be in flight", func() bool {
+			s := g.inFlight.stuck()
+			return len(s) == 1 && s[0].Count == stuck
+		})
+		cancel()
+		var stopErr *StopError
+		want := fmt.Sprintf("%d request", stuck)
+		if err := <-ran; !errors.As(err, &stopErr) || !errors.Is(err, context.DeadlineExceeded) ||
+			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "POST /api/gateway/login") {
+			t.Fatalf("round %d: Run returned %v, want the %d requests it could not wait for", round, err, stuck)
+		}
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		var last struct{ Level, Msg, Err string }
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Level != "ERROR" || last.Msg != "gateway stopped" || !strings.Contains(last.Err, "POST /api/gateway/login") {
+			t.Fatalf("round %d: the last log line is %q", round, lines[len(lines)-1])
+		}
+		logged := 0
+		for _, l := range lines {
+			if strings.Contains(l, `"/api/gateway/login"`) {
+				logged++
+			}
+		}
+		if logged != stuck {
+			t.Fatalf("round %d: %d of the %d cut-off requests logged before the stop's last line:\n%s", round, logged, stuck, logs.String())
+		}
 	}
 }

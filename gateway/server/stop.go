@@ -23,6 +23,10 @@ import (
 // stops accepting and drains what is left. Whatever has not ended by
 // ShutdownTimeout is named in the error Run returns (StopError).
 
+// cutOffGrace is how long a stop that has cut off the requests it could
+// not wait for gives their handlers to return and log them.
+const cutOffGrace = 5 * time.Second
+
 // inFlight is the requests being served, with what a stop that cannot
 // wait for them reports: their method and path. A map entry per request,
 // its key the request's own pointer: nothing is allocated per request
@@ -30,6 +34,8 @@ import (
 type inFlight struct {
 	mu   sync.Mutex
 	reqs map[*http.Request]requestLine
+	// idle, when not nil, is closed once reqs is empty (waitIdle).
+	idle chan struct{}
 }
 
 // requestLine is what a stuck request is reported as.
@@ -46,7 +52,31 @@ func (f *inFlight) begin(r *http.Request) {
 func (f *inFlight) end(r *http.Request) {
 	f.mu.Lock()
 	delete(f.reqs, r)
+	if len(f.reqs) == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
 	f.mu.Unlock()
+}
+
+// waitIdle returns once no request is in flight, or when ctx ends (false).
+func (f *inFlight) waitIdle(ctx context.Context) bool {
+	f.mu.Lock()
+	if len(f.reqs) == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // StuckRequests is a count of requests still in flight with one method
@@ -74,6 +104,15 @@ func (f *inFlight) stuck() []StuckRequests {
 	return out
 }
 
+// requestCount is how many requests rs count.
+func requestCount(rs []StuckRequests) int {
+	total := 0
+	for _, r := range rs {
+		total += r.Count
+	}
+	return total
+}
+
 // StopError is a stop that could not wait for every request: what was
 // still in flight when ShutdownTimeout ran out. Those requests were cut
 // off.
@@ -91,10 +130,7 @@ const maxStuckNamed = 5
 
 // Error names how many requests were still in flight and which.
 func (e *StopError) Error() string {
-	total := 0
-	for _, r := range e.Requests {
-		total += r.Count
-	}
+	total := requestCount(e.Requests)
 	var b strings.Builder
 	noun := "requests"
 	if total == 1 {
