@@ -35,7 +35,9 @@ func scrapedSum(body, name, labels string) float64 {
 }
 
 // The report: a modified connector sent thread events with 900 KB
-// summaries and filled a 64 MB data directory in 15 s. Through the real
+// summaries and filled a 64 MB data directory in 15 s. (Here 64 KB, eight
+// times the bound: the same cut, at a size a loaded test machine stores
+// in seconds rather than minutes.) Through the real
 // change stream, every field it sends is fitted to the store's bounds,
 // threads it cannot name are refused, its machine keeps to its share,
 // and each of these is counted and told in a few log lines.
@@ -60,7 +62,7 @@ func TestAModifiedConnectorCannotFillTheStore(t *testing.T) {
 		rc := math.MaxInt32 + 5
 		threads = append(threads, fleet.Thread{
 			ID: fmt.Sprintf("t%03d", i), Workflow: strings.Repeat("w", 10<<10), Status: "status with spaces",
-			Prompt: strings.Repeat("p", 100<<10), Summary: strings.Repeat("s", 900<<10),
+			Prompt: strings.Repeat("p", 100<<10), Summary: strings.Repeat("s", 8*store.MaxSummaryBytes),
 			StartedAt: now.Add(-time.Minute), UpdatedAt: now.Add(time.Duration(i) * time.Second), DurationMs: math.MaxInt64,
 			Steps: -3, ReturnCode: &rc, Usage: []byte(`{"models":["` + strings.Repeat("m", 8<<10) + `"]}`), Tokens: -1, Cost: 1e300, // JSON has no infinity
 		})
@@ -79,14 +81,17 @@ func TestAModifiedConnectorCannotFillTheStore(t *testing.T) {
 	})
 	testkit.WaitUntil(t, "every thread event to be stored or refused", func() bool {
 		_, metrics = f.do("GET", "/metrics", "", nil)
-		return scrapedSum(metrics, "uncaged_gateway_fleet_fields_cut_total", `field="summary"`) == sent &&
-			scrapedSum(metrics, "uncaged_gateway_fleet_threads_refused_total", `reason="bad id"`) == float64(len(badIDs))
+		// At least: a batch the store could not take in time is sent
+		// again (the stream resumes from the last stored event), and
+		// counted again.
+		return scrapedSum(metrics, "uncaged_gateway_fleet_fields_cut_total", `field="summary"`) >= sent &&
+			scrapedSum(metrics, "uncaged_gateway_fleet_threads_refused_total", `reason="bad id"`) >= float64(len(badIDs))
 	})
 	if evicted := scrapedSum(metrics, "uncaged_gateway_fleet_threads_evicted_total", ""); evicted < sent-maxThreads {
 		t.Fatalf("%v threads evicted of %d sent, share %d", evicted, sent, maxThreads)
 	}
 	for _, field := range []string{"workflow", "status", "prompt", "usage", "tokens", "cost", "steps", "duration", "returnCode"} {
-		if scrapedSum(metrics, "uncaged_gateway_fleet_fields_cut_total", `field="`+field+`"`) != sent {
+		if scrapedSum(metrics, "uncaged_gateway_fleet_fields_cut_total", `field="`+field+`"`) < sent {
 			t.Errorf("field %s: not counted for every thread", field)
 		}
 	}
