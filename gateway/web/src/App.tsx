@@ -9,7 +9,7 @@ import { endsSession, refusalMessage } from "./common/refusal";
 import { loadMachineList } from "./machines/machines";
 import { MachineScope } from "./machines/scope";
 import { SidebarView } from "./machines/Sidebar";
-import { href, Route, useRoute } from "./route";
+import { Route, href, useHashChange, useRoute } from "./route";
 import { AllThreads } from "./threads/FleetThreads";
 import { ThreadDetail } from "./threads/ThreadDetail";
 import { ThreadList } from "./threads/ThreadList";
@@ -30,17 +30,13 @@ export function App() {
       }),
     [],
   );
-  useEffect(() => {
-    // A login link opened in a tab that already shows the dashboard changes
-    // only the hash, without a reload: take its token then too.
-    const onHash = () => {
-      if (!takeTokenFromLink()) return;
-      setWhy(null);
-      setAuth("checking");
-    };
-    window.addEventListener("hashchange", onHash);
-    return () => window.removeEventListener("hashchange", onHash);
-  }, []);
+  // A login link opened in a tab that already shows the dashboard changes
+  // only the hash, without a reload: take its token then too.
+  useHashChange(() => {
+    if (!takeTokenFromLink()) return;
+    setWhy(null);
+    setAuth("checking");
+  });
   useEffect(() => {
     // A stored token: log in again so the stream cookie is fresh too.
     const t = getToken();

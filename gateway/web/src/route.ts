@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 
 // Hash routes:
 //   #/                               all machines' threads (the landing page)
@@ -82,13 +82,31 @@ export function replaceQuery(q: URLSearchParams) {
   window.history.replaceState(window.history.state, "", `#${path}${s ? `?${s}` : ""}`);
 }
 
+/**
+ * useHashChange calls on whenever the address's hash changes after the
+ * component first rendered. A view reads the hash as it first renders and
+ * starts listening only once its effects run, a moment later: a change in
+ * between (a link followed, an address typed, the page told to go there
+ * just as it appears) fires no event the view hears, and the view would
+ * show the old address for good. So the hash is compared once listening
+ * starts, and on called if it moved meanwhile. on must only read the hash
+ * and set state.
+ */
+export function useHashChange(on: () => void) {
+  const rendered = useRef(window.location.hash);
+  const latest = useRef(on);
+  latest.current = on;
+  useEffect(() => {
+    const changed = () => latest.current();
+    window.addEventListener("hashchange", changed);
+    if (window.location.hash !== rendered.current) changed();
+    return () => window.removeEventListener("hashchange", changed);
+  }, []);
+}
+
 export function useRoute(): Route {
   const [route, setRoute] = useState(() => parseHash(window.location.hash));
-  useEffect(() => {
-    const on = () => setRoute(parseHash(window.location.hash));
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+  useHashChange(() => setRoute(parseHash(window.location.hash)));
   return route;
 }
 

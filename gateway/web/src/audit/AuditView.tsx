@@ -5,7 +5,7 @@ import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { ScrollBox } from "../common/ScrollBox";
 import { loadAllMachines } from "../machines/machines";
-import { hashQuery, href, replaceQuery } from "../route";
+import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import "./audit.css";
 
 /** ACTIONS are the actions the gateway records, for the filter. */
@@ -56,15 +56,11 @@ export function AuditView() {
     auditToHash(f, n);
   };
   // A link to another filter (the top bar's Audit: none) replaces this one.
-  useEffect(() => {
-    const on = () => {
+  useHashChange(() => {
       const next = auditFromHash();
       setF(next.filters);
       setOffsetState(next.offset);
-    };
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+    });
   const log = useApi(() => gateway.audit(auditQuery(f, offset)), [f, offset], 10000);
   const machines = useApi(loadAllMachines, []);
   const apply = (next: AuditFilters) => {

@@ -3,7 +3,7 @@ import "./fleet.css";
 import { duration, noMemory, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
-import { hashQuery, href, replaceQuery } from "../route";
+import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import { formatCost } from "../threads/usage";
 import { COLORS, compact, dayRange, fleetStats, FleetGroupStats, OUTCOMES, series } from "./fleetApi";
 import { StatsChart } from "./LazyStatsChart";
@@ -45,15 +45,11 @@ export function FleetGlance() {
   // The range is fixed when the choice is made, so polling does not move the days under the charts.
   const [range, setRange] = useState(() => statsRange(state.days));
   // A link to another choice (the top bar's Fleet: none) replaces this one.
-  useEffect(() => {
-    const on = () => {
+  useHashChange(() => {
       const next = glanceFromHash();
       setState(next);
       setRange(statsRange(next.days));
-    };
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+    });
   const stats = useApi(() => fleetStats({ by: state.by, ...range }), [state.by, range], 30000);
   const days = useMemo(() => dayRange(range.since, range.until), [range]);
   const groups = stats.data?.groups ?? [];

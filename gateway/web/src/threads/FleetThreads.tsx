@@ -6,7 +6,7 @@ import { Loading } from "../common/Loading";
 import { searchFleet } from "../fleet/fleetApi";
 import { loadAllMachines } from "../machines/machines";
 import { useReach } from "../reach";
-import { hashQuery, href, replaceQuery } from "../route";
+import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import { MergedThreads } from "./AllThreads";
 import { THREAD_STATUSES } from "./Status";
 import { ThreadTable } from "./ThreadTable";
@@ -90,16 +90,12 @@ export function AllThreads() {
   };
   const offset = place.offset;
   // A link to another search (the "All machines" link: none) replaces this one.
-  useEffect(() => {
-    const on = () => {
+  useHashChange(() => {
       const next = fromHash();
       setApplied(next.filters);
       setDraft(next.filters);
       setPlaceState(next.place);
-    };
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+    });
   const [sort, setSort] = useState<Sort>(FLEET_SORT);
   const reach = useReach();
   // legacy: the gateway keeps no memory (an older one: 404; one without a store: 503); then nothing here polls.

@@ -7,7 +7,7 @@ import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { OFFLINE_REASON, OfflineNote } from "../common/Offline";
 import { forkAtStep, lastKnownThread, stepHref } from "./threads";
-import { hashQuery, href, navigate } from "../route";
+import { hashQuery, href, navigate, useHashChange } from "../route";
 import { DebugLog } from "./DebugLog";
 import { parseLogLine } from "./logFormat";
 import { RecordCard } from "./RecordCard";
@@ -25,11 +25,7 @@ const PAUSING_WHY = "a pause is already asked for: the thread pauses once its ro
 /** useStepParam follows ?step=N in the address (a deep link to one step; it survives a reload). */
 function useStepParam(): number | null {
   const [step, setStep] = useState(() => stepFromQuery(hashQuery()));
-  useEffect(() => {
-    const on = () => setStep(stepFromQuery(hashQuery()));
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+  useHashChange(() => setStep(stepFromQuery(hashQuery())));
   return step;
 }
 

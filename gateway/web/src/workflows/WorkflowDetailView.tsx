@@ -3,17 +3,13 @@ import { fmtTime, machine, RoleAgent, RoleAgents, useApi } from "../api";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
-import { hashQuery, href } from "../route";
+import { hashQuery, href, useHashChange } from "../route";
 import { Graph } from "./LazyGraph";
 
 /** useVersionParam is the ?version= of the page's URL, followed as it changes. */
 function useVersionParam(): string | null {
   const [v, setV] = useState(() => hashQuery().get("version"));
-  useEffect(() => {
-    const on = () => setV(hashQuery().get("version"));
-    window.addEventListener("hashchange", on);
-    return () => window.removeEventListener("hashchange", on);
-  }, []);
+  useHashChange(() => setV(hashQuery().get("version")));
   return v;
 }
 
