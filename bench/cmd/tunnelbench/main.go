@@ -10,12 +10,17 @@
 //
 // Usage: go run ./bench/cmd/tunnelbench [-seconds 5] [-idle 10000]
 //
-// By default (-peers) it compares the tunnel with the tunnels people run
-// today instead (peers.go): chisel and frp, built from pinned versions, on
-// the same `uncaged-workflow serve` backend, in interleaved rounds, with
-// their memory after load over time and 100 MB responses on fresh
-// processes. -peers=false gives the single-tunnel figures and the design
-// floors below.
+// By default (-peers) it compares the tunnel with what people run today
+// instead (peers.go): frp's HTTP vhost proxy with token auth (the peer
+// doing the same job), frp's tcp proxies and chisel, built from pinned
+// versions, and nginx with upstream keepalive as the floor of one HTTP hop
+// (left out, saying so, when nginx is not installed), all on the same
+// `uncaged-workflow serve` backend. Every figure of every path is taken
+// right after a direct run of its own, in every round, and printed round
+// by round against it and against ours, then as the median over rounds;
+// then their memory after load over time, and 100 MB responses on fresh
+// processes measured the same way. -peers=false gives the single-tunnel
+// figures and the design floors below.
 //
 // On a busy machine throughput ratios say little; CPU per request does not
 // depend on what else runs. -cpuonly measures just that figure, -runs times
@@ -65,7 +70,7 @@ func main() {
 	floorAddr := flag.String("serve-floor", "", "internal: serve the bare-server floor on this address")
 	skeletonGW := flag.String("serve-skeleton-gateway", "", "internal: CARRIER,HTTP,TUNNEL of a design skeleton's gateway")
 	skeletonConn := flag.String("serve-skeleton-connector", "", "internal: CARRIER,TUNNEL of a design skeleton's connector")
-	peers := flag.Bool("peers", true, "compare with chisel and frp (built from pinned module versions) instead of the design floors")
+	peers := flag.Bool("peers", true, "compare with frp and chisel (built from pinned module versions) and nginx instead of the design floors")
 	rounds := flag.Int("rounds", 5, "interleaved rounds of the peer comparison")
 	flag.Parse()
 	if *floorAddr != "" || *skeletonGW != "" || *skeletonConn != "" {
@@ -104,8 +109,15 @@ func main() {
 	root := filepath.Join(work, "root")
 	bigHash := putBig(root, *bigMB)
 	if *peers && !*cpuOnly && *wrapGW == "" && *wrapConn == "" {
-		fmt.Printf("tunnelbench: %d CPUs; this project's tunnel against chisel and frp\n\n", numCPU())
-		peerRun(&peerSetup{bin: bin, peers: peerBinaries(), root: root, work: work, env: env, dash: dash, token: connTok}, bigHash, *bigMB, *rounds, *seconds, 5)
+		setup := &peerSetup{bin: bin, peers: peerBinaries(), root: root, work: work, env: env, dash: dash, token: connTok}
+		setup.nginx, setup.nginxVersion = nginxBinary()
+		fmt.Printf("tunnelbench: %d CPUs, load average %s at the start; this project's tunnel against frp, chisel and an nginx hop\n", numCPU(), loadAverage())
+		if setup.nginx == "" {
+			fmt.Println("tunnelbench: nginx is not installed (not on PATH, not /usr/sbin/nginx): the nginx hop is left out (Debian: apt-get install nginx)")
+		}
+		fmt.Println()
+		peerRun(setup, bigHash, *bigMB, *rounds, *seconds, 5)
+		fmt.Printf("tunnelbench: load average %s at the end of the peer comparison\n\n", loadAverage())
 		if *idle > 0 {
 			gwAddr := freePort()
 			gw := start(bin("uncaged-gateway"), env, "serve", "--listen", gwAddr, "--connect-rate", "-1", "--max-concurrent", "-1", "--max-conns-per-ip", "-1")
@@ -127,7 +139,7 @@ func main() {
 	direct := "http://" + apiAddr + "/api"
 	viaGW := "http://" + gwAddr + "/api/clients/bench"
 	waitHTTP(direct + "/healthz")
-	waitAuthHTTP(viaGW+"/healthz", dash)
+	waitTarget(target{url: viaGW + "/healthz", token: dash})
 
 	fmt.Printf("tunnelbench: %d CPUs, gateway %s, connector API %s\n\n", numCPU(), gwAddr, apiAddr)
 
@@ -137,9 +149,9 @@ func main() {
 	for i := 0; i < max(*runs, 1); i++ {
 		d := loadResult{cpu: []float64{0}, syscalls: []float64{0}, written: []float64{0}}
 		if *withDirect {
-			d = load(direct+"/healthz", "", 64, *seconds, []int{conn.Process.Pid})
+			d = load(target{url: direct + "/healthz"}, 64, *seconds, []int{conn.Process.Pid})
 		}
-		t := load(viaGW+"/healthz", dash, 64, *seconds, pids)
+		t := load(target{url: viaGW + "/healthz", token: dash}, 64, *seconds, pids)
 		dCPU, tCPU := d.cpu[0], t.cpu[0]+t.cpu[1]
 		if *runs > 1 {
 			fmt.Printf("  run %d: direct %.0f req/s %.1f µs, via gateway %.0f req/s %.1f µs (gateway %.1f, connector %.1f), tunnel %.1f µs; %d + %d requests\n",
@@ -184,15 +196,15 @@ func main() {
 	// alternate direct and tunnelled transfers and compare medians.
 	var dBigs, tBigs []float64
 	for i := 0; i < 5; i++ {
-		dBigs = append(dBigs, bigGet(direct+"/cas/"+bigHash, ""))
-		tBigs = append(tBigs, bigGet(viaGW+"/cas/"+bigHash, dash))
+		dBigs = append(dBigs, bigGet(target{url: direct + "/cas/" + bigHash}))
+		tBigs = append(tBigs, bigGet(target{url: viaGW + "/cas/" + bigHash, token: dash}))
 	}
 	dBig, tBig := median(dBigs), median(tBigs)
 	fmt.Printf("  direct       %8.1f MB/s\n  via gateway  %8.1f MB/s   ratio %.2fx (target >= 0.5x)\n\n", dBig, tBig, tBig/dBig)
 
 	fmt.Println("latency of one request at a time (GET /api/healthz, 500 requests)")
-	dP50 := p50(direct+"/healthz", "")
-	tP50 := p50(viaGW+"/healthz", dash)
+	dP50 := p50(target{url: direct + "/healthz"})
+	tP50 := p50(target{url: viaGW + "/healthz", token: dash})
 	fmt.Printf("  direct p50       %8s\n  via gateway p50  %8s   (target <= 1 ms)\n\n", dP50, tP50)
 
 	if *idle > 0 {
@@ -205,6 +217,20 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "tunnelbench:", err)
 		os.Exit(1)
 	}
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages: figures
+// taken beside other work are worth less, and the reader should know.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func numCPU() int { n, _ := strconv.Atoi(strings.TrimSpace(out("nproc", nil))); return n }
@@ -283,14 +309,25 @@ func freePort() string {
 	return addr
 }
 
-func waitHTTP(url string) { waitAuthHTTP(url, "") }
+// target is what the requests of one figure go to: a URL, with the
+// dashboard's bearer token and a Host header where the path needs them
+// (frp's HTTP proxy routes by Host, as the gateway routes by path).
+type target struct{ url, token, host string }
 
-func waitAuthHTTP(url, token string) {
+// at is t with path added to its URL.
+func (t target) at(path string) target {
+	t.url += path
+	return t
+}
+
+func waitHTTP(url string) { waitTarget(target{url: url}) }
+
+// waitTarget waits until t answers 200: the process behind it has started
+// and, for a tunnel, its two ends have met.
+func waitTarget(t target) {
 	for i := 0; i < 1200; i++ {
-		req, _ := http.NewRequest("GET", url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		req, err := newGet(t)
+		check(err)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -299,7 +336,7 @@ func waitAuthHTTP(url, token string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	check(fmt.Errorf("%s never answered", url))
+	check(fmt.Errorf("%s never answered", t.url))
 }
 
 // putBig stores a content node of mb megabytes straight into the CAS.
@@ -349,9 +386,9 @@ type loadResult struct {
 	written []float64
 }
 
-// load runs `workers` loops of GET url for the duration, measuring the
+// load runs `workers` loops of GET t for the duration, measuring the
 // processes pids.
-func load(url, token string, workers, seconds int, pids []int) loadResult {
+func load(t target, workers, seconds int, pids []int) loadResult {
 	c := client(workers)
 	var n atomic.Int64
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
@@ -366,10 +403,7 @@ func load(url, token string, workers, seconds int, pids []int) loadResult {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				req, _ := http.NewRequest("GET", url, nil)
-				if token != "" {
-					req.Header.Set("Authorization", "Bearer "+token)
-				}
+				req, _ := newGet(t)
 				resp, err := c.Do(req)
 				if err != nil {
 					continue
@@ -395,13 +429,11 @@ func load(url, token string, workers, seconds int, pids []int) loadResult {
 	return res
 }
 
-func bigGet(url, token string) float64 {
+func bigGet(t target) float64 {
 	best := 0.0
 	for i := 0; i < 3; i++ {
-		req, _ := http.NewRequest("GET", url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		req, err := newGet(t)
+		check(err)
 		t0 := time.Now()
 		resp, err := client(1).Do(req)
 		check(err)
@@ -415,33 +447,44 @@ func bigGet(url, token string) float64 {
 	return best
 }
 
-func p50(url, token string) time.Duration { return p50n(url, token, 500) }
+func p50(t target) time.Duration { return p50n(t, 500) }
 
 // p50n is the median latency of n requests made one at a time.
-func p50n(url, token string, n int) time.Duration {
+func p50n(t target, n int) time.Duration {
 	c := client(1)
 	var ds []time.Duration
 	for i := 0; i < n; i++ {
-		req, _ := newGet(url, token)
+		req, err := newGet(t)
+		check(err)
 		t0 := time.Now()
 		resp, err := c.Do(req)
 		check(err)
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		check(err)
+		if resp.StatusCode != 200 {
+			check(fmt.Errorf("GET %s: %d", t.url, resp.StatusCode))
+		}
 		ds = append(ds, time.Since(t0))
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2].Round(time.Microsecond)
 }
 
-// newGet is a GET of url, with token as the bearer when set.
-func newGet(url, token string) (*http.Request, error) {
-	req, err := http.NewRequest("GET", url, nil)
-	if err == nil && token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+// newGet is a GET of t's URL, with its token as the bearer and its Host
+// when set.
+func newGet(t target) (*http.Request, error) {
+	req, err := http.NewRequest("GET", t.url, nil)
+	if err != nil {
+		return nil, err
 	}
-	return req, err
+	if t.token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	if t.host != "" {
+		req.Host = t.host
+	}
+	return req, nil
 }
 
 // ioCopyDiscard reads resp's body to its end and closes it.
@@ -539,10 +582,10 @@ func floors(runs, seconds int, ratio, own float64) {
 	}
 	var bareCPU, bareRate []float64
 	for i := 0; i < max(runs, 1); i++ {
-		b := load("http://"+bareAddr+"/api/healthz", "", 64, seconds, []int{bare.Process.Pid})
+		b := load(target{url: "http://" + bareAddr + "/api/healthz"}, 64, seconds, []int{bare.Process.Pid})
 		bareCPU, bareRate = append(bareCPU, b.cpu[0]), append(bareRate, b.rate)
 		for _, s := range skels {
-			r := load("http://"+s.addr+"/api/healthz", "", 64, seconds, []int{s.gw.Process.Pid, s.conn.Process.Pid})
+			r := load(target{url: "http://" + s.addr + "/api/healthz"}, 64, seconds, []int{s.gw.Process.Pid, s.conn.Process.Pid})
 			s.cpu, s.rate, s.gwCPU = append(s.cpu, r.cpu[0]+r.cpu[1]), append(s.rate, r.rate), append(s.gwCPU, r.cpu[0])
 		}
 	}
