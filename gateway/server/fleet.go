@@ -451,6 +451,9 @@ var errStoreQueueFull = errors.New("storing threads: the store's queue is full (
 // threads refused, fields cut, the machine's oldest threads forgotten
 // for its share.
 func (g *Gateway) fleetBounded(name string, res store.SyncResult) {
+	if res.Notified > 0 {
+		g.notifier.wake() // the batch made notifications: send them now
+	}
 	m, log := g.metrics, g.bounds.untrusted
 	for _, r := range res.Refused {
 		m.FleetThreadRefused(r.Reason)

@@ -320,8 +320,9 @@ func pruneHistory(ctx context.Context, st store.Store, retention time.Duration, 
 			return
 		case err != nil:
 			logger.Warn("pruning history", "err", err)
-		case res.Threads+res.Machines+res.Audit > 0:
-			logger.Info("pruned history", "threads", res.Threads, "machines", res.Machines, "audit_entries", res.Audit, "retention", retention.String())
+		case res.Threads+res.Machines+res.Audit+res.Notifications > 0:
+			logger.Info("pruned history", "threads", res.Threads, "machines", res.Machines, "audit_entries", res.Audit,
+				"notifications", res.Notifications, "retention", retention.String())
 		}
 		select {
 		case <-ctx.Done():

@@ -55,6 +55,7 @@ import (
 	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/legacy"
 	"github.com/uncaged/workflow/gateway/metrics"
+	"github.com/uncaged/workflow/gateway/notify"
 	"github.com/uncaged/workflow/gateway/presence"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/echohead"
@@ -178,7 +179,13 @@ type Options struct {
 	// LegacyURLAllow is where original clients registered with a URL may
 	// be fetched (legacyurl.go); nil: registered URLs are never fetched.
 	LegacyURLAllow *legacy.AllowList
+	// Notify, when set, sends webhooks about threads that start waiting,
+	// fail or complete (notify.go); it needs Store, which keeps them.
+	Notify *notify.Config
 
+	// notifyOptions, when set, adjusts the sender's options (a test's
+	// backoff and poll).
+	notifyOptions func(*notify.Options)
 	// limited rate-limits the log lines a party without a credential can
 	// cause (bounds.go); Run shares its own with the cluster.
 	limited *logging.Limited
@@ -225,6 +232,9 @@ type Gateway struct {
 	writes       *storeWrites
 	outage       storeOutage
 	stopWatching context.CancelFunc
+	// notifier sends the webhooks about threads, nil when none are
+	// configured (notify.go).
+	notifier *notifier
 	// cors answers dashboards on other origins (cors.go); urlClients
 	// reaches original clients at their registered URLs (legacyurl.go).
 	// Both nil when not configured.
@@ -301,6 +311,8 @@ func New(opts Options) *Gateway {
 	}
 	g.outage.g = g
 	g.audit = newAuditLog(g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
+	// Before the store's writer starts: its thread writes add notifications.
+	g.notifier = g.newNotifier()
 	g.writes = g.newStoreWrites()
 	g.audit.record(g.writes)
 	var watchCtx context.Context
@@ -335,6 +347,7 @@ func (g *Gateway) Shutdown() { g.closeTunnels(context.Background()) }
 func (g *Gateway) closeTunnels(ctx context.Context) {
 	g.shuttingDown.Store(true)
 	g.stopWatching()
+	g.notifier.stop()
 	// The fleet's readers first: a change stream cut by its tunnel's
 	// close is no break to warn of. The connectors' last-seen times are
 	// written before the store the caller closes next goes.
@@ -369,6 +382,7 @@ func (g *Gateway) routes() *echo.Echo {
 	dash.GET("/gateway/machines", fl.machines)
 	dash.GET("/gateway/stats", fl.stats)
 	dash.GET("/gateway/audit", g.listAudit)
+	dash.GET("/gateway/notifications", g.listNotifications)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)

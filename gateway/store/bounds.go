@@ -125,6 +125,8 @@ type SyncResult struct {
 	// to keep it within its share, and EvictedBytes what they took.
 	Evicted      int
 	EvictedBytes int64
+	// Notified is how many notifications the sync added (notify.go).
+	Notified int
 }
 
 // cut counts a field changed.

@@ -105,7 +105,7 @@ func notify(ctx context.Context, tx *sql.Tx, changes []Change) error {
 // pgx prepares the repeated statement once; the batch makes the 1,000
 // executions of a full resync one round trip instead of 1,000, which was
 // most of its time.
-func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any, after func(pgx.Tx) error) error {
+func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs []any, threadSQL string, threadArgs [][]any, before, after func(pgx.Tx) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -118,6 +118,9 @@ func syncBatch(ctx context.Context, db *sql.DB, machineSQL string, machineArgs [
 			return err
 		}
 		defer func() { _ = tx.Rollback(ctx) }() // after Commit it does nothing
+		if err := before(tx); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		b.Queue(machineSQL, machineArgs...)
 		for _, a := range threadArgs {

@@ -51,6 +51,8 @@ type sqlStore struct {
 	// opened it.
 	path   string
 	opened os.FileInfo
+	// notify says which notifications a thread sync adds (notify.go).
+	notify notifyConfig
 }
 
 // Backend implements Store.
@@ -704,8 +706,20 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 			args[i] = append(args[i], seqSlot(t.UpdatedAt))
 		}
 	}
+	// The notifications are decided in the same transaction as the
+	// statuses they are about (notify.go).
+	notify := s.notify.get()
+	var was map[string]string
 	if s.backend == BackendPostgres {
-		err := syncBatch(ctx, s.w, s.upsertMachine(), []any{machine, s.tv(now)}, upsert, args, func(tx pgx.Tx) error {
+		before := func(tx pgx.Tx) (err error) {
+			was, err = notifyBefore(ctx, pgxNotifyTx{s, tx}, notify, machine, threads)
+			return err
+		}
+		err := syncBatch(ctx, s.w, s.upsertMachine(), []any{machine, s.tv(now)}, upsert, args, before, func(tx pgx.Tx) error {
+			var err error
+			if res.Notified, err = notifyAfter(ctx, pgxNotifyTx{s, tx}, notify, machine, heard, s.now(), was, threads); err != nil {
+				return err
+			}
 			return trimMachine(ctx, pgxShare{tx}, machine, s.maxThreads, s.maxBytes, &res)
 		})
 		if err != nil {
@@ -717,7 +731,14 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		if _, err := tx.ExecContext(ctx, s.q(s.upsertMachine()), machine, s.tv(now)); err != nil {
 			return nil, err
 		}
+		was, err := notifyBefore(ctx, sqlNotifyTx{s, tx}, notify, machine, threads)
+		if err != nil {
+			return nil, err
+		}
 		if err := s.syncSQLite(ctx, tx, upsert+" RETURNING seq", threads, args); err != nil {
+			return nil, err
+		}
+		if res.Notified, err = notifyAfter(ctx, sqlNotifyTx{s, tx}, notify, machine, heard, s.now(), was, threads); err != nil {
 			return nil, err
 		}
 		// After the full-text entries are written: a thread evicted here
@@ -944,6 +965,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time) (PruneResult, er
 		}{
 			{`DELETE FROM threads WHERE updated_at < $1`, &res.Threads},
 			{`DELETE FROM audit WHERE at < $1`, &res.Audit},
+			{`DELETE FROM notifications WHERE created_at < $1 AND state <> 'pending'`, &res.Notifications},
 			{`DELETE FROM machines WHERE last_seen < $1 AND NOT EXISTS (SELECT 1 FROM threads WHERE threads.machine = machines.name)`, &res.Machines},
 		} {
 			r, err := tx.ExecContext(ctx, s.q(step.query), cut)

@@ -442,6 +442,9 @@ type PruneResult struct {
 	Machines int64
 	// Audit is how many audit entries were deleted.
 	Audit int64
+	// Notifications is how many notifications, delivered or given up on,
+	// were deleted.
+	Notifications int64
 }
 
 // ChangeKind tells what a Change is about.
@@ -524,6 +527,9 @@ type Store interface {
 	// NameBindings keeps which names connector tokens have held.
 	NameBindings
 
+	// Notifications keeps the webhooks about threads (notify.go).
+	Notifications
+
 	// SyncThreads inserts or updates thread summaries of one machine in one
 	// transaction and marks the machine seen now. Each thread's Machine is
 	// set to machine. Threads not in the batch are kept: the fleet's memory
@@ -570,8 +576,10 @@ type Store interface {
 	ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error)
 
 	// Prune deletes thread summaries updated before the cutoff, audit
-	// entries older than it, and machines last seen before it that have no
-	// threads left. Tokens and registrations are not history and stay.
+	// entries older than it, notifications added before it that are
+	// delivered or given up on, and machines last seen before it that
+	// have no threads left. Tokens and registrations are not history and
+	// stay.
 	Prune(ctx context.Context, before time.Time) (PruneResult, error)
 
 	// Subscribe delivers changes to revocations and registrations made by

@@ -123,6 +123,7 @@ func serveCmd() *cobra.Command {
 	var rebalanceEvery time.Duration
 	var connectRate float64
 	var trustedProxy, allowOrigin, legacyURLAllow []string
+	var notifying notifyFlags
 	cmd := &cobra.Command{
 		Use:     "serve [--listen ADDR] [--key-file FILE]",
 		Short:   "Run the gateway",
@@ -147,6 +148,10 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("--allow-origin: %w", err)
 			}
 			urlAllow, err := legacy.ParseAllowList(legacyURLAllow)
+			if err != nil {
+				return err // names the flag
+			}
+			notifyConfig, err := notifying.config()
 			if err != nil {
 				return err // names the flag
 			}
@@ -206,7 +211,7 @@ func serveCmd() *cobra.Command {
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
 					SpoolDir: spoolDir, SpoolMemory: spoolMemory, SpoolDisk: spoolDisk,
-					RebalanceEvery: rebalanceEvery,
+					RebalanceEvery: rebalanceEvery, Notify: notifyConfig,
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,
@@ -247,6 +252,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&allowOrigin, "allow-origin", nil, "origin (scheme://host[:port], or *) of a dashboard hosted elsewhere whose pages may call the API with a bearer token, never with the session cookie; repeatable (the variable: comma-separated; default: none, the gateway's own origin only)")
 	cmd.Flags().StringArrayVar(&legacyURLAllow, "legacy-url-allow", nil, "host name (*.example.com for its subdomains), address or CIDR an original client registered with a URL may be fetched at; checked on the address dialed, a name reaches public addresses only; repeatable (the variable: comma-separated; default: none, registered URLs are never fetched)")
 	storage.register(cmd)
+	notifying.register(cmd)
 	cmd.Flags().DurationVar(&historyRetention, "history-retention", server.DefaultHistoryRetention, "how long the fleet's thread history and the audit log are kept")
 	cmd.Flags().StringVar(&spoolDir, "spool-dir", "", "directory where what the gateway writes to its store (audit entries, the fleet's threads, last-seen times) waits while the store does not answer, past --spool-memory; a gateway started on it writes what it finds there first. Keep it on a volume that outlives the container; replicas sharing one take a file each")
 	envflag.DocDefault(cmd.Flags(), "spool-dir", "`spool` in --data-dir when one is given, else `uncaged-gateway-spool` in the temporary directory")
