@@ -68,6 +68,10 @@
 // twice ("<records>" alone is accepted too; info then restarts at the
 // beginning of the log; anything else is a 400).
 //
+// The stream sends a change as soon as the engine host tells of it
+// (wake.go): steps, statuses and debug-log lines are read from the files
+// when the host says the thread moved, not on a timer.
+//
 // New returns an *echo.Echo, which is an http.Handler: serve it with
 // net/http directly, or hand it requests from the tunnel. The live route
 // streams for as long as a thread runs, so a server in front of it must not
@@ -98,11 +102,18 @@ import (
 // none: 1 MiB, as the original.
 const DefaultBodyLimit int64 = 1 << 20
 
-// Defaults of the live route.
+// Defaults of the live route and the event feed, which wake when the
+// engine host tells of a change (wake.go) and look on a timer only where
+// nothing can tell them.
 const (
-	// DefaultLivePoll is how often the live route looks for new steps and
-	// debug-log lines.
+	// DefaultLivePoll is how often they look for new steps, statuses and
+	// debug-log lines while the engine host cannot tell of changes (it is
+	// older than its change stream, or the Engine is not a HostEngine).
 	DefaultLivePoll = 100 * time.Millisecond
+	// DefaultSlowPoll is how often they look where only programs other
+	// than this engine can write: no engine host runs, or the original
+	// engine's worker runs the thread on a root shared with it.
+	DefaultSlowPoll = time.Second
 	// DefaultLivePing is how often the live route sends a ": ping" comment
 	// so proxies and clients see the stream is alive while a step runs.
 	DefaultLivePing = 15 * time.Second
@@ -145,8 +156,10 @@ type Options struct {
 	// AllowOrigins are the browser origins whose pages may call the API
 	// (CORS); none by default (--allow-origin).
 	AllowOrigins Origins
-	// LivePoll and LivePing tune the live route (0: the defaults).
+	// LivePoll, SlowPoll and LivePing tune the live route and the event
+	// feed (0: the defaults).
 	LivePoll time.Duration
+	SlowPoll time.Duration
 	LivePing time.Duration
 
 	// liveExit, when set, is called as a live handler returns (tests).
@@ -159,6 +172,7 @@ type server struct {
 	log     *slog.Logger
 	gcMu    sync.Mutex // one collection at a time
 	prompts promptCache
+	wakes   *wakeHub // wakes the live streams and the feed (wake.go)
 }
 
 // errorBody is every error response.
@@ -182,10 +196,14 @@ func New(opts Options) *echo.Echo {
 	if opts.LivePoll <= 0 {
 		opts.LivePoll = DefaultLivePoll
 	}
+	if opts.SlowPoll <= 0 {
+		opts.SlowPoll = DefaultSlowPoll
+	}
 	if opts.LivePing <= 0 {
 		opts.LivePing = DefaultLivePing
 	}
 	s := &server{opts: opts, store: cas.Open(opts.Layout.CASDir()), log: opts.Logger}
+	s.wakes = newWakeHub(opts.Engine, opts.SlowPoll, opts.Logger)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -238,7 +256,7 @@ func New(opts Options) *echo.Echo {
 	e.POST("/api/cas/gc", s.gcCAS)
 	e.GET("/api/cas/:hash", s.getCAS)
 	e.DELETE("/api/cas/:hash", s.deleteCAS)
-	mountMetrics(e, opts.Engine) // GET /metrics (metrics.go)
+	mountMetrics(e, opts.Engine, s.wakes) // GET /metrics (metrics.go)
 	return e
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,8 +18,10 @@ import (
 // none runs, as the CLI does.
 //
 // One client is kept and reused while the host answers (each host.Dial
-// makes a new HTTP transport, and the live route asks what runs ten times
-// a second); it is dropped when the host stops answering.
+// makes a new HTTP transport, and the live route asks what runs at each
+// change); it is dropped when the host stops answering. The host's change
+// stream (host.Client.Changes) is opened through it too: HostEngine is
+// the API's changeSource (wake.go).
 //
 // Threads it runs, forks and resumes get the connector's own environment
 // and working directory (connectorCaller), whichever command started the
@@ -27,6 +30,10 @@ import (
 type HostEngine struct {
 	layout storage.Layout
 	spawn  func() error
+	// appeared holds a token once a client is made to a host, which may
+	// be one that has just started: whoever waits to subscribe to a host
+	// (wakeHub) then tries at once instead of at its next turn.
+	appeared chan struct{}
 
 	mu     sync.Mutex
 	client *host.Client
@@ -38,7 +45,7 @@ var _ Engine = (*HostEngine)(nil)
 // background (host.SpawnSelf in production); nil never starts one, so the
 // actions fail while no host runs.
 func NewHostEngine(l storage.Layout, spawn func() error) *HostEngine {
-	return &HostEngine{layout: l, spawn: spawn}
+	return &HostEngine{layout: l, spawn: spawn, appeared: make(chan struct{}, 1)}
 }
 
 // get returns the cached client or dials one; ensure starts a host first
@@ -61,6 +68,10 @@ func (e *HostEngine) get(ensure bool) (*host.Client, error) {
 	}
 	c.SetCaller(connectorCaller)
 	e.client = c
+	select {
+	case e.appeared <- struct{}{}:
+	default: // a token waits already
+	}
 	return c, nil
 }
 
@@ -158,3 +169,22 @@ func (e *HostEngine) Running() ([]host.RunningThread, error) {
 	}
 	return out, err
 }
+
+// changes implements changeSource: the host's change stream, through the
+// cached client. A host that turns out to be gone (one stopping refuses
+// connections before its socket goes) has its client dropped, as after
+// any other call, and is ErrNoHost.
+func (e *HostEngine) changes(ctx context.Context) (*host.ChangeStream, error) {
+	c, err := e.get(false)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := c.Changes(ctx)
+	if err != nil && !errors.Is(err, host.ErrNoChangeStream) && ctx.Err() == nil && e.dropIfGone(c) {
+		return nil, fmt.Errorf("%w (%v)", host.ErrNoHost, err)
+	}
+	return stream, err
+}
+
+// hostAppeared implements changeSource.
+func (e *HostEngine) hostAppeared() <-chan struct{} { return e.appeared }

@@ -25,10 +25,15 @@ import (
 // each thread again as it changes; with a Last-Event-ID this process gave
 // out, only what changed since.
 //
-// One feed per API notices changes the way the live route does, by polling
-// the thread indexes every LivePoll while a stream is open; a poll stats
-// each bundle's index and history files and reads only those that changed,
-// so an idle machine costs a few stat calls. The feed keeps, for every
+// One feed per API notices changes the way the live route does (wake.go):
+// while a stream is open, a follower refreshes it each time the engine
+// host tells of a change to a thread (debug-log lines aside), and on a
+// timer only where nothing can tell (server.pollEvery). A refresh stats
+// each bundle's index and history files and reads only those that
+// changed. With the host's change stream open, the timer does no more
+// than those stats, every SlowPoll, for changes no host tells of (the
+// original engine's worker on a shared root, `doctor --fix`, a hand
+// edit), and refreshes only when they moved. The feed keeps, for every
 // thread, where it stands (head, status) and the sequence number of its
 // last change, in a log ordered by that number; a stream keeps only the
 // number it has reached and walks the log from there a page at a time, so
@@ -44,11 +49,9 @@ type feed struct {
 	s        *server
 	instance string
 
-	// refreshMu makes one stream at a time poll the indexes; the others
-	// use its result.
-	refreshMu   sync.Mutex
-	lastRefresh time.Time
-	bundles     map[string]bundleStamp // by bundle hash; guarded by refreshMu
+	// refreshMu makes one refresh at a time read the indexes.
+	refreshMu sync.Mutex
+	bundles   map[string]bundleStamp // by bundle hash; guarded by refreshMu
 	// lastRunning is what the engine said at the last poll (thread id →
 	// status): while it says the same, no thread's liveness moved and the
 	// active threads need not be looked at.
@@ -60,7 +63,18 @@ type feed struct {
 	log     []logItem             // changes by seq; stale items are skipped
 	stale   int                   // items of log whose entry changed again or went
 	changed chan struct{}         // closed (and replaced) at every change
+
+	// followers counts the open streams; the first starts the follower
+	// (follow), the last stops it with unfollow.
+	followMu  sync.Mutex
+	followers int
+	unfollow  func()
 }
+
+// feedGap is the least time between two refreshes the follower makes, so
+// that a burst of changes (a fast thread's steps) costs one read of the
+// indexes, not one per change.
+const feedGap = 10 * time.Millisecond
 
 // feedEntry is where a thread stood at its last change.
 type feedEntry struct {
@@ -139,14 +153,92 @@ func (f *feed) stamp(hash string) bundleStamp {
 	return st
 }
 
-// refresh polls the indexes, at most once per half poll interval whoever
-// asks, and records what changed.
+// follow returns once the feed is followed (kept current by a goroutine
+// that waits for changes) and a function to call when the caller's stream
+// ends. The follower subscribes before the caller's first refresh.
+func (f *feed) follow() (release func()) {
+	f.followMu.Lock()
+	defer f.followMu.Unlock()
+	f.followers++
+	if f.followers == 1 {
+		wake := f.s.wakes.subscribe("", false)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.followChanges(ctx, wake)
+		}()
+		f.unfollow = func() {
+			cancel()
+			<-done
+			wake.close()
+		}
+	}
+	return func() {
+		f.followMu.Lock()
+		defer f.followMu.Unlock()
+		f.followers--
+		if f.followers == 0 {
+			f.unfollow()
+			f.unfollow = nil
+		}
+	}
+}
+
+// followChanges refreshes the feed when woken, or when its timer says to
+// look (server.pollEvery), until ctx ends.
+func (f *feed) followChanges(ctx context.Context, wake *waker) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		d := f.s.pollEvery(false)
+		told := d == 0 // the host tells of its threads' changes
+		if told {
+			d = f.s.opts.SlowPoll // to look for changes no one tells of
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake.c:
+			f.refresh()
+		case <-timer.C:
+			if !told || f.filesMoved() {
+				f.refresh()
+			}
+		}
+		timer.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(feedGap):
+		}
+	}
+}
+
+// filesMoved says, from the stats a refresh starts with and nothing more,
+// whether the indexes changed since the last refresh read them: a change
+// no host told of — the original engine's worker on a root shared with it,
+// a command such as `doctor --fix`, a hand edit.
+func (f *feed) filesMoved() bool {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	hashes, err := threads.BundleHashes(f.s.opts.Layout)
+	if err != nil || len(hashes) != len(f.bundles) {
+		return true
+	}
+	for _, h := range hashes {
+		if old, ok := f.bundles[h]; !ok || !old.equal(f.stamp(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// refresh reads the indexes and records what changed.
 func (f *feed) refresh() {
 	f.refreshMu.Lock()
 	defer f.refreshMu.Unlock()
-	if time.Since(f.lastRefresh) < f.s.opts.LivePoll/2 {
-		return
-	}
 	// The engine is asked first, as the live route does: a thread it no
 	// longer runs has written its last state by the time the index is read.
 	running, engErr := f.s.running()
@@ -158,7 +250,6 @@ func (f *feed) refresh() {
 		f.s.log.Warn("events: listing bundles", "err", err)
 		return
 	}
-	f.lastRefresh = time.Now()
 	present := map[string]bool{}
 	var changed []threads.Record // new or moved threads of changed bundles
 	var listed []string          // bundles read again
@@ -409,6 +500,7 @@ func (s *server) summary(p pending, names map[string]string, prices registry.Pri
 // the client goes away or a write fails.
 func (f *feed) serve(c echo.Context) error {
 	s := f.s
+	defer f.follow()() // before the first refresh: a change after it wakes the follower
 	f.refresh()
 	cursor, resume := f.resumable(c.Request().Header.Get("Last-Event-ID"))
 	w := c.Response()
@@ -449,8 +541,6 @@ func (f *feed) serve(c echo.Context) error {
 	}
 	ping := time.NewTicker(s.opts.LivePing)
 	defer ping.Stop()
-	poll := time.NewTicker(s.opts.LivePoll)
-	defer poll.Stop()
 	synced := false
 	for {
 		batch, upTo, wake := f.since(cursor)
@@ -474,8 +564,6 @@ func (f *feed) serve(c echo.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-poll.C:
-			f.refresh()
 		case <-ping.C:
 			if _, err := w.Write([]byte(fleet.Ping)); err != nil || flush() != nil {
 				return nil

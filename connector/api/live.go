@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/threads"
 )
 
@@ -133,38 +135,130 @@ type liveStream struct {
 	rec threads.Record
 	pos streamPos
 
-	head    string       // head the cached steps end at
-	sent    string       // head and engine status the client's thread-start shows
-	damaged bool         // the thread-start sent says the head cannot back a status
-	steps   []any        // role and result records of head
-	ended   bool         // steps end with the result
-	logFile os.FileInfo  // the debug log read so far, to notice a new file
-	buf     bytes.Buffer // one event
+	head    string           // head the cached steps end at
+	sent    string           // head and engine status the client's thread-start shows
+	damaged bool             // the thread-start sent says the head cannot back a status
+	steps   []any            // role and result records of head
+	ended   bool             // steps end with the result
+	logFile os.FileInfo      // the debug log read so far, to notice a new file
+	buf     bytes.Buffer     // one event
+	live    threads.Liveness // who ran the thread at the last step
+	// unsure is set by a step that could not read everything (the index,
+	// the chain, or what the engine runs): the next looks soon, whatever
+	// wakes it.
+	unsure bool
 }
 
-// run polls until the thread ends, the client leaves or a write fails.
+// run sends what is new each time the thread may have moved (wake.go),
+// until it ends, the client leaves or a write fails.
 func (st *liveStream) run(ctx context.Context) {
+	// Subscribed before the first step reads anything: a change made
+	// after that read wakes the stream, one made before is in it.
+	wake := st.s.wakes.subscribe(st.rec.ThreadID, true)
+	defer wake.close()
 	ping := time.NewTicker(st.s.opts.LivePing)
 	defer ping.Stop()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	var budget logBudget
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ping.C:
-			if _, err := io.WriteString(st.w, ": ping\n\n"); err != nil || st.flush() != nil {
-				return
-			}
-			continue
-		case <-poll.C:
-		}
 		done, err := st.step()
 		if done || err != nil {
 			return
 		}
-		poll.Reset(st.s.opts.LivePoll)
+		var polled <-chan time.Time
+		if d := st.pollEvery(); d > 0 {
+			poll.Reset(d)
+			polled = poll.C
+		}
+		var why uint32
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ping.C:
+				if _, err := io.WriteString(st.w, ": ping\n\n"); err != nil || st.flush() != nil {
+					return
+				}
+			case <-wake.c:
+				why = wake.woken()
+				break wait
+			case <-polled:
+				break wait
+			}
+		}
+		poll.Stop()
+		if why != wokeByLog {
+			continue
+		}
+		if d := budget.take(time.Now()); d > 0 && !st.hold(ctx, wake, poll, d) {
+			return
+		}
 	}
+}
+
+// hold waits d before a step made for log lines, or less if something
+// else (a step, a status) wakes the stream; the log lines that come
+// meanwhile are read by that one step. It reports false when ctx ended.
+func (st *liveStream) hold(ctx context.Context, wake *waker, timer *time.Timer, d time.Duration) bool {
+	timer.Reset(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-wake.c:
+			if wake.woken() != wokeByLog {
+				return true
+			}
+		}
+	}
+}
+
+// A stream steps at once when woken by a step, a status or the thread's
+// end. Woken by debug-log lines alone, it steps at once too, unless such
+// wakes have come faster than logRate for longer than a burst of
+// logBurst: then each waits its turn, the lines meanwhile read together.
+// A thread that floods its debug log (a workflow logging in a loop) thus
+// costs each of its streams at most logRate reads a second, and never
+// holds up a step.
+const (
+	logRate  = 100 // reads a second for log lines, in the long run
+	logBurst = 50
+)
+
+// logBudget is a token bucket of reads for log lines (logRate, logBurst).
+type logBudget struct {
+	tokens float64
+	last   time.Time
+}
+
+// take spends a read and returns how long to wait before making it.
+func (b *logBudget) take(now time.Time) time.Duration {
+	if b.last.IsZero() {
+		b.tokens = logBurst
+	} else {
+		b.tokens = min(logBurst, b.tokens+now.Sub(b.last).Seconds()*logRate)
+	}
+	b.last = now
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / logRate * float64(time.Second))
+}
+
+// pollEvery is how long the stream may wait for a wake before it looks by
+// itself: 0 (never) while the host tells of the thread's changes.
+func (st *liveStream) pollEvery() time.Duration {
+	d := st.s.pollEvery(st.live == threads.ExecutingElsewhere)
+	if st.unsure && (d == 0 || d > st.s.opts.LivePoll) {
+		d = st.s.opts.LivePoll
+	}
+	return d
 }
 
 // step sends whatever is new and reports whether the stream is over. The
@@ -173,13 +267,15 @@ func (st *liveStream) run(ctx context.Context) {
 // __end__ in what was read" together mean it really stopped unfinished.
 func (st *liveStream) step() (done bool, err error) {
 	running, engErr := st.s.running()
+	st.unsure = engErr != nil
 	rec, err := st.reread()
 	switch {
 	case errors.Is(err, threads.ErrNotFound): // removed meanwhile
 		return true, st.done(DoneNotRunning)
 	case err != nil:
 		st.s.log.Warn("live: reading the thread index", "thread", st.rec.ThreadID, "err", err)
-		return false, nil // try again next poll
+		st.unsure = true
+		return false, nil // try again soon
 	}
 	st.rec = rec
 	// The engine's word on the thread (running, paused, gone) and its head:
@@ -210,9 +306,10 @@ func (st *liveStream) step() (done bool, err error) {
 		// is judged again when it moves.
 		st.head, st.steps, st.ended = "", nil, false
 	} else if rec.Head != st.head {
-		steps, ended, err := st.s.stepRecords(rec.Head)
+		steps, ended, err := st.stepsTo(rec.Head)
 		if err != nil {
 			st.s.log.Warn("live: reading the thread's chain", "thread", rec.ThreadID, "err", err)
+			st.unsure = true
 			return false, nil
 		}
 		// A step's model calls are counted before its state is written, so
@@ -231,7 +328,8 @@ func (st *liveStream) step() (done bool, err error) {
 	if err := st.info(); err != nil {
 		return true, err
 	}
-	stopped := engErr == nil && host.Liveness(st.s.opts.Layout, running, rec) == threads.NotExecuting
+	st.live = host.Liveness(st.s.opts.Layout, running, rec)
+	stopped := engErr == nil && st.live == threads.NotExecuting
 	switch {
 	case st.ended:
 		return true, st.done(DoneCompleted)
@@ -243,6 +341,44 @@ func (st *liveStream) step() (done bool, err error) {
 		return true, st.done(DoneNotRunning)
 	}
 	return false, nil
+}
+
+// stepsTo returns the records of the chain ending at head, as
+// stepRecords does, reading only the states written since the stream last
+// read it: a thread's head moves on along its chain, so the states from
+// head back to the head read last are the new ones, and the records
+// before them are those read already. A head whose chain does not pass
+// through the last one (which a run never writes), or a state that cannot
+// be read on the way, has the whole chain read again.
+func (st *liveStream) stepsTo(head string) (records []any, ended bool, err error) {
+	if st.head == "" || st.ended {
+		return st.s.stepRecords(head)
+	}
+	var frames []threads.Frame
+	seen := map[string]bool{}
+	h := head
+	for h != "" && h != st.head && !seen[h] {
+		seen[h] = true
+		n, err := st.s.store.GetNode(h)
+		if err != nil {
+			return st.s.stepRecords(head)
+		}
+		state, ok := n.(node.State)
+		if !ok {
+			break
+		}
+		frames = append(frames, threads.Frame{Hash: h, State: state})
+		h = ""
+		if len(state.Payload.Ancestors) > 0 {
+			h = state.Payload.Ancestors[0]
+		}
+	}
+	if h != st.head {
+		return st.s.stepRecords(head)
+	}
+	slices.Reverse(frames)
+	records, ended = st.s.frameRecords(slices.Clone(st.steps), frames)
+	return records, ended, nil
 }
 
 // startEvent sends the thread-start record again, as it stands now.
@@ -257,7 +393,7 @@ func (st *liveStream) startEvent(start ThreadStartRecord) error {
 // reread looks the thread up again, in its own bundle only (a thread never
 // changes bundle): the active index, then the history, with the line it is
 // read from (where a damaged head is named). A damaged file that may be
-// what names the thread now is an error: the next poll tries again.
+// what names the thread now is an error: the next step tries again.
 func (st *liveStream) reread() (threads.Record, error) {
 	var active, finished *threads.Record
 	var damaged error
@@ -267,9 +403,13 @@ func (st *liveStream) reread() (threads.Record, error) {
 				r := ln.Record
 				if r.Source == threads.SourceActive {
 					active = &r
-				} else {
-					finished = &r
+					// Nothing read after it can change the answer: the
+					// history, which grows with every thread the bundle
+					// ran, is not read for a thread that runs (this is
+					// done at every change the thread makes).
+					return errFoundActive
 				}
+				finished = &r
 			}
 			return nil
 		},
@@ -280,7 +420,7 @@ func (st *liveStream) reread() (threads.Record, error) {
 		},
 	})
 	switch {
-	case err != nil:
+	case err != nil && !errors.Is(err, errFoundActive):
 		return st.rec, err
 	case active != nil:
 		return *active, nil
@@ -291,6 +431,9 @@ func (st *liveStream) reread() (threads.Record, error) {
 	}
 	return st.rec, fmt.Errorf("%w: %s", threads.ErrNotFound, st.rec.ThreadID)
 }
+
+// errFoundActive stops reread's scan at the thread's active line.
+var errFoundActive = errors.New("found in the active index")
 
 // record sends the next record.
 func (st *liveStream) record(r any) error {
@@ -325,7 +468,7 @@ func (st *liveStream) flush() error {
 }
 
 // info sends the debug-log lines written since the last call. A partly
-// written last line waits for the next poll; a log that shrank or was
+// written last line waits for the next step (its end wakes the stream); a log that shrank or was
 // replaced is read again from its start; lines that are not JSON objects
 // are skipped.
 func (st *liveStream) info() error {

@@ -19,6 +19,10 @@ import (
 //	uncaged_connector_threads_running             gauge: the threads the engine
 //	    host holds (running or paused), as Engine.Running lists them; no
 //	    sample when the host fails to answer, 0 without an Engine.
+//	uncaged_connector_change_stream_open          gauge: 1 while the engine host's
+//	    change stream is open, so that the live streams and the event feed
+//	    wake on its changes; 0 while they look on a timer instead (no host,
+//	    one older than the stream) or none is open to need it.
 //
 // plus the Go runtime's and the process's metrics, on a registry of the
 // API's own (never the global one).
@@ -32,13 +36,21 @@ type apiMetrics struct {
 }
 
 // mountMetrics adds GET /metrics to e and counts every request e answers.
-func mountMetrics(e *echo.Echo, engine Engine) {
+func mountMetrics(e *echo.Echo, engine Engine, wakes *wakeHub) {
 	reg := prometheus.NewRegistry()
 	m := &apiMetrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "uncaged_connector_requests_total", Help: "Requests the connector's API answered, by route and status code.",
 	}, []string{"route", "code"})}
 	reg.MustRegister(m.requests, threadsCollector{engine: engine, desc: prometheus.NewDesc(
 		"uncaged_connector_threads_running", "Threads the engine host holds (running or paused).", nil, nil)},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "uncaged_connector_change_stream_open", Help: "1 while the engine host's change stream is open, 0 while the API looks for changes on a timer.",
+		}, func() float64 {
+			if wakes.current() == pushLive {
+				return 1
+			}
+			return 0
+		}),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Pre-router middleware wraps everything, recovery and body limits
 	// included, so every answer is counted with its final status.

@@ -28,7 +28,7 @@ func (e *metricsEngine) Running() ([]host.RunningThread, error) {
 	return e.list, e.err
 }
 
-func scrapeAPI(t *testing.T, url string) map[string]*dto.MetricFamily {
+func scrapeAPI(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(url + MetricsPath)
 	if err != nil {

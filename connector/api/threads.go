@@ -547,6 +547,13 @@ func (s *server) stepRecords(head string) (records []any, ended bool, err error)
 	if err != nil {
 		return nil, false, err
 	}
+	records, ended = s.frameRecords(nil, frames)
+	return records, ended, nil
+}
+
+// frameRecords appends to records those of frames, states of a chain
+// oldest first, as stepRecords makes them.
+func (s *server) frameRecords(records []any, frames []threads.Frame) (_ []any, ended bool) {
 	for _, f := range frames {
 		p := f.State.Payload
 		switch p.Role {
@@ -557,7 +564,7 @@ func (s *server) stepRecords(head string) (records []any, ended bool, err error)
 				Type: RecordWorkflowResult, ReturnCode: f.State.ReturnCode(), Content: f.State.Summary(),
 				Timestamp: p.Timestamp, StateHash: f.Hash,
 			})
-			return records, true, nil
+			return records, true
 		}
 		meta, err := p.Meta.MarshalJSON()
 		if err != nil {
@@ -572,7 +579,7 @@ func (s *server) stepRecords(head string) (records []any, ended bool, err error)
 			Timestamp: p.Timestamp, StateHash: f.Hash, ChildThread: optional(p.ChildThread),
 		})
 	}
-	return records, false, nil
+	return records, false
 }
 
 // contentPayload reads a content node's text.

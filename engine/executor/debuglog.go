@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -90,12 +92,26 @@ func (l *DebugLog) Write(tag, content string) {
 
 // Append writes v as one JSON line, whole or not at all, as Write does:
 // the thread's other line files (the usage sidecar) share the guarantee.
+// A line written is then told to the watchers (WatchAppends).
 func (l *DebugLog) Append(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
+	if err := l.appendLine(b); err != nil {
+		return err
+	}
+	if watchers := appendWatchers.Load(); watchers != nil {
+		for _, w := range *watchers {
+			w.fn(l.path)
+		}
+	}
+	return nil
+}
+
+// appendLine writes b, one whole line, to the end of the log.
+func (l *DebugLog) appendLine(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	open := l.open
@@ -160,4 +176,44 @@ func wholeLinesEnd(f logFile) (int64, error) {
 		return 0, err
 	}
 	return cut, nil
+}
+
+// A debug log is written by whichever DebugLog the run, its pause gate or
+// its oversight made, so the engine host learns of every line here, by
+// path, rather than from each writer: it passes them on as changes of the
+// thread (package host), which wake the readers following it.
+
+// appendWatcher is one WatchAppends registration.
+type appendWatcher struct{ fn func(path string) }
+
+// appendWatchers are the registrations in force, replaced whole on each
+// change so that Append reads them without a lock.
+var (
+	appendWatchers   atomic.Pointer[[]*appendWatcher]
+	appendWatchersMu sync.Mutex // serialises the replacements
+)
+
+// WatchAppends has fn called with the path of every line a DebugLog of
+// this process appends from now on, once the line is in the file, until
+// the returned stop is called. fn runs on the appending goroutine, so it
+// must be quick and must not write to a debug log itself.
+func WatchAppends(fn func(path string)) (stop func()) {
+	w := &appendWatcher{fn: fn}
+	appendWatchersMu.Lock()
+	defer appendWatchersMu.Unlock()
+	var next []*appendWatcher
+	if cur := appendWatchers.Load(); cur != nil {
+		next = slices.Clone(*cur)
+	}
+	next = append(next, w)
+	appendWatchers.Store(&next)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			appendWatchersMu.Lock()
+			defer appendWatchersMu.Unlock()
+			next := slices.DeleteFunc(slices.Clone(*appendWatchers.Load()), func(o *appendWatcher) bool { return o == w })
+			appendWatchers.Store(&next)
+		})
+	}
 }

@@ -2,7 +2,9 @@
 // executes threads. It holds a lock file so no second host runs on the same
 // root, serves a small control API (HTTP over a Unix socket in the root) for
 // the CLI commands that act on threads, and runs each thread in its own
-// goroutine so threads outlive the command that started them.
+// goroutine so threads outlive the command that started them. It tells of
+// each change to its threads as it happens, in its process and on the
+// socket (changes.go), so that readers need not poll.
 package host
 
 import (

@@ -108,7 +108,10 @@ func (h *Host) killIdle(id, by string) error {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(executor.KilledBy(by))
-	_, err = h.exec.Run(ctx, wf, t, executor.Env{})
+	_, err = h.exec.Run(ctx, wf, t, executor.Env{OnStep: h.stepPublisher(t.ID, t.BundleHash)})
+	// Its __end__ is written and the thread moved to the history (or the
+	// run failed, and nothing more will be written).
+	h.publish(Change{Kind: ChangeEnded, ThreadID: t.ID, BundleHash: t.BundleHash})
 	return err
 }
 

@@ -83,6 +83,14 @@ type Host struct {
 	// quit is closed by Stop to end Serve.
 	quit     chan struct{}
 	quitOnce sync.Once
+
+	// changes are the host's subscribers (changes.go); unwatchLogs stops
+	// the debug-log lines of this process reaching them, and streamsEnd is
+	// closed when the control API shuts down, ending its change streams.
+	changes        changeHub
+	unwatchLogs    func()
+	streamsEnd     chan struct{}
+	streamsEndOnce sync.Once
 }
 
 // handle is one running thread.
@@ -146,12 +154,14 @@ func Open(opts Options) (*Host, error) {
 	clearStaleMarkers(opts.Layout, opts.Logger)
 	ctx, stop := context.WithCancelCause(context.Background())
 	now := time.Now()
-	return &Host{
+	h := &Host{
 		opts: opts, exec: executor.New(opts.Layout), lock: f, procs: procs, owner: os.Geteuid(), startedAt: now,
 		baseCtx: ctx, stop: stop, sem: make(chan struct{}, opts.MaxThreads),
 		running: map[string]*handle{}, admitting: map[string]*claim{}, lastBusy: now,
-		quit: make(chan struct{}),
-	}, nil
+		quit: make(chan struct{}), streamsEnd: make(chan struct{}),
+	}
+	h.unwatchLogs = executor.WatchAppends(h.logAppended)
+	return h, nil
 }
 
 // Running reports whether a live host holds the root's lock.
@@ -175,6 +185,7 @@ func (h *Host) Serve(ctx context.Context) error {
 		return err
 	}
 	srv := &http.Server{Handler: h.ownerOnly(h.routes()), ReadHeaderTimeout: 10 * time.Second, ConnContext: h.peerContext}
+	srv.RegisterOnShutdown(h.endStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	h.opts.Logger.Info("engine host serving", "socket", sock, "pid", os.Getpid(), "maxThreads", h.opts.MaxThreads)
@@ -230,6 +241,8 @@ func (h *Host) idleFor() time.Duration {
 func (h *Host) Close() {
 	h.stop(executor.ErrShutdown)
 	h.wg.Wait()
+	h.endStreams()
+	h.unwatchLogs() // after the threads' last lines
 	if h.procs != nil {
 		h.procs.Close()
 		h.procs = nil
@@ -379,7 +392,8 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed bool) *handle {
 	// The gate writes the pause records to the thread's debug log (its
 	// own writer of the file, which serialises writes with the run's).
-	gate := &executor.PauseGate{Log: executor.NewDebugLog(h.opts.Layout.InfoLog(t.BundleHash, t.ID), time.Now).Write}
+	// Each pause record is a status change too (gateLog).
+	gate := &executor.PauseGate{Log: h.gateLog(t)}
 	hd := &handle{
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
 			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
@@ -393,6 +407,7 @@ func (h *Host) register(t executor.Thread, parent string, cancel context.CancelC
 	h.mu.Lock()
 	h.running[t.ID] = hd
 	h.mu.Unlock()
+	h.publish(Change{Kind: ChangeStarted, ThreadID: t.ID, BundleHash: t.BundleHash, Status: threads.StatusRunning})
 	return hd
 }
 
@@ -407,11 +422,19 @@ func (h *Host) unregister(id string, hd *handle) {
 	h.lastBusy = time.Now()
 	h.mu.Unlock()
 	hd.unbind()
+	h.publish(Change{Kind: ChangeEnded, ThreadID: id, BundleHash: hd.info.BundleHash})
 	close(hd.done)
 }
 
 func (h *Host) env(hd *handle) executor.Env {
-	return executor.Env{Thread: hd.env.Load, RunChild: h.runChild, Pause: hd.gate}
+	return executor.Env{Thread: hd.env.Load, RunChild: h.runChild, Pause: hd.gate, OnStep: h.stepPublisher(hd.info.ThreadID, hd.info.BundleHash)}
+}
+
+// stepPublisher publishes each head a thread's run writes.
+func (h *Host) stepPublisher(id, bundle string) func(head string) {
+	return func(head string) {
+		h.publish(Change{Kind: ChangeStep, ThreadID: id, BundleHash: bundle, Head: head})
+	}
 }
 
 // threadEnv is the environment a thread runs with for c: the caller's,

@@ -134,7 +134,11 @@ func (h *Host) Remove(id string, req RemoveRequest) error {
 		release := h.claimLocked(id, removing)
 		h.mu.Unlock()
 		defer release()
-		return removeLines(h.opts.Layout, req.BundleHash, id)
+		if err := removeLines(h.opts.Layout, req.BundleHash, id); err != nil {
+			return err
+		}
+		h.publish(Change{Kind: ChangeRemoved, ThreadID: id, BundleHash: req.BundleHash})
+		return nil
 	}
 }
 

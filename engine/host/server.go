@@ -22,6 +22,7 @@ func (h *Host) routes() http.Handler {
 	mux.HandleFunc("GET /v1/threads", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, h.List())
 	})
+	mux.HandleFunc("GET /v1/changes", h.serveChanges)
 	mux.HandleFunc("POST /v1/threads", func(w http.ResponseWriter, r *http.Request) {
 		var req RunRequest
 		if !readJSON(w, r, &req) {
