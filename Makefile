@@ -87,7 +87,8 @@ lint:
 bench:
 	$(GO) run ./bench/cmd/storebench -threads 100000 -blobs 200000
 
-## bench-tunnel: this tunnel vs chisel and frp and direct (throughput, CPU, latency, 100 MB, RSS over time)
+## bench-tunnel: this tunnel vs frp (HTTP vhost and tcp), chisel and an nginx hop, each right after its own direct run
+## (throughput, CPU, latency, 100 MB, RSS over time); about 10 minutes
 bench-tunnel:
 	$(GO) run ./bench/cmd/tunnelbench
 
@@ -109,7 +110,8 @@ bench-ops:
 bench-ops-quick:
 	$(GO) run ./bench/cmd/opsbench -quick
 
-## bench-engine: CLI start vs hello-world, per-step overhead and fsyncs, bundle load, run-to-first-step and 2-step-thread latency (-only cli|steps|run)
+## bench-engine: CLI start vs hello-world, per-step overhead and fsyncs, bundle load, run-to-first-step and 2-step-thread latency,
+## steps/s of 1, 8 and 32 threads of one workflow, live-stream latency and idle CPU through a gateway (-only cli|steps|run|scale|live)
 bench-engine:
 	$(GO) run ./bench/cmd/enginebench
 

@@ -4,9 +4,7 @@
 package atomicfile
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -45,17 +43,20 @@ func WriteWhen(path string, data []byte, perm os.FileMode, ready func() error) e
 	return SyncDir(filepath.Dir(path))
 }
 
+// ReplaceWhen is WriteWhen without the directory sync, for a writer that
+// makes the rename durable itself, after letting go of its lock
+// (SyncDirShared): the writer that follows can rename its own file
+// meanwhile, and one directory fsync serves both.
+func ReplaceWhen(path string, data []byte, perm os.FileMode, ready func() error) error {
+	return replace(path, data, perm, ready)
+}
+
 func replace(path string, data []byte, perm os.FileMode, ready func() error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp.*")
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory is created on first use only, which saves a
-		// stat on every other write.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
+	var tmp *os.File
+	err := inDir(path, func(dir string) (err error) {
 		tmp, err = os.CreateTemp(dir, filepath.Base(path)+".tmp.*")
-	}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -67,14 +68,8 @@ func replace(path string, data []byte, perm os.FileMode, ready func() error) err
 			_ = os.Remove(tmpName)
 		}
 	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmpName, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
+	if err := writeSynced(tmp, data, perm); err != nil {
 		return err
-	}
-	if err := Fsync(tmp); err != nil {
-		return fmt.Errorf("sync %s: %w", tmpName, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return err

@@ -64,7 +64,10 @@ func (s *Store) Sync() error {
 	if !s.batch.pending {
 		return nil
 	}
-	if err := atomicfile.SyncDir(s.dir); err != nil {
+	// The threads of a workflow sync this one directory at every step:
+	// a shared sync serves all those whose blobs are in place when it
+	// begins.
+	if err := atomicfile.SyncDirShared(s.dir); err != nil {
 		return fmt.Errorf("cas sync: %w", err)
 	}
 	s.batch.pending = false
@@ -121,18 +124,33 @@ func (s *Store) PutNode(n node.Node) (string, error) {
 func (s *Store) PutBytes(b []byte) (string, error) {
 	h := ids.HashBytes(b)
 	p := s.path(h)
-	if s.refresh(p) {
-		// A blob found in place may be another batched view's, whose
-		// name is not durable yet: this view owes a directory sync too.
-		s.owe()
-		return h, nil
+	for tries := 0; ; tries++ {
+		if s.refresh(p) {
+			// A blob found in place may be another batched view's, whose
+			// name is not durable yet: this view owes a directory sync
+			// too.
+			s.owe()
+			return h, nil
+		}
+		if tries == 3 {
+			return "", fmt.Errorf("cas put %s: something is at %s that is not a readable file", h, p)
+		}
+		// Written beside the others without a temporary name: threads
+		// storing nodes at once change the directory once per blob.
+		created, err := atomicfile.CreateNew(p, b, 0o644)
+		if err != nil {
+			return "", fmt.Errorf("cas put %s: %w", h, err)
+		}
+		if created {
+			break
+		}
+		// Another put linked it meanwhile: refresh it as found (or, if
+		// a collection took it since, write it again).
 	}
-	write := atomicfile.Write
-	if s.batch != nil {
-		write = atomicfile.Replace
-	}
-	if err := write(p, b, 0o644); err != nil {
-		return "", fmt.Errorf("cas put %s: %w", h, err)
+	if s.batch == nil {
+		if err := atomicfile.SyncDir(s.dir); err != nil {
+			return "", fmt.Errorf("cas put %s: %w", h, err)
+		}
 	}
 	s.owe()
 	s.indexRefs(h, b)

@@ -134,11 +134,10 @@ func (e *Executor) Begin(t *Thread) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Sync(); err != nil {
-		return err
-	}
 	t.StartHash = start
-	return threads.Upsert(e.Layout.BundleDir(t.BundleHash), t.ID, threads.Entry{Head: start, Start: start, UpdatedAt: e.now().UnixMilli()})
+	// Their names are synced by the index's group, shared with the steps
+	// of other threads committed with it.
+	return threads.UpsertAfter(e.Layout.BundleDir(t.BundleHash), t.ID, threads.Entry{Head: start, Start: start, UpdatedAt: e.now().UnixMilli()}, nil, store.Dir())
 }
 
 // putAsync stores b in a goroutine of its own and reports the outcome on
@@ -474,10 +473,13 @@ func (r *run) contentText(hash string) (string, error) {
 }
 
 // publish writes a state node and makes it the thread's head. The node is
-// written and synced (with its content node's name, in one directory sync)
-// while the new threads.json is written and synced beside it; the index is
-// renamed into place only once the node is on disk, so a head that a
-// reader sees is one a power cut cannot take back.
+// written and synced while the thread's new entry waits for threads.json
+// to be rewritten; the entry is written only once the node is in place
+// (the ready function handed to threads.UpsertAfter) and the CAS
+// directory synced after it, so a head that a reader sees is one a power
+// cut cannot take back. The threads of a workflow that step at the same
+// moment share one rewrite of their index and one sync of the CAS
+// directory for all their nodes' names.
 //
 // beside, when not nil, reports a node the state names that is being
 // stored at the same time (its content node); the directory sync
@@ -497,25 +499,27 @@ func (r *run) publish(p node.StatePayload, logLine string, beside <-chan error) 
 				err = berr
 			}
 		}
-		if err != nil {
-			stored <- err
-			return
-		}
-		stored <- blobs.Sync()
+		stored <- err
 	}
 	if p.Role == node.RoleEnd {
 		// The history, not the index, names an __end__ node, after it is
-		// stored.
+		// stored and its name synced.
 		store()
-		if err := <-stored; err != nil {
+		err := <-stored
+		if err == nil {
+			err = blobs.Sync()
+		}
+		if err != nil {
 			return err
 		}
 	} else {
+		// The nodes' names are synced by the index's group, once for
+		// every thread whose step it commits.
 		go store()
 		waited := false
-		err := threads.UpsertWhen(r.e.Layout.BundleDir(r.t.BundleHash), r.t.ID,
+		err := threads.UpsertAfter(r.e.Layout.BundleDir(r.t.BundleHash), r.t.ID,
 			threads.Entry{Head: h, Start: r.t.StartHash, UpdatedAt: r.e.now().UnixMilli()},
-			func() error { waited = true; return <-stored })
+			func() error { waited = true; return <-stored }, blobs.Dir())
 		if !waited {
 			// The index was not written: the node's outcome still has to
 			// be collected, and reported if it is the first failure.

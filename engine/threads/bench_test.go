@@ -62,3 +62,19 @@ func BenchmarkReadIndex10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStepOf10kIndex is one thread's step in an index of 10,000
+// active threads, as a group commit makes it: read the file back and
+// compare it with what was written, update the entry, write the whole
+// file anew (and sync it).
+func BenchmarkStepOf10kIndex(b *testing.B) {
+	l := benchRoot(b, 10000)
+	dir := l.BundleDir("BENCH")
+	i := 0
+	for b.Loop() {
+		i++
+		if err := Upsert(dir, "06EZ0000000000000000000000", Entry{Head: ids.HashString(fmt.Sprint(i)), Start: ids.HashString("s"), UpdatedAt: int64(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,9 +1,9 @@
 package threads
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -20,9 +20,14 @@ import (
 // reported instead of waiting for a writer forever.
 func readIndexFile(path string) (b []byte, missing bool, problem string) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
+	for tries := 1; err != nil; tries++ {
 		problem = openProblem(path, err, &missing)
-		return nil, missing, problem
+		if problem != appeared || tries == 3 {
+			return nil, missing, problem
+		}
+		// Created between the open and the look that followed it (a
+		// bundle's first threads.json): read what is there now.
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	}
 	defer func() { _ = f.Close() }() // read only
 	st, err := f.Stat()
@@ -35,12 +40,18 @@ func readIndexFile(path string) (b []byte, missing bool, problem string) {
 	if !st.Mode().IsRegular() {
 		return nil, false, fmt.Sprintf("is not a regular file (%v)", st.Mode().Type())
 	}
-	b, err = io.ReadAll(f)
-	if err != nil {
+	// Sized to the file, with room to find its end: an index of 10,000
+	// threads is read at every group of steps.
+	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(f); err != nil {
 		return nil, false, "cannot be read: " + err.Error()
 	}
-	return b, false, ""
+	return buf.Bytes(), false, ""
 }
+
+// appeared is the problem of a name that was not there when it was
+// opened and is there now: created (or replaced by a link) meanwhile.
+const appeared = "vanished while it was being read"
 
 // openProblem describes why path could not be opened; it sets *missing
 // when nothing is there, not even a link.
@@ -51,7 +62,7 @@ func openProblem(path string, err error, missing *bool) string {
 			return fmt.Sprintf("is a symbolic link to %s, which does not exist", target)
 		}
 		if _, lerr := os.Lstat(path); lerr == nil {
-			return "vanished while it was being read"
+			return appeared
 		}
 		*missing = true
 		return ""
@@ -69,9 +80,15 @@ func openProblem(path string, err error, missing *bool) string {
 // may hold threads.
 func dirProblem(dir string) string {
 	st, err := os.Stat(dir)
-	if err != nil {
+	for tries := 1; err != nil; tries++ {
 		missing := false
-		if p := openProblem(dir, err, &missing); !missing {
+		p := openProblem(dir, err, &missing)
+		if p == appeared && tries < 3 {
+			// Made by the first writer meanwhile: look again.
+			st, err = os.Stat(dir)
+			continue
+		}
+		if !missing {
 			return p
 		}
 		return ""

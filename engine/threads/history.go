@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
@@ -36,47 +37,150 @@ func HistoryFile(bundleDir string, completedAt int64) string {
 }
 
 // AppendHistory appends one line for a finished thread and syncs it.
+// Threads of a bundle that finish at the same moment share one write and
+// one fsync of the day's file: the lines waiting when the history lock is
+// taken are appended together, as the index's changes are (commit.go).
 func AppendHistory(bundleDir string, e HistoryEntry) error {
 	line, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	line = append(line, '\n')
-	path := HistoryFile(bundleDir, e.CompletedAt)
-	return atomicfile.Update(HistoryDir(bundleDir), func() error {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
+	a := &historyLine{path: HistoryFile(bundleDir, e.CompletedAt), line: append(line, '\n'), lead: make(chan bool, 1)}
+	dir := filepath.Clean(HistoryDir(bundleDir))
+	w := historyWriterFor(dir)
+	w.mu.Lock()
+	w.pending = append(w.pending, a)
+	if w.leading {
+		w.mu.Unlock()
+		if !<-a.lead {
+			return a.err
 		}
+	} else {
+		w.leading = true
+		w.mu.Unlock()
+	}
+	var group []*historyLine
+	take := func() {
+		w.mu.Lock()
+		group, w.pending = w.pending, nil
+		w.mu.Unlock()
+	}
+	err = atomicfile.Update(dir, func() error {
+		take()
+		return appendLines(group)
+	})
+	if group == nil {
+		// The lock could not be had: the lines waiting fail with that.
+		take()
+	}
+	w.mu.Lock()
+	if len(w.pending) > 0 {
+		w.pending[0].lead <- true
+	} else {
+		w.leading = false
+	}
+	w.mu.Unlock()
+	for _, o := range group {
+		if o.err == nil {
+			o.err = err
+		}
+		if o != a {
+			o.lead <- false
+		}
+	}
+	return a.err
+}
+
+// historyLine is one finished thread's line waiting to be appended.
+type historyLine struct {
+	path string
+	line []byte
+	err  error
+	// lead is sent true when this caller is to append the next group,
+	// false when its line was appended (or failed: err).
+	lead chan bool
+}
+
+// historyWriter groups the appends to one bundle's history made in this
+// process.
+type historyWriter struct {
+	mu      sync.Mutex
+	pending []*historyLine
+	leading bool
+}
+
+var historyWriters sync.Map // history directory → *historyWriter
+
+func historyWriterFor(dir string) *historyWriter {
+	if w, ok := historyWriters.Load(dir); ok {
+		return w.(*historyWriter)
+	}
+	w, _ := historyWriters.LoadOrStore(dir, &historyWriter{})
+	return w.(*historyWriter)
+}
+
+// appendLines appends each day's lines of group to its file with one
+// write and one fsync, holding the history lock; the lines of a file that
+// cannot be written get its error.
+func appendLines(group []*historyLine) error {
+	var created bool
+	var dir string
+	for len(group) > 0 {
+		path := group[0].path
+		var mine, rest []*historyLine
+		var lines []byte
+		for _, a := range group {
+			if a.path == path {
+				mine = append(mine, a)
+				lines = append(lines, a.line...)
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		group = rest
+		made, err := appendToFile(path, lines)
+		for _, a := range mine {
+			a.err = err
+		}
+		if made {
+			created, dir = true, filepath.Dir(path)
+		}
+	}
+	if created {
 		// A day's first completion creates its file; the file's name must
 		// be on disk too before the thread leaves threads.json.
-		_, statErr := os.Lstat(path)
-		created := errors.Is(statErr, fs.ErrNotExist)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return err
-		}
-		if torn, err := endsMidLine(f); err != nil {
-			_ = f.Close() // nothing written yet; err is what matters
-			return err
-		} else if torn {
-			// A crash cut the last line short. Starting a fresh line keeps
-			// this one readable; the torn one stays, to be reported.
-			line = append([]byte{'\n'}, line...)
-		}
-		if _, err := f.Write(line); err != nil {
-			return errors.Join(err, f.Close())
-		}
-		if err := atomicfile.Fsync(f); err != nil {
-			return errors.Join(err, f.Close())
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if created {
-			return atomicfile.SyncDir(filepath.Dir(path))
-		}
-		return nil
-	})
+		return atomicfile.SyncDir(dir)
+	}
+	return nil
+}
+
+// appendToFile appends lines to path and syncs it, reporting whether it
+// created the file.
+func appendToFile(path string, lines []byte) (created bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	_, statErr := os.Lstat(path)
+	created = errors.Is(statErr, fs.ErrNotExist)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return false, err
+	}
+	if torn, err := endsMidLine(f); err != nil {
+		_ = f.Close() // nothing written yet; err is what matters
+		return created, err
+	} else if torn {
+		// A crash cut the last line short. Starting a fresh line keeps
+		// these readable; the torn one stays, to be reported.
+		lines = append([]byte{'\n'}, lines...)
+	}
+	if _, err := f.Write(lines); err != nil {
+		return created, errors.Join(err, f.Close())
+	}
+	if err := atomicfile.Fsync(f); err != nil {
+		return created, errors.Join(err, f.Close())
+	}
+	return created, f.Close()
 }
 
 // endsMidLine reports whether a non-empty file lacks its final newline.
@@ -107,6 +211,13 @@ func historyFiles(bundleDir string) ([]string, *DamageError) {
 		}
 		missing := false
 		problem := openProblem(dir, err, &missing)
+		for tries := 1; problem == appeared && tries < 3; tries++ {
+			// Made by the first completion meanwhile: list it now.
+			if entries, err = os.ReadDir(dir); err == nil {
+				return historyPaths(dir, entries), nil
+			}
+			problem = openProblem(dir, err, &missing)
+		}
 		if missing {
 			return nil, nil
 		}
@@ -115,6 +226,11 @@ func historyFiles(bundleDir string) ([]string, *DamageError) {
 		}
 		return nil, unreadable(dir, problem)
 	}
+	return historyPaths(dir, entries), nil
+}
+
+// historyPaths is the .jsonl files among the entries of dir, sorted.
+func historyPaths(dir string, entries []os.DirEntry) []string {
 	var out []string
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".jsonl") {
@@ -122,7 +238,7 @@ func historyFiles(bundleDir string) ([]string, *DamageError) {
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // looseHistory decodes a line without trusting its types.

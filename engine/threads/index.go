@@ -2,7 +2,9 @@
 // active threads in bundles/<hash>/threads.json and the finished ones in
 // bundles/<hash>/history/YYYY-MM-DD.jsonl, in the original's formats. Every
 // read-modify-write holds a file lock, so writers in different processes
-// never lose each other's updates.
+// never lose each other's updates; within a process, the updates of
+// threads that step at the same moment share one rewrite of threads.json
+// (commit.go).
 package threads
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/uncaged/workflow/engine/atomicfile"
@@ -200,82 +203,118 @@ func syntaxFlaw(b []byte, err error) *flaw {
 }
 
 // marshalIndex writes the original's layout: two-space JSON, ids sorted,
-// trailing newline.
+// trailing newline — as JSON.stringify(index, null, 2) does, and as
+// encoding/json's MarshalIndent of each entry would. It is written by
+// hand because an index of 10,000 threads is rewritten at every group of
+// steps; strings that JSON would escape go through encoding/json.
 func marshalIndex(idx Index) ([]byte, error) {
 	ids := make([]string, 0, len(idx))
 	for id := range idx {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var buf bytes.Buffer
-	buf.WriteString("{")
+	buf := make([]byte, 0, 3+len(ids)*entrySize)
+	buf = append(buf, '{')
 	for i, id := range ids {
 		if i > 0 {
-			buf.WriteString(",")
+			buf = append(buf, ',')
 		}
-		key, _ := json.Marshal(id)
-		val, err := json.MarshalIndent(idx[id], "  ", "  ")
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString("\n  ")
-		buf.Write(key)
-		buf.WriteString(": ")
-		buf.Write(val)
+		buf = appendEntry(buf, id, idx[id])
 	}
-	if len(ids) > 0 {
-		buf.WriteString("\n")
-	}
-	buf.WriteString("}\n")
-	return buf.Bytes(), nil
+	return closeIndex(buf, len(ids)), nil
 }
 
-// Upsert sets the entry for id, keeping every other entry.
+// entrySize is about what an entry of hashes takes in the file.
+const entrySize = 128
+
+// appendEntry appends one member of the index object as marshalIndex
+// writes it, without the comma that separates it from the one before.
+func appendEntry(buf []byte, id string, e Entry) []byte {
+	buf = append(buf, "\n  "...)
+	buf = appendJSONString(buf, id)
+	buf = append(buf, ": {\n    \"head\": "...)
+	buf = appendJSONString(buf, e.Head)
+	buf = append(buf, ",\n    \"start\": "...)
+	buf = appendJSONString(buf, e.Start)
+	buf = append(buf, ",\n    \"updatedAt\": "...)
+	buf = strconv.AppendInt(buf, e.UpdatedAt, 10)
+	return append(buf, "\n  }"...)
+}
+
+// closeIndex ends an index object of n members.
+func closeIndex(buf []byte, n int) []byte {
+	if n > 0 {
+		buf = append(buf, '\n')
+	}
+	return append(buf, "}\n"...)
+}
+
+// appendJSONString appends s as encoding/json writes it: plain printable
+// ASCII as it is, anything it would escape (quotes, backslashes, control
+// characters, <, > and &, and all but ASCII, to be safe) through
+// json.Marshal itself.
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
+// Upsert sets the entry for id, keeping every other entry. It returns
+// once the index naming the entry is durably in place; concurrent calls
+// share one rewrite of the file (see commit.go). An entry the index's
+// readers would not read back whole (checkEntry) is refused, and nothing
+// changes.
 func Upsert(bundleDir, id string, e Entry) error {
-	return Modify(bundleDir, func(idx Index) (bool, error) {
-		idx[id] = e
-		return true, nil
-	})
+	return UpsertWhen(bundleDir, id, e, nil)
 }
 
-// UpsertWhen is Upsert whose new index replaces the old one only once
-// ready returns nil (see atomicfile.WriteWhen): the executor writes a
-// step's state node meanwhile, and the index must not name it before it
-// is on disk. ready is called at most once; an error from it, or from
-// reading the index, leaves the index as it was.
+// UpsertWhen is Upsert whose entry is renamed into place only once ready
+// returns nil: the executor writes a step's state node meanwhile, and the
+// index must not name it before it is on disk. ready is called at most
+// once, by whichever caller commits the group, after the new index is
+// written and synced beside the node. An error from ready leaves id's
+// entry as it was (the other changes of its group are still committed);
+// one from reading the index, such as damage, leaves the whole index as
+// it was, without calling ready.
 func UpsertWhen(bundleDir, id string, e Entry, ready func() error) error {
-	path := IndexFile(bundleDir)
-	return atomicfile.Update(path, func() error {
-		idx, err := ReadIndex(bundleDir)
-		if err != nil {
-			return err
-		}
-		idx[id] = e
-		b, err := marshalIndex(idx)
-		if err != nil {
-			return err
-		}
-		return atomicfile.WriteWhen(path, b, 0o644, ready)
-	})
+	return UpsertAfter(bundleDir, id, e, ready, "")
+}
+
+// UpsertAfter is UpsertWhen for an entry whose head is a file in dir (a
+// CAS blob written without its directory synced): ready returns once the
+// file is in place with its bytes synced, and the entry is renamed into
+// place only after an fsync of dir that began after ready returned. The
+// entries committed together share that fsync, so K threads stepping at
+// once sync the CAS directory once, not K times. dir "" is UpsertWhen.
+func UpsertAfter(bundleDir, id string, e Entry, ready func() error, dir string) error {
+	if err := checkEntry(id, e); err != nil {
+		return err
+	}
+	return commit(bundleDir, &change{id: id, entry: e, ready: ready, syncDir: dir})
 }
 
 // Remove deletes id from the index and reports whether it was there.
-// Removing a missing id does not create the file.
+// Removing a missing id does not create the file. Removes share the
+// rewrites of concurrent upserts.
 func Remove(bundleDir, id string) (bool, error) {
 	if _, err := os.Stat(IndexFile(bundleDir)); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	removed := false
-	err := Modify(bundleDir, func(idx Index) (bool, error) {
-		_, removed = idx[id]
-		delete(idx, id)
-		return removed, nil
-	})
-	return removed, err
+	ch := &change{id: id, remove: true}
+	err := commit(bundleDir, ch)
+	return ch.found, err
 }
 
 // Modify runs fn on the current index under the bundle's index lock and
-// writes the result back if fn reports a change.
+// writes the result back if fn reports a change. It is a writer of its
+// own beside the grouped ones (Upsert, Remove), as another process is:
+// the lock orders them, so neither loses the other's update.
 func Modify(bundleDir string, fn func(Index) (changed bool, err error)) error {
 	path := IndexFile(bundleDir)
 	return atomicfile.Update(path, func() error {

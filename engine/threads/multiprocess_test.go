@@ -42,13 +42,18 @@ func TestConcurrentProcessesLoseNoThreads(t *testing.T) {
 	}
 }
 
-// TestMain makes this test binary one of TestConcurrentProcessesLoseNoThreads's
-// writers when it is started as one (THREADS_HELPER_DIR set), instead of a
+// TestMain makes this test binary one of the writers of
+// TestConcurrentProcessesLoseNoThreads or TestGroupedWritersLoseNoUpdate
+// when it is started as one (THREADS_HELPER_DIR set), instead of a
 // test run: a helper that is a test would show up as skipped in every
 // normal run.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("THREADS_HELPER_DIR"); dir != "" {
-		if err := upsertAsHelper(dir); err != nil {
+		helper := upsertAsHelper
+		if os.Getenv("THREADS_HELPER_MODE") == "script" {
+			helper = runScriptAsHelper
+		}
+		if err := helper(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -10,9 +10,14 @@
 //   - `run` → first step written, with the engine host already up and with
 //     a cold start, against starting the binary for `version`;
 //   - the start of `version` and `workflow list` against a hello-world Go
-//     binary, with the package initialisers that cost the most.
+//     binary, with the package initialisers that cost the most;
+//   - steps/s of K = 1, 8 and 32 threads of one workflow together, as
+//     ratios to K = 1, and a step's cost with 10,000 active threads (scale);
+//   - step written → event at a client reading the live stream through a
+//     real gateway, p50/p95/max, and the CPU of 100 open live streams on
+//     idle threads, each against the polling fallback (live).
 //
-// Usage: go run ./bench/cmd/enginebench [-steps 200] [-runs 5] [-dir /dev/shm] [-only cli|steps|run]
+// Usage: go run ./bench/cmd/enginebench [-steps 200] [-runs 5] [-dir /dev/shm] [-only cli|steps|run|scale|live]
 package main
 
 import (
@@ -42,13 +47,13 @@ func main() {
 	steps := flag.Int("steps", 200, "steps per thread")
 	runs := flag.Int("runs", 5, "repetitions per figure (the median is reported)")
 	dir := flag.String("dir", "", "parent of the work directory (default: the system temp dir; /dev/shm takes the disk out of the per-step figure)")
-	only := flag.String("only", "", "run one section: cli (CLI start), steps (bundle load and per-step overhead) or run (the real binary's `run`)")
+	only := flag.String("only", "", "run one section: cli (CLI start), steps (bundle load and per-step overhead), run (the real binary's `run`), scale (threads of one workflow together) or live (live-stream latency and idle CPU)")
 	cliRounds := flag.Int("cli-rounds", 21, "rounds of the CLI start figures")
 	flag.Parse()
 	switch *only {
-	case "", "cli", "steps", "run":
+	case "", "cli", "steps", "run", "scale", "live":
 	default:
-		check(fmt.Errorf("-only %q: want cli, steps or run", *only))
+		check(fmt.Errorf("-only %q: want cli, steps, run, scale or live", *only))
 	}
 	work, err := os.MkdirTemp(*dir, "enginebench-")
 	check(err)
@@ -64,6 +69,12 @@ func main() {
 	}
 	if *only == "" || *only == "run" {
 		firstStepLatency(work, src, *runs)
+	}
+	if *only == "" || *only == "scale" {
+		scale(work, *runs)
+	}
+	if *only == "" || *only == "live" {
+		liveLatency(work)
 	}
 }
 
