@@ -141,13 +141,31 @@ func isOriginalWorker(l storage.Layout, pid int, bundle string) bool {
 	case err != nil:
 		return true // hidden (a hidepid mount): liveness is all there is
 	}
-	// A zombie's command line is empty: it is no worker any more.
+	if len(cmdline) == 0 {
+		// Empty: a zombie, which is no worker any more, or a process in the
+		// middle of its exec (its new arguments not yet in place: the
+		// moment a worker has just been started), which may be one.
+		return !isZombie(pid)
+	}
 	for _, arg := range bytes.Split(cmdline, []byte{0}) {
 		if bytes.Contains(arg, []byte(bundle)) {
 			return true
 		}
 	}
 	return false
+}
+
+// isZombie says whether pid has exited and waits for its parent to
+// collect it (state Z in /proc/<pid>/stat).
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) // gone meanwhile
+	}
+	// The state follows the command name, which is in parentheses and
+	// may itself hold ") ".
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // elsewhere says what the original engine's files mean for an unfinished

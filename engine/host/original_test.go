@@ -16,6 +16,7 @@ import (
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // startProcess starts a process that lives until the test ends (or it is
@@ -281,5 +282,41 @@ func TestOurRunningThreadIsRunningForTheOriginal(t *testing.T) {
 				t.Fatalf("a new host left the marker of a host that died: %v", err)
 			}
 		}
+	}
+}
+
+// Which pid is the original's worker of a bundle: a live process whose
+// arguments name the bundle, or one just started whose arguments cannot
+// be read yet; not an exited one waiting to be collected (a zombie, whose
+// command line is empty too), another program, or a pid that is gone.
+func TestWhichProcessIsTheOriginalsWorker(t *testing.T) {
+	t.Parallel()
+	l := storage.Layout{Root: t.TempDir()}
+	const bundle = "b1a2"
+	worker := startOriginalWorker(t, l, bundle).Process.Pid
+	other := startProcess(t, "sh", "-c", "sleep 600; exit 0", "not-the-worker").Process.Pid
+	exited := startProcess(t, "sh", "-c", "exit 0").Process.Pid // not collected until cleanup
+	testkit.WaitUntil(t, "the exited process to be a zombie", func() bool { return isZombie(exited) })
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pid  int
+		want bool
+	}{
+		{"the worker", worker, true},
+		{"another program", other, false},
+		{"a zombie", exited, false},
+		{"a pid that is gone", gone.Process.Pid, false},
+		{"no pid", 0, false},
+	} {
+		if got := isOriginalWorker(l, tc.pid, bundle); got != tc.want {
+			t.Errorf("%s (pid %d): isOriginalWorker = %v, want %v", tc.name, tc.pid, got, tc.want)
+		}
+	}
+	if isZombie(worker) || isZombie(other) {
+		t.Error("a live process taken for a zombie")
 	}
 }
