@@ -503,23 +503,33 @@ func (g *Gateway) listAudit(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// parseAuditQuery checks GET /api/gateway/audit's parameters; the error
-// names the first bad one.
-func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
-	var q store.AuditQuery
+// queryParams checks that v holds only the parameters known names (listed,
+// for the message, in shown), each at most once, and returns the getter of
+// their values ("" when absent).
+func queryParams(v map[string][]string, known map[string]bool, shown string) (get func(name string) string, err error) {
 	for name, vals := range v {
-		if !auditParams[name] {
-			return q, fmt.Errorf("unknown parameter %q (known: action, machine, token, since, until, limit, offset)", name)
+		if !known[name] {
+			return nil, fmt.Errorf("unknown parameter %q (known: %s)", name, shown)
 		}
 		if len(vals) > 1 {
-			return q, fmt.Errorf("%s: given %d times", name, len(vals))
+			return nil, fmt.Errorf("%s: given %d times", name, len(vals))
 		}
 	}
-	get := func(name string) string {
+	return func(name string) string {
 		if vals := v[name]; len(vals) > 0 {
 			return vals[0]
 		}
 		return ""
+	}, nil
+}
+
+// parseAuditQuery checks GET /api/gateway/audit's parameters; the error
+// names the first bad one.
+func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
+	var q store.AuditQuery
+	get, err := queryParams(v, auditParams, "action, machine, token, since, until, limit, offset")
+	if err != nil {
+		return q, err
 	}
 	if a := get("action"); a != "" {
 		if !slices.Contains(auditActions, a) {

@@ -148,19 +148,9 @@ func (g *Gateway) listNotifications(c echo.Context) error {
 // parameters; the error names the first bad one.
 func parseNotificationQuery(v map[string][]string) (store.NotificationQuery, error) {
 	var q store.NotificationQuery
-	for name, vals := range v {
-		if !notificationParams[name] {
-			return q, fmt.Errorf("unknown parameter %q (known: state, machine, limit, offset)", name)
-		}
-		if len(vals) > 1 {
-			return q, fmt.Errorf("%s: given %d times", name, len(vals))
-		}
-	}
-	get := func(name string) string {
-		if vals := v[name]; len(vals) > 0 {
-			return vals[0]
-		}
-		return ""
+	get, err := queryParams(v, notificationParams, "state, machine, limit, offset")
+	if err != nil {
+		return q, err
 	}
 	states := []string{store.NotifyPending, store.NotifyDelivered, store.NotifyFailed}
 	if s := get("state"); s != "" {

@@ -380,16 +380,7 @@ func scanNotification(row scanner) (Notification, error) {
 }
 
 func scanNotifications(rows *sql.Rows) ([]Notification, error) {
-	defer closeQuietly(rows)
-	var out []Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return scanAll(rows, scanNotification)
 }
 
 // ClaimNotifications implements Notifications.

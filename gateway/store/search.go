@@ -245,18 +245,7 @@ func (s *sqlStore) capTotal(n int) (int, bool) {
 }
 
 // scanThreads reads and closes rows of threadCols.
-func scanThreads(rows *sql.Rows) ([]Thread, error) {
-	defer closeQuietly(rows)
-	var out []Thread
-	for rows.Next() {
-		t, err := scanThread(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
-}
+func scanThreads(rows *sql.Rows) ([]Thread, error) { return scanAll(rows, scanThread) }
 
 // searchFTS answers a SQLite search from the FTS index alone:
 // the words, the filters (as facet tokens) and the time bounds (as rowid

@@ -214,15 +214,18 @@ func scanToken(row scanner) (Token, error) {
 	return t, err
 }
 
-func scanTokens(rows *sql.Rows) ([]Token, error) {
+func scanTokens(rows *sql.Rows) ([]Token, error) { return scanAll(rows, scanToken) }
+
+// scanAll reads every row of rows with scan, and closes rows.
+func scanAll[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer closeQuietly(rows)
-	var out []Token
+	var out []T
 	for rows.Next() {
-		t, err := scanToken(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
