@@ -523,6 +523,26 @@ func queryParams(v map[string][]string, known map[string]bool, shown string) (ge
 	}, nil
 }
 
+// pageParams reads a list route's limit (1 to store.MaxLimit; 0 when
+// absent, for the store's default) and offset (at least 0).
+func pageParams(get func(name string) string) (limit, offset int, err error) {
+	if s := get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > store.MaxLimit {
+			return 0, 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d", s, store.MaxLimit)
+		}
+		limit = n
+	}
+	if s := get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, 0, fmt.Errorf("offset: %q is not a whole number of at least 0", s)
+		}
+		offset = n
+	}
+	return limit, offset, nil
+}
+
 // parseAuditQuery checks GET /api/gateway/audit's parameters; the error
 // names the first bad one.
 func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
@@ -566,19 +586,6 @@ func parseAuditQuery(v map[string][]string) (store.AuditQuery, error) {
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
 		return q, fmt.Errorf("until: %s is not after since", get("until"))
 	}
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			return q, fmt.Errorf("limit: %q is not a whole number from 1 to %d", s, store.MaxLimit)
-		}
-		q.Limit = n
-	}
-	if s := get("offset"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return q, fmt.Errorf("offset: %q is not a whole number of at least 0", s)
-		}
-		q.Offset = n
-	}
-	return q, nil
+	q.Limit, q.Offset, err = pageParams(get)
+	return q, err
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -165,19 +164,6 @@ func parseNotificationQuery(v map[string][]string) (store.NotificationQuery, err
 		}
 		q.Machine = m
 	}
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			return q, fmt.Errorf("limit: %q is not a whole number from 1 to %d", s, store.MaxLimit)
-		}
-		q.Limit = n
-	}
-	if s := get("offset"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return q, fmt.Errorf("offset: %q is not a whole number of at least 0", s)
-		}
-		q.Offset = n
-	}
-	return q, nil
+	q.Limit, q.Offset, err = pageParams(get)
+	return q, err
 }
