@@ -139,24 +139,7 @@ func TestTheOriginalsRunningThreadIsRunning(t *testing.T) {
 	if err := executor.New(f.l).Begin(&th); err != nil {
 		t.Fatal(err)
 	}
-	// The original's worker: its arguments name the bundle, as the
-	// original starts it; a shell sleeps in its stead.
-	worker := exec.Command("sh", "-c", "sleep 600; exit 0", "worker.js", f.l.BundleFile(bundle), f.l.Root, bundle)
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
-	for p, b := range map[string]string{
-		f.l.RunningMarker(bundle, th.ID): "",
-		f.l.WorkerFile(bundle):           fmt.Sprintf(`{"pid":%d,"port":%d}`+"\n", worker.Process.Pid, 40123),
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	worker := f.originalRuns(bundle, th.ID)
 	if got := f.listed("", th.ID).Status; got != threads.StatusRunning {
 		t.Fatalf("list: %s, want running", got)
 	}
@@ -165,7 +148,7 @@ func TestTheOriginalsRunningThreadIsRunning(t *testing.T) {
 	}
 	for _, verb := range []string{"resume", "kill"} {
 		f.wantError(http.MethodPost, "/api/threads/"+th.ID+"/"+verb, "", http.StatusBadRequest,
-			fmt.Sprintf("the original engine's worker (pid %d) is running it", worker.Process.Pid))
+			fmt.Sprintf("the original engine's worker (pid %d) is running it", worker))
 	}
 	if d := f.detail(th.ID); d.status() != "running" || len(d.roles()) != 0 {
 		t.Fatalf("after the refusals: %s with %v", d.status(), d.roles())
@@ -243,4 +226,30 @@ func TestAKilledThreadsResultSaysWhereAndWho(t *testing.T) {
 	if res == nil || res["returnCode"] != float64(130) || res["content"] != want {
 		t.Fatalf("result = %v, want content %q", res, want)
 	}
+}
+
+// originalRuns lays out what the original engine leaves while its worker
+// runs thread id of bundle: a live process whose arguments name the
+// bundle (a shell sleeping in the worker's stead), the worker record
+// naming its pid, and the thread's running marker. It returns the pid.
+func (f *fixture) originalRuns(bundle, id string) (worker int) {
+	t := f.t
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 600; exit 0", "worker.js", f.l.BundleFile(bundle), f.l.Root, bundle)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for p, b := range map[string]string{
+		f.l.RunningMarker(bundle, id): "",
+		f.l.WorkerFile(bundle):        fmt.Sprintf(`{"pid":%d,"port":%d}`+"\n", cmd.Process.Pid, 40123),
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cmd.Process.Pid
 }

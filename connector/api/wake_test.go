@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -288,24 +287,7 @@ func TestAThreadAnotherProgramRunsIsFollowedBySlowPoll(t *testing.T) {
 			if err := runner.Begin(&th); err != nil {
 				t.Fatal(err)
 			}
-			// The original's worker: its arguments name the bundle, as the
-			// original starts it; a shell sleeps in its stead.
-			worker := exec.Command("sh", "-c", "sleep 600; exit 0", "worker.js", f.l.BundleFile(bundle), f.l.Root, bundle)
-			if err := worker.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
-			for p, b := range map[string]string{
-				f.l.RunningMarker(bundle, th.ID): "",
-				f.l.WorkerFile(bundle):           fmt.Sprintf(`{"pid":%d,"port":%d}`+"\n", worker.Process.Pid, 40123),
-			} {
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			f.originalRuns(bundle, th.ID)
 			if withHost {
 				f.startHost()
 			}
