@@ -137,6 +137,8 @@ type Engine interface {
 	// Running lists the threads being executed; none (and no error) when
 	// no engine host runs.
 	Running() ([]host.RunningThread, error)
+	// Answer answers the question a waiting thread asks (host.Answer).
+	Answer(id string, req host.AnswerRequest) (host.Answered, error)
 }
 
 // Options configure the API.
@@ -250,6 +252,8 @@ func New(opts Options) *echo.Echo {
 	e.POST("/api/threads/:id/pause", s.act("pause", Engine.Pause))
 	e.POST("/api/threads/:id/resume", s.act("resume", Engine.Resume))
 	e.POST("/api/threads/:id/fork", s.forkThread)
+	e.GET("/api/threads/:id/question", s.getQuestion)
+	e.POST("/api/threads/:id/answer", s.answerThread)
 
 	e.GET("/api/cas", s.listCAS)
 	e.POST("/api/cas", s.putCAS)

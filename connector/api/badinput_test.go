@@ -156,6 +156,9 @@ func (r *runRecorder) Pause(string) error                            { return er
 func (r *runRecorder) Resume(string) error                           { return errNotHere }
 func (r *runRecorder) Fork(string, host.ForkRequest) (string, error) { return "", errNotHere }
 func (r *runRecorder) Running() ([]host.RunningThread, error)        { return nil, nil }
+func (r *runRecorder) Answer(string, host.AnswerRequest) (host.Answered, error) {
+	return host.Answered{}, errNotHere
+}
 
 // FuzzThreadRunBody: no body makes POST /api/threads fail with a 5xx, every
 // answer is JSON (201 {"threadId"} or 4xx {"error"}), and a body that is

@@ -157,6 +157,17 @@ func (e *HostEngine) Pause(id string) error {
 	return err
 }
 
+// Answer implements Engine. It starts a host when none runs: the thread
+// waits with no host, and the answer starts it again.
+func (e *HostEngine) Answer(id string, req host.AnswerRequest) (out host.Answered, err error) {
+	// Not retried: the first attempt may have recorded the answer.
+	err = e.call(true, false, func(c *host.Client) (err error) {
+		out, err = c.Answer(id, req)
+		return err
+	})
+	return out, err
+}
+
 // Running implements Engine: no host means nothing runs.
 func (e *HostEngine) Running() ([]host.RunningThread, error) {
 	var out []host.RunningThread

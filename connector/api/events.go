@@ -469,6 +469,9 @@ func (s *server) summary(p pending, names map[string]string, prices registry.Pri
 	if p := listedPrompt(start.Prompt); p != nil {
 		out.Prompt = *p
 	}
+	if p.status == threads.StatusWaiting {
+		out.Waiting = s.waitingOf(p.rec)
+	}
 	var frames []threads.Frame
 	if p.status != threads.StatusDamaged { // no step can be trusted from an unsound head
 		var err error

@@ -162,7 +162,7 @@ type ResultRecord struct {
 
 // validStatuses are the values ?status accepts.
 var validStatuses = []threads.Status{
-	threads.StatusRunning, threads.StatusPausing, threads.StatusPaused, threads.StatusCompleted,
+	threads.StatusRunning, threads.StatusWaiting, threads.StatusPausing, threads.StatusPaused, threads.StatusCompleted,
 	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
 	threads.StatusDamaged,
 }

@@ -312,7 +312,9 @@ func (l *link) dialForMove(ctx context.Context) (*websocket.Conn, error) {
 func (l *link) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != tunnel.MovePath {
-			l.o.Handler.ServeHTTP(w, r)
+			// Who made the request, as the gateway says; the mark is what
+			// tells a tunnel request from one made to the API directly.
+			l.o.Handler.ServeHTTP(w, r.WithContext(tunnel.WithUser(r.Context(), r.Header.Get(tunnel.UserHeader))))
 			return
 		}
 		if r.Method != http.MethodPost {

@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/registry"
@@ -28,6 +31,7 @@ const (
 	KindHermes   = "hermes"   // cli preset for hermes
 	KindExec     = "exec"     // a command whose stdout is the role's meta as JSON
 	KindWorkflow = "workflow" // a registered workflow run as a child thread
+	KindHuman    = "human"    // a person answers: the prompt is the question, the schema the form
 )
 
 // Spec describes an agent. Field meaning depends on Kind; unused fields must
@@ -63,8 +67,10 @@ type Spec struct {
 	// relative workspace is made absolute against the YAML file's directory
 	// by `workflow add`.
 	Workspace string `json:"workspace,omitempty"`
-	// TimeoutMs bounds one role invocation; 0 means no limit.
-	TimeoutMs int64 `json:"timeout,omitempty"`
+	// TimeoutMs bounds one role invocation; 0 means no limit. It is
+	// written in milliseconds or as a duration ("30s", "24h"). For a human
+	// agent it is how long the thread waits for an answer.
+	TimeoutMs Millis `json:"timeout,omitempty"`
 	// MaxRounds bounds the model calls of llm and react agents (0: default).
 	MaxRounds int `json:"maxRounds,omitempty"`
 	// Tools limits a react agent to these tools (empty: all of them).
@@ -73,6 +79,9 @@ type Spec struct {
 	Workflow string `json:"workflow,omitempty"`
 	// Env adds variables to a command's environment.
 	Env map[string]string `json:"env,omitempty"`
+	// Assignee names who is asked to answer (human): free text, a name or
+	// an address the team recognises; "" lets anyone answer.
+	Assignee string `json:"assignee,omitempty"`
 }
 
 // Host is what an agent needs from the engine while it runs one role.
@@ -101,6 +110,9 @@ type Result struct {
 	Meta canonyaml.Map
 	// ChildThread is the __end__ hash of a child thread the role ran, or "".
 	ChildThread string
+	// Refs are nodes the role's content node must keep (a person's answer,
+	// which names its question), so GC keeps them with the step.
+	Refs []string
 }
 
 // Agent runs roles.
@@ -120,6 +132,8 @@ func New(spec Spec) (Agent, error) {
 		return newCommandAgent(spec)
 	case KindWorkflow:
 		return workflowAgent{name: spec.Workflow}, nil
+	case KindHuman:
+		return humanAgent{spec: spec}, nil
 	}
 	panic("unreachable: Validate accepted kind " + spec.Kind)
 }
@@ -140,7 +154,7 @@ func ParseSpec(data []byte) (Spec, error) {
 
 // Validate reports the first problem with s, naming the field.
 func (s Spec) Validate() error {
-	kinds := []string{KindLLM, KindReact, KindCLI, KindCursor, KindHermes, KindExec, KindWorkflow}
+	kinds := []string{KindLLM, KindReact, KindCLI, KindCursor, KindHermes, KindExec, KindWorkflow, KindHuman}
 	known := false
 	for _, k := range kinds {
 		known = known || s.Kind == k
@@ -182,6 +196,7 @@ func (s Spec) Validate() error {
 		only("tools", len(s.Tools) > 0, KindReact),
 		only("workflow", s.Workflow != "", KindWorkflow),
 		only("env", len(s.Env) > 0, KindCLI, KindCursor, KindHermes, KindExec),
+		only("assignee", s.Assignee != "", KindHuman),
 	} {
 		if err != nil {
 			return err
@@ -195,6 +210,10 @@ func (s Spec) Validate() error {
 	case KindWorkflow:
 		if s.Workflow == "" {
 			return fmt.Errorf("agent: a workflow agent needs the workflow's name")
+		}
+	case KindHuman:
+		if n := utf8.RuneCountInString(s.Assignee); n > MaxAssigneeRunes || !utf8.ValidString(s.Assignee) || strings.ContainsAny(s.Assignee, "\n\r") {
+			return fmt.Errorf("agent: assignee must be one line of at most %d characters", MaxAssigneeRunes)
 		}
 	}
 	return nil
@@ -220,3 +239,36 @@ func (w workflowAgent) Run(ctx context.Context, call Call) (Result, error) {
 		ChildThread: r.RootHash,
 	}, nil
 }
+
+// Millis is a duration in milliseconds that JSON and YAML may write as a
+// number of milliseconds or as a Go duration ("90s", "24h"): a person's
+// wait is counted in hours, which nobody should have to write as 86400000.
+type Millis int64
+
+// UnmarshalJSON reads a number of milliseconds or a duration string.
+func (m *Millis) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("timeout: %q is not a duration (write e.g. \"90s\", \"30m\", \"24h\", or milliseconds as a number)", s)
+		}
+		if d%time.Millisecond != 0 {
+			return fmt.Errorf("timeout: %q is finer than a millisecond", s)
+		}
+		*m = Millis(d / time.Millisecond)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("timeout: must be milliseconds (an integer) or a duration string, got %s", b)
+	}
+	*m = Millis(n)
+	return nil
+}
+
+// Duration is m as a time.Duration.
+func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }

@@ -167,6 +167,22 @@ type Env struct {
 	Pause *PauseGate
 	// OnStep, when set, is told each head the thread publishes.
 	OnStep func(head string)
+	// Ask puts a human role's question to a person and waits for the
+	// answer (agents.HumanHost); nil: this host cannot, and such a role
+	// fails saying so.
+	Ask func(ctx context.Context, req AskRequest) (agents.HumanAnswer, error)
+}
+
+// AskRequest is a question a thread's human role asks at the thread's
+// current head.
+type AskRequest struct {
+	ThreadID   string
+	BundleHash string
+	Workflow   string
+	// Head is the thread's head: the question belongs to this point of the
+	// chain, and an answer to it makes the next step.
+	Head     string
+	Question agents.HumanQuestion
 }
 
 // ChildParent identifies the thread that spawns a child.
@@ -418,6 +434,19 @@ func (r *run) RunChild(ctx context.Context, name, prompt string) (workflow.Child
 		return workflow.ChildResult{}, errors.New("child workflows are not available here")
 	}
 	return r.env.RunChild(ctx, ChildParent{ThreadID: r.t.ID, Depth: r.t.Depth, Head: r.head}, name, prompt)
+}
+
+// AskHuman implements agents.HumanHost through the engine host (Env.Ask).
+func (r *run) AskHuman(ctx context.Context, q agents.HumanQuestion) (agents.HumanAnswer, error) {
+	if r.env.Ask == nil {
+		return agents.HumanAnswer{}, errors.New("this engine cannot wait for a person's answer (a human role runs only under the engine host)")
+	}
+	r.log.Write(TagWaiting, fmt.Sprintf("thread %s waits for an answer to role %s", r.t.ID, q.Role))
+	a, err := r.env.Ask(ctx, AskRequest{ThreadID: r.t.ID, BundleHash: r.t.BundleHash, Workflow: r.t.WorkflowName, Head: r.head, Question: q})
+	if err == nil {
+		r.log.Write(TagAnswered, fmt.Sprintf("thread %s: role %s answered by %s", r.t.ID, q.Role, a.By))
+	}
+	return a, err
 }
 
 // link returns the ancestors of the state that follows the head.

@@ -28,6 +28,13 @@ const (
 	TagResumed = "resumed"
 )
 
+// Debug-log tags of a human role: the thread waits from a "waiting"
+// record to the "answered" one (or its end, when the wait ran out).
+const (
+	TagWaiting  = "waiting"
+	TagAnswered = "answered"
+)
+
 // PauseGate holds a thread between steps. A pause takes effect only where
 // the executor waits at the gate, after the step in flight is persisted:
 // until then the thread is pausing (threads.StatusPausing), and a resume

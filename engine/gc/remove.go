@@ -69,7 +69,7 @@ func RemoveThread(ctx context.Context, l storage.Layout, store *cas.Store, rec t
 	}
 	// The lines go first: a log found without them makes a collection
 	// refuse (a lost line), never the other way round.
-	for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), usage.Path(l, rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID)} {
+	for _, p := range []string{l.InfoLog(rec.BundleHash, rec.ThreadID), usage.Path(l, rec.BundleHash, rec.ThreadID), l.RunningMarker(rec.BundleHash, rec.ThreadID), l.QuestionFile(rec.BundleHash, rec.ThreadID)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && opts.Warn != nil {
 			opts.Warn(err)
 		}

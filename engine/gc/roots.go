@@ -55,7 +55,7 @@ type census struct {
 // thread no line names afterwards means a line was lost (or a removal is
 // under way): a refusal either way.
 func takeCensus(l storage.Layout, without *threads.Record) (*census, error) {
-	logs, logsErr := threadLogs(l)
+	logs, questionFiles, logsErr := threadLogs(l)
 	bundles, err := threads.BundleHashes(l)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the bundles directory: %w", err)
@@ -118,6 +118,25 @@ func takeCensus(l storage.Layout, without *threads.Record) (*census, error) {
 	if len(dropTokens) > 0 {
 		c.loose = slicesDelete(c.loose, dropTokens)
 	}
+	// A thread waiting for a person names its question, and once answered
+	// the answer, only in its question record until the next step is
+	// written: whatever a record names is kept, and one that cannot be
+	// read stops the collection.
+	for _, q := range questionFiles {
+		if without != nil && q.bundle == without.BundleHash && q.thread == without.ThreadID {
+			continue
+		}
+		b, err := os.ReadFile(q.path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // its thread was removed meanwhile
+			}
+			c.findings = append(c.findings, Finding{Kind: KindLostThread, Problem: true, Path: q.path, Thread: q.thread,
+				Message: fmt.Sprintf("thread %s's question record cannot be read (%v); garbage collection keeps every node it names, so it cannot go on without it: make it readable", q.thread, err)})
+			continue
+		}
+		c.loose = append(c.loose, HashLikeTokens(b)...)
+	}
 	for _, lg := range logs {
 		if named[lg.bundle+"/"+lg.thread] || damaged[lg.bundle] || (without != nil && lg.bundle == without.BundleHash && lg.thread == without.ThreadID) {
 			continue // named, or maybe in a damaged file, reported already
@@ -164,17 +183,18 @@ func slicesDelete(list, drop []string) []string {
 // threadLog is a thread's debug log (logs/<bundle>/<thread>.info.jsonl).
 type threadLog struct{ bundle, thread, path string }
 
-// threadLogs lists the debug logs of every bundle. A logs directory that
-// cannot be read is an error: the check it serves cannot be made. (A
-// bundle's logs directory that is no directory holds no log.)
-func threadLogs(l storage.Layout) ([]threadLog, error) {
+// threadLogs lists the debug logs of every bundle, and the question
+// records beside them (logs/<bundle>/<thread>.question.json). A logs
+// directory that cannot be read is an error: the check it serves cannot
+// be made. (A bundle's logs directory that is no directory holds no log.)
+func threadLogs(l storage.Layout) (logs, questions []threadLog, err error) {
 	logsDir := l.LogsDir("")
 	entries, err := os.ReadDir(logsDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the logs directory: %w", err)
+		return nil, nil, fmt.Errorf("failed to read the logs directory: %w", err)
 	}
 	var out []threadLog
 	for _, e := range entries {
@@ -187,16 +207,19 @@ func threadLogs(l storage.Layout) ([]threadLog, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("failed to read the logs of bundle %s: %w", bundle, err)
+			return nil, nil, fmt.Errorf("failed to read the logs of bundle %s: %w", bundle, err)
 		}
 		for _, f := range files {
 			if id, ok := strings.CutSuffix(f.Name(), ".info.jsonl"); ok && threads.CheckRef(id) == nil {
 				out = append(out, threadLog{bundle: bundle, thread: id, path: l.InfoLog(bundle, id)})
 			}
+			if id, ok := strings.CutSuffix(f.Name(), ".question.json"); ok {
+				questions = append(questions, threadLog{bundle: bundle, thread: id, path: l.QuestionFile(bundle, id)})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
-	return out, nil
+	return out, questions, nil
 }
 
 // HashLikeTokens returns every run of exactly 13 letters and digits in b:

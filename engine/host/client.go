@@ -199,31 +199,38 @@ func WaitStopped(l storage.Layout, timeout time.Duration) error {
 // this client.
 var errNoRoute = errors.New("the engine host does not know this request")
 
-func (c *Client) do(method, path string, in, out any) error {
+// call sends a request and returns the answer's status and body,
+// whatever the status.
+func (c *Client) call(method, path string, in any) (int, []byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, "http://engine"+path, body)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (c *Client) do(method, path string, in, out any) error {
+	status, b, err := c.call(method, path, in)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode >= 300 {
+	if status >= 300 {
 		var e apiError
-		if resp.StatusCode == http.StatusForbidden && json.Unmarshal(b, &e) == nil && e.Error != "" {
+		if status == http.StatusForbidden && json.Unmarshal(b, &e) == nil && e.Error != "" {
 			return fmt.Errorf("%w: %s", ErrRefused, e.Error)
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
@@ -233,10 +240,10 @@ func (c *Client) do(method, path string, in, out any) error {
 			}
 			return errors.New(e.Error)
 		}
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
 			return fmt.Errorf("%w: %s %s", errNoRoute, method, path)
 		}
-		return fmt.Errorf("engine host: %s", resp.Status)
+		return fmt.Errorf("engine host: %d %s", status, http.StatusText(status))
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)

@@ -19,6 +19,7 @@ import (
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/ids"
 	"github.com/uncaged/workflow/engine/procgroup"
+	"github.com/uncaged/workflow/engine/questions"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threadenv"
@@ -91,6 +92,14 @@ type Host struct {
 	unwatchLogs    func()
 	streamsEnd     chan struct{}
 	streamsEndOnce sync.Once
+
+	// questions are the root's questions; qmu orders asks and answers
+	// (questions.go). deadlines counts the waits of threads no run holds
+	// whose timeout this host is to act on (under mu): the host does not
+	// exit idle before them.
+	questions *questions.Store
+	qmu       sync.Mutex
+	deadlines int
 }
 
 // handle is one running thread.
@@ -107,6 +116,14 @@ type handle struct {
 	// resume that opened its gate, until it is paused again. Both under
 	// Host.mu, for the messages of requests that lose a race (control.go).
 	killed, resumed bool
+	// waiting is the question the thread waits on at a human role, and
+	// wake is closed by the answer to it; both nil otherwise (under
+	// Host.mu; questions.go).
+	waiting *questions.Record
+	wake    chan struct{}
+	// holdsSlot is set while the thread holds one of the host's thread
+	// slots: a top-level thread does, except while it waits for a person.
+	holdsSlot atomic.Bool
 }
 
 // Open takes the root's host lock. It fails with ErrHostRunning when
@@ -161,6 +178,8 @@ func Open(opts Options) (*Host, error) {
 		quit: make(chan struct{}), streamsEnd: make(chan struct{}),
 	}
 	h.unwatchLogs = executor.WatchAppends(h.logAppended)
+	h.questions = questions.Open(opts.Layout)
+	h.resumeWaits()
 	return h, nil
 }
 
@@ -230,7 +249,7 @@ loop:
 func (h *Host) idleFor() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.running) > 0 {
+	if len(h.running) > 0 || h.deadlines > 0 {
 		return 0
 	}
 	return time.Since(h.lastBusy)
@@ -278,6 +297,9 @@ func (h *Host) List() []RunningThread {
 	for _, hd := range h.running {
 		info := hd.info
 		info.Status = hd.gate.Status()
+		if hd.waiting != nil && info.Status == threads.StatusRunning {
+			info.Status = threads.StatusWaiting
+		}
 		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ThreadID < out[j].ThreadID })
@@ -370,7 +392,14 @@ func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env
 		defer h.unregister(t.ID, hd)
 		select {
 		case h.sem <- struct{}{}:
-			defer func() { <-h.sem }()
+			hd.holdsSlot.Store(true)
+			// A wait for a person gives the slot back and takes it again
+			// (questions.go): the run ends holding it, or not.
+			defer func() {
+				if hd.holdsSlot.CompareAndSwap(true, false) {
+					<-h.sem
+				}
+			}()
 		case <-ctx.Done():
 		}
 		res, err := h.exec.Run(ctx, wf, t, h.env(hd))
@@ -427,7 +456,7 @@ func (h *Host) unregister(id string, hd *handle) {
 }
 
 func (h *Host) env(hd *handle) executor.Env {
-	return executor.Env{Thread: hd.env.Load, RunChild: h.runChild, Pause: hd.gate, OnStep: h.stepPublisher(hd.info.ThreadID, hd.info.BundleHash)}
+	return executor.Env{Thread: hd.env.Load, RunChild: h.runChild, Pause: hd.gate, OnStep: h.stepPublisher(hd.info.ThreadID, hd.info.BundleHash), Ask: h.ask(hd)}
 }
 
 // stepPublisher publishes each head a thread's run writes.

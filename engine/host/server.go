@@ -67,6 +67,7 @@ func (h *Host) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	mux.HandleFunc("POST /v1/threads/{id}/remove", h.serveRemove)
+	mux.HandleFunc("POST /v1/threads/{id}/answer", h.serveAnswer)
 	mux.HandleFunc("POST /v1/stop", func(w http.ResponseWriter, r *http.Request) {
 		var req StopRequest
 		if !readJSON(w, r, &req) {

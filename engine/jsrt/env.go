@@ -2,6 +2,7 @@ package jsrt
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"time"
@@ -204,6 +205,10 @@ func (e *jsEnv) newErrorOf(c goja.Value, message string, props ...any) *goja.Obj
 func (e *jsEnv) errorValue(err error) goja.Value {
 	if je, ok := err.(*jsValueError); ok {
 		return je.v
+	}
+	var coded codedError
+	if errors.As(err, &coded) {
+		return e.newError("Error", err.Error(), "code", coded.code)
 	}
 	return e.newError("Error", err.Error())
 }

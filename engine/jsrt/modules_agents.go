@@ -53,18 +53,42 @@ func (e *jsEnv) runtimeHostWithAgents() *goja.Object {
 			Host:         agentHost(e.host),
 		}
 		return e.async(func(ctx context.Context) (any, error) {
-			return agent.Run(ctx, c)
+			r, err := agent.Run(ctx, c)
+			var noAnswer *agents.NoAnswerError
+			if errors.As(err, &noAnswer) {
+				// createWorkflow tells a wait that ran out by its code
+				// and takes the role's FALLBACK route, as YAML does.
+				return nil, codedError{err, CodeNoAnswer}
+			}
+			return r, err
 		}, func(v any) goja.Value {
 			r := v.(agents.Result)
 			var child any
 			if r.ChildThread != "" {
 				child = r.ChildThread
 			}
-			return e.obj("meta", e.valueToJS(mapOrEmpty(r.Meta)), "childThread", child)
+			refs := make([]any, len(r.Refs))
+			for i, ref := range r.Refs {
+				refs[i] = ref
+			}
+			return e.obj("meta", e.valueToJS(mapOrEmpty(r.Meta)), "childThread", child, "refs", e.vm.NewArray(refs...))
 		})
 	})
 	return o
 }
+
+// CodeNoAnswer is the code of the error a human adapter rejects with when
+// its wait ran out (agents.NoAnswerError).
+const CodeNoAnswer = "NO_ANSWER"
+
+// codedError is a Go error that reaches JavaScript as an Error with a code
+// property, as Node's errors have.
+type codedError struct {
+	error
+	code string
+}
+
+func (c codedError) Unwrap() error { return c.error }
 
 // newAgent parses and validates a spec given as JSON text.
 func newAgent(v goja.Value) (agents.Agent, error) {

@@ -141,6 +141,13 @@ func (l Layout) RunningMarker(hash, threadID string) string {
 	return filepath.Join(l.LogsDir(hash), threadID+".running")
 }
 
+// QuestionFile is this engine's record of the question a thread waits on
+// (package questions): it names the question node, and the answer once
+// given. The original never writes one and ignores it.
+func (l Layout) QuestionFile(hash, threadID string) string {
+	return filepath.Join(l.LogsDir(hash), threadID+".question.json")
+}
+
 // WorkerFile is the original's record of the worker process that runs a
 // bundle's threads: {"pid":N,"port":N}, the port its control socket
 // listens on. This engine never writes one.

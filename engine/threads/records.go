@@ -286,8 +286,11 @@ const (
 	StatusRunning Status = "running"
 	// StatusPausing is a thread asked to pause while a role runs: it goes
 	// on until that role's step is written, and is paused only then.
-	StatusPausing     Status = "pausing"
-	StatusPaused      Status = "paused"
+	StatusPausing Status = "pausing"
+	StatusPaused  Status = "paused"
+	// StatusWaiting is a thread at a role a person plays (agent type
+	// human), waiting for that person's answer (package questions).
+	StatusWaiting     Status = "waiting"
 	StatusCompleted   Status = "completed"
 	StatusFailed      Status = "failed"
 	StatusKilled      Status = "killed"
@@ -318,6 +321,9 @@ const (
 	// ExecutingElsewhere: the original engine's worker runs it (its
 	// running marker and a live worker say so).
 	ExecutingElsewhere
+	// AwaitingAnswer: it waits at a human role for a person's answer,
+	// whether a host holds it or its wait outlived the host that asked.
+	AwaitingAnswer
 )
 
 // DeriveStatus decides a thread's status. end is its head when the head is
@@ -345,6 +351,8 @@ func DeriveStatus(source Source, end *node.State, live Liveness) Status {
 		return StatusPausing
 	case HeldPaused:
 		return StatusPaused
+	case AwaitingAnswer:
+		return StatusWaiting
 	}
 	return StatusInterrupted
 }

@@ -133,7 +133,7 @@ func TestParseErrors(t *testing.T) {
 		{"role bad name", role("  Coder: {description: d, prompt: p}\n") + "graph: {__start__: Coder}\n", `roles.Coder: invalid role name`},
 		{"role reserved", role("  __end__: {description: d, prompt: p}\n") + "graph: {__start__: __end__}\n", "roles.__end__: __end__ is reserved"},
 		{"role no agent", "version: 1\ndescription: d\nroles:\n  a: {description: d, prompt: p}\ngraph: {__start__: a}\n", "roles.a.agent: required (there is no top-level agent default)"},
-		{"agent unknown field", repl("command: ./roles/review.sh", "comand: ./roles/review.sh"), "agents.script.comand: unknown key (allowed: args, command, env, maxRounds, model, timeout, tools, type, workflow, workspace)"},
+		{"agent unknown field", repl("command: ./roles/review.sh", "comand: ./roles/review.sh"), "agents.script.comand: unknown key (allowed: args, assignee, command, env, maxRounds, model, timeout, tools, type, workflow, workspace)"},
 		{"agent no type", repl("{type: llm, model: default}", "{model: default}"), "agents.writer: type is required"},
 		{"agent bad type", repl("{type: llm, model: default}", "{type: gpt}"), `agents.writer: unknown type "gpt"`},
 		{"agent field for wrong kind", repl("{type: llm, model: default}", "{type: llm, command: x}"), "agents.writer: command does not apply to a llm agent"},

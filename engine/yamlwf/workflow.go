@@ -237,6 +237,18 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("role %q: %w", name, ctx.Err())
 	}
+	// A person's wait that ran out takes the role's FALLBACK route, with
+	// meta that says so and has no status (so no other key matches);
+	// without one the thread fails, saying why. The schema describes an
+	// answer, which this step does not hold, so it is not applied.
+	timedOut := false
+	var noAnswer *agents.NoAnswerError
+	if errors.As(err, &noAnswer) {
+		if route, ok := r.w.routes[name]; !ok || route.Fallback == "" {
+			return nil, nil, fmt.Errorf("%w, and graph.%s has no %s route to take instead", err, name, FallbackKey)
+		}
+		res, err, timedOut = agents.Result{Meta: agents.TimedOutMeta()}, nil, true
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("role %q: %w", name, err)
 	}
@@ -248,7 +260,7 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 	if err != nil {
 		return nil, nil, fmt.Errorf("role %q: meta: %w", name, err)
 	}
-	if err := validateMeta(role.schema, payload); err != nil {
+	if err := validateMeta(role.schema, payload); err != nil && !timedOut {
 		return nil, nil, fmt.Errorf("role %q: meta does not match the role's output schema: %w", name, err)
 	}
 	casRefs := CollectCASRefs(role.Output, meta)
@@ -259,11 +271,14 @@ func (r *run) Next(ctx context.Context) (*workflow.Output, *workflow.Completion,
 		}
 		casRefs[i] = h
 	}
-	contentHash, err := r.host.CAS().PutNode(node.NewContent(string(payload), casRefs))
+	// The content node also keeps what the agent asked it to (a person's
+	// answer), so GC keeps that with the step.
+	keep := append(casRefs, res.Refs...)
+	contentHash, err := r.host.CAS().PutNode(node.NewContent(string(payload), keep))
 	if err != nil {
 		return nil, nil, fmt.Errorf("role %q: %w", name, err)
 	}
-	refs := append(append([]string{}, casRefs...), contentHash)
+	refs := append(append([]string{}, keep...), contentHash)
 	out := &workflow.Output{Role: name, ContentHash: contentHash, Meta: meta, Refs: refs, ChildThread: res.ChildThread}
 	r.thread.Steps = append(r.thread.Steps, workflow.RoleStep{
 		Role: name, Meta: meta, ContentHash: contentHash, Refs: refs, Timestamp: time.Now().UnixMilli(),

@@ -67,8 +67,9 @@ type Thread struct {
 	// Workflow is the workflow's registered name (else the name its start
 	// node records).
 	Workflow string `json:"workflow"`
-	// Status is running, pausing, paused, completed, failed, killed,
-	// interrupted or damaged (its head or start cannot back a status).
+	// Status is running, waiting (for a person's answer), pausing, paused,
+	// completed, failed, killed, interrupted or damaged (its head or start
+	// cannot back a status).
 	Status string `json:"status"`
 	// Prompt is the thread's prompt, cut to PromptMaxRunes runes (the last
 	// CutMark when cut).
@@ -94,6 +95,28 @@ type Thread struct {
 	// Cost is what those tokens cost, in US dollars; absent (0) when
 	// unknown.
 	Cost float64 `json:"cost,omitempty"`
+	// Waiting is what the thread waits for while its status is waiting;
+	// nil otherwise (and from a connector that predates waiting).
+	Waiting *Waiting `json:"waiting,omitempty"`
+}
+
+// QuestionMaxRunes is how much of a question a Waiting carries: enough
+// for an inbox line and a notification, not a whole document.
+const QuestionMaxRunes = 2000
+
+// Waiting is the question a waiting thread asks a person.
+type Waiting struct {
+	// Role is the role a person plays.
+	Role string `json:"role"`
+	// Question is the role's prompt, cut to QuestionMaxRunes runes (the
+	// last CutMark when cut).
+	Question string `json:"question"`
+	// Assignee is who is asked; "" when anyone may answer.
+	Assignee string `json:"assignee"`
+	// Since is when the thread began to wait.
+	Since time.Time `json:"since"`
+	// Deadline is when the wait times out; nil when it never does.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // Reset is the data of a reset event.
@@ -108,13 +131,17 @@ const CutMark = "…"
 
 // TruncatePrompt cuts s to PromptMaxRunes runes, never inside a rune, the
 // last of them CutMark when it cut.
-func TruncatePrompt(s string) string {
-	if utf8.RuneCountInString(s) <= PromptMaxRunes {
+func TruncatePrompt(s string) string { return Truncate(s, PromptMaxRunes) }
+
+// Truncate cuts s to limit runes, never inside a rune, the last of them
+// CutMark when it cut.
+func Truncate(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
 	n := 0
 	for i := range s {
-		if n == PromptMaxRunes-1 {
+		if n == limit-1 {
 			return s[:i] + CutMark
 		}
 		n++

@@ -87,6 +87,33 @@ const (
 	TakeoverHeader = "X-Uncaged-Takeover"
 )
 
+// UserHeader is set by the gateway on every request it proxies to a
+// connector: who made it (the dashboard token's note, else its id; the
+// shared secret is "secret"). The gateway replaces any value a client
+// sent, so a connector may trust it on requests that come through its
+// tunnel, and only there: it records who answered a question with it.
+const UserHeader = "X-Uncaged-User"
+
+// userKey carries, in a request's context, who the gateway says made a
+// request that came through the tunnel (WithUser).
+type userKey struct{}
+
+// WithUser marks ctx as a request's that came through the tunnel, made by
+// user as the gateway named them (UserHeader; "" when the gateway named
+// nobody). Only the connector's end of the tunnel sets it: a request made
+// to the connector's API directly carries no such mark, whatever headers
+// it sends.
+func WithUser(ctx context.Context, user string) context.Context {
+	return context.WithValue(ctx, userKey{}, user)
+}
+
+// UserFrom returns who the gateway said made the request of ctx, and
+// whether the request came through the tunnel at all.
+func UserFrom(ctx context.Context) (user string, tunneled bool) {
+	user, tunneled = ctx.Value(userKey{}).(string)
+	return user, tunneled
+}
+
 // MovePath is the request (POST, no body) a gateway replica that is
 // about to stop sends each connector over its tunnel: dial the gateway
 // again — its balancer picks a replica that is not stopping — and answer

@@ -33,11 +33,24 @@ export function tableToModerator(table) {
     const current = steps.length > 0 ? steps[steps.length - 1].role : START;
     const transitions = hasOwn(table, current) ? table[current] : undefined;
     if (!transitions) return END;
+    // A human role whose wait ran out goes where FALLBACK goes, whatever
+    // the other conditions would make of its meta.
+    if (steps.length > 0 && isTimedOut(steps[steps.length - 1].meta)) {
+      for (const t of transitions) {
+        if (t.condition === FALLBACK) return t.role;
+      }
+    }
     for (const t of transitions) {
       if (t.condition === FALLBACK || t.condition.check(ctx)) return t.role;
     }
     return END;
   };
+}
+
+// isTimedOut tells the meta createWorkflow writes for a human role whose
+// wait ran out: exactly { timedOut: true }.
+function isTimedOut(meta) {
+  return meta !== null && typeof meta === "object" && meta.timedOut === true && Object.keys(meta).length === 1;
 }
 
 // createWorkflow(definition, binding) returns the run function of a bundle:
@@ -89,7 +102,20 @@ export function createWorkflow(definition, binding) {
         );
       }
       __host.roleBegins(next);
-      const result = await roleFn(current, runtime, { role: next });
+      let result;
+      try {
+        result = await roleFn(current, runtime, { role: next });
+      } catch (e) {
+        // A person's wait that ran out (humanAdapter's timeout) takes the
+        // role's FALLBACK transition, as a YAML workflow's does; without
+        // one the thread fails and says so.
+        if (!(e instanceof Error && e.code === "NO_ANSWER")) throw e;
+        const transitions = hasOwn(definition.table, next) ? definition.table[next] : [];
+        if (!transitions.some((t) => t.condition === FALLBACK)) {
+          throw new Error(`${e.message}, and the table has no FALLBACK transition from "${next}" to take instead`);
+        }
+        result = { meta: { timedOut: true }, childThread: null };
+      }
       if (result === null || typeof result !== "object" || !("meta" in result)) {
         throw new TypeError(`role "${next}" must resolve to { meta, childThread }, got ${describe(result)}`);
       }
@@ -100,7 +126,10 @@ export function createWorkflow(definition, binding) {
       // The original stores JSON.stringify(meta) as a content node whose
       // refs are the meta's artifact references: the strings its schema
       // marks casRef (Zod's .meta({ casRef: true })).
-      const artifactRefs = collectCasRefs(roleJSONSchema(next, roleDef.schema), meta);
+      // Nodes the agent asks the step to keep (a person's answer) are
+      // refs too, so GC keeps them with the step.
+      const kept = Array.isArray(result.refs) ? result.refs.filter((r) => typeof r === "string") : [];
+      const artifactRefs = collectCasRefs(roleJSONSchema(next, roleDef.schema), meta).concat(kept);
       let contentHash;
       try {
         contentHash = __host.putContentNode(JSON.stringify(meta), artifactRefs);
@@ -368,7 +397,7 @@ export function agentAdapter(spec) {
       }
       const role = roleName(info);
       const r = await __host.agent(specJSON, role, typeof prompt === "string" ? prompt : "", schemaJSON, ctx);
-      return { meta: checkedMeta(role, schema, r.meta), childThread: r.childThread };
+      return { meta: checkedMeta(role, schema, r.meta), childThread: r.childThread, refs: r.refs };
     };
   };
 }
@@ -402,6 +431,11 @@ export const hermesAdapter = kindAdapter("hermes", "hermesAdapter");
 // execAdapter({ command, args, workspace, timeout, env }) — a deterministic
 // command whose stdout is the meta as JSON.
 export const execAdapter = kindAdapter("exec", "execAdapter");
+// humanAdapter({ assignee, timeout }) — a person answers: the role's prompt
+// is the question, its schema the form; the thread waits (status
+// "waiting") until someone answers or the timeout ("24h", or milliseconds)
+// passes, which takes the role's FALLBACK transition.
+export const humanAdapter = kindAdapter("human", "humanAdapter");
 
 // createAgentAdapter(agent, optionsFn) bridges an AgentFn — (ctx, options)
 // => Promise<string> — to an AdapterFn: options come from

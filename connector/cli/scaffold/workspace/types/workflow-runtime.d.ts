@@ -149,16 +149,19 @@ export declare const workflowAsAgent: typeof workflowAdapter;
 
 /** An agent as YAML workflows describe one (`agent:`); type selects the kind. */
 export type AgentSpec = {
-  type: "llm" | "react" | "cli" | "cursor" | "hermes" | "exec" | "workflow";
+  type: "llm" | "react" | "cli" | "cursor" | "hermes" | "exec" | "workflow" | "human";
   model?: string;
   command?: string;
   args?: string[];
   workspace?: string;
-  timeout?: number;
+  /** Milliseconds, or a duration such as "90s" or "24h". */
+  timeout?: number | string;
   maxRounds?: number;
   tools?: string[];
   workflow?: string;
   env?: { [name: string]: string };
+  /** human only: who is asked to answer (shown in the inbox). */
+  assignee?: string;
 };
 
 export declare function agentAdapter(spec: AgentSpec): AdapterFn;
@@ -200,6 +203,14 @@ export declare function execAdapter(options: {
   timeout?: number;
   env?: { [name: string]: string };
 }): AdapterFn;
+/**
+ * A person answers: the role's prompt is the question and its schema the
+ * form of the answer. The thread waits (status "waiting") until someone
+ * answers from the dashboard, the API or `thread answer`. When the timeout
+ * ("24h", or milliseconds) passes, the thread takes the role's FALLBACK
+ * transition with meta { timedOut: true }, or fails without one.
+ */
+export declare function humanAdapter(options?: { assignee?: string; timeout?: number | string }): AdapterFn;
 
 /** An agent function returns text; createAgentAdapter stores it and extracts the meta. */
 export type AgentFn<Opt> = (ctx: ThreadContext, options: Opt) => Promise<string>;
