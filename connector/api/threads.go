@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,6 +167,10 @@ var validStatuses = []threads.Status{
 	threads.StatusFailed, threads.StatusKilled, threads.StatusInterrupted,
 	threads.StatusDamaged,
 }
+
+// ThreadStatuses are the statuses a thread can be listed with, in the
+// order a person reads them.
+func ThreadStatuses() []threads.Status { return slices.Clone(validStatuses) }
 
 // checkThreadRef answers 400 for an id threads.CheckRef refuses.
 func checkThreadRef(id string) error {

@@ -34,6 +34,7 @@ func (a *app) threadCmd() *cobra.Command {
 		a.liveCmd("live"),
 		a.controlCmd("pause", "Pause a running thread", false, (*host.Client).Pause),
 		a.controlCmd("resume", "Resume a paused or interrupted thread", true, (*host.Client).Resume),
+		a.threadAnswerCmd(),
 	)
 }
 

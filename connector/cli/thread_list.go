@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +43,9 @@ type threadRow struct {
 func (a *app) threadListCmd() *cobra.Command {
 	var lf listFlags
 	var of outputFlag
+	var status string
 	cmd := &cobra.Command{
-		Use:   "list [name]",
+		Use:   "list [name] [--status S]",
 		Short: "List threads, optionally filtered by workflow name",
 		Long: `Threads newest first (by when they started): id, workflow, status, age (since the
 start) and duration (start to end, or to now while running). -o wide adds when
@@ -58,6 +60,9 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
 				return err
+			}
+			if status != "" && !slices.Contains(api.ThreadStatuses(), threads.Status(status)) {
+				return fmt.Errorf("--status %q is not a thread status (one of %s)", status, statusNames())
 			}
 			if err := of.apply(&lf, true, a.out()); err != nil {
 				return err
@@ -79,6 +84,25 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 			} else if recs, damaged, err = threads.ListTolerant(l); err != nil {
 				return err
 			}
+			if status != "" {
+				// Only threads of that status: every thread's status is read
+				// (its damage said once, here), then the page is cut.
+				all := newestFirst(store, recs)
+				damaged = append(damaged, fillStatuses(store, all, runningThreads(l))...)
+				recs = recs[:0]
+				for _, r := range all {
+					if string(r.Status) == status {
+						recs = append(recs, r.rec)
+					}
+				}
+			}
+			refill := func(rows []threadRow) []*threads.DamageError {
+				d := fillStatuses(store, rows, runningThreads(l))
+				if status != "" {
+					return nil // said above
+				}
+				return d
+			}
 			if of.lines {
 				shown := api.Window(originalThreadOrder(recs), lf.offset, lf.limit)
 				// The original's lines carry no status, but a head or start
@@ -88,7 +112,7 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 				for i, r := range shown {
 					rows[i].rec = r
 				}
-				damaged = append(damaged, fillStatuses(store, rows, runningThreads(l))...)
+				damaged = append(damaged, refill(rows)...)
 				if err := writeThreadLines(a.out(), store, shown); err != nil {
 					return err
 				}
@@ -98,7 +122,7 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 			rows = api.Window(rows, lf.offset, lf.limit)
 			// A status costs a read of the thread's head, so only the
 			// threads shown get one.
-			damaged = append(damaged, fillStatuses(store, rows, runningThreads(l))...)
+			damaged = append(damaged, refill(rows)...)
 			names := reg.BundleNames()
 			for i := range rows {
 				rows[i].Workflow = optional(names[rows[i].BundleHash])
@@ -121,7 +145,17 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 	}
 	lf.register(cmd)
 	of.register(cmd, true)
+	cmd.Flags().StringVar(&status, "status", "", "only threads with this status ("+statusNames()+"); waiting lists the threads that wait for a person's answer")
 	return cmd
+}
+
+// statusNames lists the statuses --status takes.
+func statusNames() string {
+	var names []string
+	for _, s := range api.ThreadStatuses() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 // writeThreadTable prints rows as the table `thread list` shows people.
