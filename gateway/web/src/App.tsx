@@ -5,6 +5,9 @@ import { BundleView } from "./cas/BundleView";
 import { CasView } from "./cas/CasView";
 import { FleetGlance } from "./fleet/FleetGlance";
 import { GatewayBanner } from "./common/GatewayBanner";
+import { InboxLink } from "./inbox/InboxLink";
+import { InboxView } from "./inbox/InboxView";
+import { DeliveriesView } from "./notifications/DeliveriesView";
 import { endsSession, refusalMessage } from "./common/refusal";
 import { loadMachineList } from "./machines/machines";
 import { MachineScope } from "./machines/scope";
@@ -95,6 +98,8 @@ function Shell({ onOut }: { onOut: () => void }) {
   // One machine list for the sidebar and for the pages that ask whether their machine is known.
   const machines = useApi(loadMachineList, [], 5000);
   useEffect(() => setMenu(false), [route]);
+  // Who is online, as the machine list last said: the inbox count is asked again when it changes.
+  const fleet = (machines.data?.machines ?? []).map((m) => `${m.name}:${m.status}`).join(",");
   const logout = async () => {
     try {
       await gateway.logout();
@@ -112,7 +117,8 @@ function Shell({ onOut }: { onOut: () => void }) {
         <a className="brand" href={href.home()}>uncaged workflow</a>
         <a className="all-link" href={href.all()} aria-current={route.view === "all" || route.view === "home" ? "page" : undefined}>All machines</a>
         <a className="all-link fleet-link" href={href.fleet()} aria-current={route.view === "fleet" ? "page" : undefined}>Fleet</a>
-        <a className="all-link audit-link" href={href.audit()} aria-current={route.view === "audit" ? "page" : undefined}>Audit</a>
+        <InboxLink current={route.view === "inbox"} fleet={fleet} />
+        <a className="all-link audit-link" href={href.audit()} aria-current={route.view === "audit" || route.view === "notifications" ? "page" : undefined}>Audit</a>
         {machineName && (
           <nav className="tabs" aria-label="machine sections">
             <span className="crumb">{machineName}</span>
@@ -144,6 +150,10 @@ function Page({ route }: { route: Route }) {
       return <ThreadDetail key={`${route.machine}/${route.id}`} machine={route.machine} id={route.id} />;
     case "audit":
       return <AuditView />;
+    case "notifications":
+      return <DeliveriesView />;
+    case "inbox":
+      return <InboxView />;
     case "fleet":
       return <FleetGlance />;
     case "workflows":

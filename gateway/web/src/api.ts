@@ -44,9 +44,10 @@ export type WorkflowDetail = {
 /** WorkflowVersion is one version of a workflow, current or older, with its own descriptor. */
 export type WorkflowVersion = { name: string; hash: string; timestamp: number; current: boolean; descriptor: Descriptor | null; roleAgents?: RoleAgents };
 // "pausing": a pause was asked for while a role runs; the thread is
-// "paused" once that role has finished. "damaged": its head or start
-// cannot back a status (doctor says why).
-export type ThreadStatus = "running" | "pausing" | "paused" | "completed" | "failed" | "killed" | "interrupted" | "damaged";
+// "paused" once that role has finished. "waiting": it reached a role a
+// person plays and waits for that person's answer. "damaged": its head or
+// start cannot back a status (doctor says why).
+export type ThreadStatus = "running" | "waiting" | "pausing" | "paused" | "completed" | "failed" | "killed" | "interrupted" | "damaged";
 export type ThreadSummary = {
   threadId: string;
   workflow: string | null;
@@ -113,7 +114,98 @@ export type FleetThread = {
   cost?: number;
   online?: boolean;
   lastSeen?: string;
+  /** what the thread waits for, while its status is waiting (absent otherwise, and from an older gateway) */
+  waiting?: Waiting;
 };
+/**
+ * Waiting is what a waiting thread asks, as the fleet's change stream
+ * carries it: the role a person plays, the question (cut short), who is
+ * asked ("" when anyone may answer), since when, and until when.
+ */
+export type Waiting = { role: string; question: string; assignee: string; since: string; deadline?: string | null };
+/**
+ * InboxThread is one thread waiting for a person (GET /api/gateway/inbox),
+ * kept by the gateway after its machine goes offline (online: false).
+ */
+export type InboxThread = {
+  machine: string;
+  online: boolean;
+  threadId: string;
+  workflow: string;
+  role: string;
+  question: string;
+  assignee: string;
+  since: string;
+  deadline: string | null;
+};
+export type InboxQuery = { assignee?: string; limit: number; offset: number };
+/**
+ * JsonSchema is the part of a JSON Schema the answer form reads; anything
+ * else in it is the connector's to check.
+ */
+export type JsonSchema = {
+  type?: string | string[];
+  title?: string;
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  enum?: unknown[];
+  const?: unknown;
+  oneOf?: JsonSchema[];
+  anyOf?: JsonSchema[];
+  default?: unknown;
+  format?: string;
+  maxLength?: number;
+  minimum?: number;
+  maximum?: number;
+  [k: string]: unknown;
+};
+/**
+ * Question is what a waiting thread asks (GET .../threads/:id/question):
+ * the question (Markdown), the answer's form as a JSON Schema, and, once
+ * someone answered, who and when.
+ */
+export type Question = {
+  threadId: string;
+  workflow: string;
+  role: string;
+  question: string;
+  schema: JsonSchema;
+  assignee: string;
+  askedAt: string;
+  deadline: string | null;
+  questionHash: string;
+  answered: boolean;
+  answer?: unknown;
+  answeredBy?: string;
+  answeredAt?: string | null;
+};
+/** Answered is the connector's word that an answer was taken: by whom, when. */
+export type Answered = { threadId: string; answeredBy: string; answeredAt: string };
+/** FieldFault is one field an answer got wrong: its JSON Pointer ("" the whole answer) and why. */
+export type FieldFault = { path: string; message: string };
+/**
+ * Delivery is one webhook notification (GET /api/gateway/notifications):
+ * the thread it is about, the receiver (scheme and host only), and how its
+ * sending went.
+ */
+export type Delivery = {
+  id: number;
+  receiver: string;
+  machine: string;
+  thread: string;
+  workflow: string;
+  status: string;
+  updatedAt: string;
+  state: "pending" | "delivered" | "failed";
+  attempts: number;
+  lastCode?: number;
+  lastError?: string;
+  createdAt: string;
+  nextAt?: string;
+  finishedAt?: string;
+};
+export type DeliveryQuery = { state?: string; machine?: string; limit: number; offset: number };
 /** FleetQuery is a search over every machine's threads; empty fields do not filter. */
 export type FleetQuery = { machine?: string; workflow?: string; status?: string; q?: string; since?: string; until?: string; limit: number; offset: number };
 /** AuditEntry is one line of the gateway's audit log: who did what, never a credential. */
@@ -310,6 +402,10 @@ export const gateway = {
   threads: (q: FleetQuery) => api<{ threads: FleetThread[]; total: number; totalCapped?: boolean }>(`/api/gateway/threads?${query(q)}`),
   /** audit pages the audit log, newest first. */
   audit: (q: AuditQuery) => api<{ entries: AuditEntry[]; total: number }>(`/api/gateway/audit?${query(q)}`),
+  /** inbox lists the threads waiting for a person, on every machine, oldest wait first. */
+  inbox: (q: InboxQuery) => api<{ threads: InboxThread[]; total: number }>(`/api/gateway/inbox?${query(q)}`),
+  /** notifications pages the webhook notifications, newest first; enabled: receivers are configured. */
+  notifications: (q: DeliveryQuery) => api<{ notifications: Delivery[]; total: number; enabled: boolean }>(`/api/gateway/notifications?${query(q)}`),
   async login(token: string) {
     setToken(token);
     try {
@@ -347,6 +443,14 @@ export const machine = (m: string) => ({
   },
   thread: (id: string) => api<{ threadId: string; records: ThreadRecord[] }>(clientPath(m, `/threads/${seg(id)}`)),
   run: (workflow: string, prompt: string) => api<{ threadId: string }>(clientPath(m, "/threads"), { method: "POST", body: { workflow, prompt } }),
+  /** question is what a waiting thread asks (404 when it waits for nothing). */
+  question: (id: string) => api<Question>(clientPath(m, `/threads/${seg(id)}/question`)),
+  /**
+   * answer answers it; questionHash guards against answering a question
+   * that was replaced meanwhile (409, as when someone else answered first).
+   */
+  answer: (id: string, answer: Record<string, unknown>, questionHash?: string) =>
+    api<Answered>(clientPath(m, `/threads/${seg(id)}/answer`), { method: "POST", body: questionHash ? { answer, questionHash } : { answer } }),
   act: (id: string, verb: "kill" | "pause" | "resume") => api<{ ok: boolean }>(clientPath(m, `/threads/${seg(id)}/${verb}`), { method: "POST", body: {} }),
   fork: (id: string, fromRole?: string) =>
     api<{ threadId: string }>(clientPath(m, `/threads/${seg(id)}/fork`), { method: "POST", body: fromRole ? { fromRole } : {} }),
@@ -609,3 +713,14 @@ export function duration(ms: number): string {
 export const fmtTime = (t: string | number | undefined) => (t ? new Date(t).toLocaleString() : "–");
 export const HASH_RE = /\b[0-9A-HJKMNP-TV-Z]{13}\b/g;
 export const TERMINAL: ThreadStatus[] = ["completed", "failed", "killed"];
+
+/**
+ * until says how far off a deadline is, or by how much it passed
+ * ("in 3 h", "2 min overdue").
+ */
+export function until(ms: number, now = Date.now()): string {
+  const d = ms - now;
+  const s = Math.round(Math.abs(d) / 1000);
+  const span = s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min` : s < 86400 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} d`;
+  return d >= 0 ? `in ${span}` : `${span} overdue`;
+}

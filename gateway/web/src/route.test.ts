@@ -6,6 +6,10 @@ describe("hash routes", () => {
     expect(parseHash("")).toEqual({ view: "home" });
     expect(parseHash(href.all())).toEqual({ view: "all" });
     expect(parseHash(href.audit())).toEqual({ view: "audit" });
+    expect(parseHash(href.inbox())).toEqual({ view: "inbox" });
+    expect(parseHash("#/inbox?assignee=bob&offset=50")).toEqual({ view: "inbox" });
+    expect(parseHash(href.notifications())).toEqual({ view: "notifications" });
+    expect(parseHash("#/inbox/x").view).toBe("notfound");
     expect(parseHash("#/threads?q=fix+bug&machine=m")).toEqual({ view: "all" });
     expect(parseHash("#/?q=x")).toEqual({ view: "home" });
     expect(hashQuery("#/threads?q=fix+bug&offset=50").get("q")).toBe("fix bug");

@@ -4,6 +4,8 @@ import { useEffect, useRef, useState } from "react";
 //   #/                               all machines' threads (the landing page)
 //   #/threads[?q=&machine=&...]      the same, with a search (see FleetThreads)
 //   #/audit                          the gateway's audit log
+//   #/notifications[?state=&offset=] the webhook notifications it sent (see DeliveriesView)
+//   #/inbox[?assignee=&offset=]      every thread waiting for a person's answer (see InboxView)
 //   #/fleet[?by=workflow&days=30]    the fleet at a glance (see FleetGlance)
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
@@ -15,6 +17,8 @@ export type Route =
   | { view: "home" }
   | { view: "all" }
   | { view: "audit" }
+  | { view: "notifications" }
+  | { view: "inbox" }
   | { view: "fleet" }
   | { view: "threads"; machine: string }
   | { view: "thread"; machine: string; id: string }
@@ -37,6 +41,8 @@ export function parseHash(hash: string): Route {
   if (parts.length === 0) return { view: "home" };
   if (parts.length === 1 && parts[0] === "threads") return { view: "all" };
   if (parts.length === 1 && parts[0] === "audit") return { view: "audit" };
+  if (parts.length === 1 && parts[0] === "notifications") return { view: "notifications" };
+  if (parts.length === 1 && parts[0] === "inbox") return { view: "inbox" };
   if (parts.length === 1 && parts[0] === "fleet") return { view: "fleet" };
   if (parts[0] !== "m" || !parts[1]) return { view: "notfound", path };
   const machine = parts[1];
@@ -55,6 +61,8 @@ export const href = {
   home: () => "#/",
   all: () => "#/threads",
   audit: () => "#/audit",
+  notifications: () => "#/notifications",
+  inbox: () => "#/inbox",
   fleet: () => "#/fleet",
   threads: (m: string) => `#/m/${e(m)}/threads`,
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,

@@ -9,7 +9,7 @@ import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import "./audit.css";
 
 /** ACTIONS are the actions the gateway records, for the filter. */
-export const ACTIONS = ["start", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "other"];
+export const ACTIONS = ["start", "answer", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "other"];
 /** AUDIT_PAGE is how many entries a page shows. */
 export const AUDIT_PAGE = 50;
 
@@ -77,7 +77,10 @@ export function AuditView() {
   return (
     <section aria-labelledby="audit-title" data-testid="audit">
       <div className="row between wrap">
-        <h1 id="audit-title">Audit log</h1>
+        <div className="row wrap">
+          <h1 id="audit-title">Audit log</h1>
+          <a className="small" href={href.notifications()} data-testid="notifications-link">Webhook notifications →</a>
+        </div>
         <div className="row wrap filters">
           <label className="inline">
             Action{" "}

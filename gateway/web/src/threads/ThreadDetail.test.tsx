@@ -185,6 +185,39 @@ describe("ThreadDetail", () => {
     await vi.waitFor(() => expect(f.mock.calls.some(([u, i]) => String(u).endsWith("/threads/T/resume") && (i as RequestInit).method === "POST")).toBe(true));
   });
 
+  it("shows what a waiting thread asks and takes the answer, then says who answered", async () => {
+    const q = {
+      threadId: "T", workflow: "review", role: "approver", question: "Ship it?", assignee: "", askedAt: new Date(T0 + 1000).toISOString(), deadline: null,
+      questionHash: "QH", answered: false, schema: { type: "object", properties: { ok: { enum: ["yes", "no"] } } },
+    };
+    let status = "waiting";
+    const f = stubFetch([
+      ["/api/clients/laptop/threads/T/question", () => json(200, q)],
+      ["/api/clients/laptop/threads/T/answer", () => {
+        status = "running";
+        return json(200, { threadId: "T", answeredBy: "me via gateway", answeredAt: "2026-03-01T11:00:00Z" });
+      }],
+      ["/api/clients/laptop/threads/T", () => json(200, { threadId: "T", records: [start({ status }), role("a", 1000, "A000000000000")] })],
+    ]);
+    render(<ThreadDetail machine="laptop" id="T" />);
+    const panel = await screen.findByTestId("question");
+    const badge = document.querySelector<HTMLElement>("#thread-title .badge")!;
+    expect(badge.className).toContain("st-waiting");
+    expect((await within(panel).findByTestId("question-assignee")).textContent).toBe("anyone");
+    expect(within(panel).getByTestId("question-text").textContent).toBe("Ship it?");
+    // The person's step is the one at work: on the timeline, running; Kill is offered, Pause not.
+    expect(document.querySelector(".tl-row.running")).toBeTruthy();
+    expect(screen.getByTestId("kill")).toBeTruthy();
+    expect(screen.queryByTestId("pause")).toBeNull();
+    fireEvent.click(await within(panel).findByText("yes"));
+    // The thread is read again: it runs on, and the page still says who answered.
+    await vi.waitFor(() => expect(document.querySelector("#thread-title .badge")!.textContent).toBe("running"));
+    expect(screen.queryByTestId("question")).toBeNull();
+    expect(screen.getByTestId("answered").textContent).toMatch(/^Answered by me via gateway/);
+    const post = f.mock.calls.find(([u]) => String(u).endsWith("/answer"))!;
+    expect(JSON.parse(String((post[1] as RequestInit).body))).toEqual({ answer: { ok: "yes" }, questionHash: "QH" });
+  });
+
   it("draws each paused span as its own grey line, out of the steps' durations", async () => {
     open([start({ status: "completed" }), role("a", 1000, "A000000000000"), role("b", 8000, "B000000000000")]);
     await screen.findAllByTestId("step-duration");

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from "react";
 import Markdown from "react-markdown";
-import { ApiError, duration, fmtTime, FleetThread, isOffline, machine, TERMINAL, ThreadRecord, useApi, useLive } from "../api";
+import { Answered, ApiError, duration, fmtTime, FleetThread, isOffline, machine, TERMINAL, ThreadRecord, useApi, useLive } from "../api";
+import { ANSWER_OFFLINE, AnsweredNote, OfflineQuestion, QuestionPanel } from "../answer/QuestionPanel";
 import { ActionButton } from "../common/ActionButton";
 import { ConfirmButton } from "../common/ConfirmButton";
 import { ErrorBox } from "../common/ErrorBox";
@@ -70,6 +71,8 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
     if (live.done) snap.reload();
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [live.done]);
+  // Our answer, once taken: said on after the thread stops waiting (the panel goes then).
+  const [answered, setAnswered] = useState<Answered | null>(null);
   const act = async (verb: "pause" | "resume" | "kill") => {
     await api.act(id, verb);
     if (verb === "resume") setGen((g) => g + 1);
@@ -81,7 +84,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   };
   const log = useMemo(() => live.info.map(parseLogLine), [live.info]);
   // The clock moves a running step's bar, and a paused span that is still open.
-  const now = useNow(status === "running" || status === "pausing" || status === "paused");
+  const now = useNow(status === "running" || status === "waiting" || status === "pausing" || status === "paused");
   const timings = useMemo(() => stepTimings(records, status, log, now), [records, status, log, now]);
   const paused = useMemo(() => pausedSpans(records, status, log, now), [records, status, log, now]);
   const current = useStepParam();
@@ -107,7 +110,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
           )}
           {/* Resume of a pausing thread cancels the pause it waits for. */}
           {!offline && (status === "pausing" || status === "paused" || status === "interrupted") && <ActionButton testid="resume" label="Resume" busyLabel="Resuming…" action={() => act("resume")} />}
-          {!offline && (status === "running" || status === "pausing" || status === "paused" || status === "interrupted") && (
+          {!offline && (status === "running" || status === "waiting" || status === "pausing" || status === "paused" || status === "interrupted") && (
             <ConfirmButton testid="kill" className="danger" label="Kill" question="Kill this thread? It ends with return code 130." action={() => act("kill")} />
           )}
         </div>
@@ -122,6 +125,18 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
       {offline && !snap.data && known.loading && !known.data && <Loading what="the last-known state" />}
       {snap.error && !snap.data && !offline && <ErrorBox error={snap.error} retry={snap.reload} />}
       {!snap.data && !live.records.length && snap.loading && <Loading what="thread" />}
+      {status === "waiting" && !offline && (
+        <QuestionPanel
+          machine={m}
+          id={id}
+          onAnswered={(a) => {
+            setAnswered(a);
+            snap.reload();
+          }}
+        />
+      )}
+      {status === "waiting" && offline && known.data?.waiting && <OfflineQuestion {...known.data.waiting} why={ANSWER_OFFLINE} />}
+      {status !== "waiting" && answered && <AnsweredNote by={answered.answeredBy} at={answered.answeredAt} />}
       {usage && <p className="usage" data-testid="thread-usage-total">This thread's model usage: <b>{usageText(usage)}</b></p>}
       {start?.type === "thread-start" && start.workflow !== "unknown" && (
         <ThreadGraph

@@ -34,8 +34,10 @@ function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
   if (q.error) return <ErrorBox error={q.error} retry={q.reload} />;
   if (!q.data) return <Loading what="the graph" />;
   if (!d) return <p className="muted">The version this thread ran has no descriptor.</p>;
-  // A pausing thread's role is still at work: it is not waiting yet.
-  const running = status === "running" || status === "pausing";
+  // A pausing thread's role is still at work: it is not waiting yet. A
+  // thread waiting for a person's answer is at work too, at that person's role.
+  const asking = status === "waiting";
+  const running = status === "running" || status === "pausing" || asking;
   const waiting = !running;
   return (
     <>
@@ -53,7 +55,7 @@ function ThreadGraphBody({ m, workflow, bundleHash, records, status }: Props) {
         {path.current ? (
           <>
             {" "}· <span className="legend-active" aria-hidden="true" /> <span data-testid="graph-current">{path.current}</span>
-            {waiting ? " runs when the thread is resumed" : " is running now"}
+            {waiting ? " runs when the thread is resumed" : asking ? " waits for a person's answer" : " is running now"}
           </>
         ) : null}
       </p>

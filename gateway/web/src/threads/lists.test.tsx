@@ -1,9 +1,9 @@
-import { act, cleanup, render, screen } from "@testing-library/react";
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { setToken } from "../api";
 import { App } from "../App";
 import { resetReach } from "../reach";
-import { FakeEventSource, json, stubFetch } from "../testutil/fetch";
+import { FakeEventSource, json, params, stubFetch } from "../testutil/fetch";
 import { AllThreads } from "./FleetThreads";
 import { ThreadList } from "./ThreadList";
 
@@ -67,6 +67,23 @@ describe("a machine's thread list", () => {
     expect([...document.querySelectorAll('select[aria-label="status filter"] option')].map((o) => o.textContent)).toContain("pausing");
     expect(document.querySelector('tr[data-thread="S1"] .badge')!.className).toContain("st-pausing");
     await act(async () => {});
+  });
+
+  it("offers waiting among the statuses it filters by, with its own badge", async () => {
+    const f = stubFetch([
+      ["/api/clients/laptop/threads", () => json(200, { threads: [summary("W1", { status: "waiting" })], total: 1 })],
+      ["/api/clients/laptop/workflows", () => json(200, { workflows: [] })],
+    ]);
+    render(<ThreadList machine="laptop" />);
+    await screen.findByText("W1");
+    const options = [...document.querySelectorAll('select[aria-label="status filter"] option')].map((o) => o.textContent);
+    expect(options.slice(0, 3)).toEqual(["all", "running", "waiting"]);
+    const badge = document.querySelector<HTMLElement>('tr[data-thread="W1"] .badge')!;
+    expect(badge.className).toContain("st-waiting");
+    expect(badge.title).toMatch(/a person's answer/);
+    fireEvent.change(screen.getByLabelText("status filter"), { target: { value: "waiting" } });
+    await act(async () => {});
+    expect(params(f, "/api/clients/laptop/threads").status).toBe("waiting");
   });
 });
 

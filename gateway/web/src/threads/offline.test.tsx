@@ -71,6 +71,24 @@ describe("an offline machine's threads", () => {
     expect(screen.queryByText(/Something went wrong/)).toBeNull();
   });
 
+  it("shows what a waiting thread asked, as last seen, and no form to answer while its machine is offline", async () => {
+    const f = stubFetch([
+      ["/api/clients/ci-box/", () => offlineError.clone()],
+      ["/api/gateway/threads", () => json(200, {
+        threads: [{ machine: "ci-box", threadId: "T8", workflow: "review", status: "waiting", startedAt: "2026-01-01T10:00:00Z", updatedAt: "2026-01-01T10:05:00Z", online: false, lastSeen: seen,
+          waiting: { role: "approver", question: "Ship **it**?", assignee: "alice", since: "2026-01-01T10:05:00Z" } }],
+        total: 1,
+      })],
+    ]);
+    render(<ThreadDetail machine="ci-box" id="T8" />);
+    const panel = await screen.findByTestId("question");
+    expect(panel.querySelector("strong")!.textContent).toBe("it");
+    expect(screen.getByTestId("question-assignee").textContent).toBe("alice");
+    expect(screen.getByTestId("answer-off").textContent).toMatch(/offline/);
+    expect((screen.getByTestId("answer-submit") as HTMLButtonElement).disabled).toBe(true);
+    expect(urls(f).some((u) => u.endsWith("/question"))).toBe(false);
+  });
+
   it("says so when the gateway does not know the thread", async () => {
     stubFetch([
       ["/api/clients/ci-box/", () => offlineError.clone()],

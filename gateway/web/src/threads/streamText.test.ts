@@ -17,6 +17,7 @@ describe("streamText", () => {
   it("says why an unfinished thread's stream stopped", () => {
     expect(streamText(done("not-running"), [], "interrupted")).toMatch(/interrupted/);
     expect(streamText(done("not-running"), [], "paused")).toMatch(/paused/);
+    expect(streamText(done("not-running"), [], "waiting")).toBe("Stream ended: the thread waits for a person's answer.");
     expect(streamText(done("not-running"), [], undefined)).toBe("Stream ended: nothing runs this thread now.");
     expect(streamText(done("something-new"), [], undefined)).toBe("Stream ended (something-new).");
   });

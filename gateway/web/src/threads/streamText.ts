@@ -29,6 +29,7 @@ export function streamText(s: { done: string | null; connected: boolean; error: 
     return "Stream ended: this thread's head or start is missing or damaged in its machine's store, so its status cannot be known; `uncaged-workflow doctor` on that machine says what is wrong.";
   }
   if (s.done === "not-running") {
+    if (status === "waiting") return "Stream ended: the thread waits for a person's answer.";
     if (status === "paused") return "Stream ended: the thread is paused; Resume continues it.";
     if (status === "interrupted") return "Stream ended: nothing runs this thread now (interrupted); Resume starts it again.";
     return "Stream ended: nothing runs this thread now.";

@@ -57,7 +57,7 @@ export type SortDir = "asc" | "desc";
 export type Sort = { key: SortKey; dir: SortDir };
 
 // Live threads first, then the ones that need a look, then the finished ones.
-const STATUS_ORDER = ["running", "pausing", "paused", "interrupted", "damaged", "failed", "killed", "completed"];
+const STATUS_ORDER = ["running", "waiting", "pausing", "paused", "interrupted", "damaged", "failed", "killed", "completed"];
 
 const time = (s: string) => {
   const t = Date.parse(s);
@@ -72,7 +72,7 @@ const time = (s: string) => {
 export function threadDuration(t: ThreadSummary & { offline?: boolean; durationMs?: number }, now = Date.now()): number {
   if (t.offline && typeof t.durationMs === "number") return t.durationMs;
   const start = time(t.startedAt);
-  const end = t.status === "running" ? now : time(t.updatedAt);
+  const end = t.status === "running" || t.status === "waiting" ? now : time(t.updatedAt);
   return end - start;
 }
 

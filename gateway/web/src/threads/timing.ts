@@ -120,6 +120,7 @@ function roleAtWork(log: LogLine[], from: number, to: number): string {
  * stepTimings works out when each step ran. A step that started before the
  * thread (a fork's replayed steps) is marked replayed, with its original
  * times. While the thread runs (status running or pausing, no result yet),
+ * or waits for a person's answer (that person's step is the one at work),
  * one more step is open: from the last record to now, its role what the
  * debug log says ("" when it says nothing). A thread a kill or a failure
  * ended in the middle of a step has that step too, up to its result,
@@ -148,7 +149,7 @@ export function stepTimings(records: ThreadRecord[], status: ThreadStatus | unde
     prev = r.timestamp;
   });
   const result = records.find((r) => r.type === "workflow-result");
-  if ((status === "running" || status === "pausing") && !result && began > 0) {
+  if ((status === "running" || status === "pausing" || status === "waiting") && !result && began > 0) {
     // Up to now, or to the last log line if the page's clock has not caught up with it.
     const s = step(prev, Math.max(prev, now, ...timed(log).map((l) => l.time)));
     out.push({ step: out.length + 1, role: roleAtWork(log, s.from, s.to), ...s, running: true, replayed: false });

@@ -48,6 +48,10 @@ describe("threadPath", () => {
     expect(threadPath(loop, [w, rejected], "killed").current).toBeNull();
   });
 
+  it("rings the role a person plays while the thread waits for their answer, the edge there taken", () => {
+    expect(threadPath(loop, [w], "waiting")).toEqual({ taken: [0, 1], current: "reviewer" });
+  });
+
   it("tells two edges between the same roles apart by the status", () => {
     const g = [edge(START, "a"), edge("a", "b"), edge("b", "a", "rejected"), edge("b", "a")];
     expect(threadPath(g, [{ role: "a" }, { role: "b", status: "rejected" }, { role: "a" }], "killed").taken).toEqual([0, 1, 2]);

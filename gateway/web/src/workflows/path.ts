@@ -94,12 +94,14 @@ export function threadPath(edges: Edge[], steps: PathStep[], status: ThreadStatu
   if (status === "completed" && at !== START) {
     const i = chooseEdge(edges, at, atStatus, END);
     if (i >= 0) taken.push(i);
-  } else if (status === "running" || status === "pausing" || status === "paused" || status === "interrupted") {
+  } else if (status === "running" || status === "waiting" || status === "pausing" || status === "paused" || status === "interrupted") {
     const i = chooseEdge(edges, at, atStatus);
     if (i >= 0 && edges[i].to !== END) {
       current = edges[i].to;
-      // A running thread (a pausing one too: its role finishes first) is at that role now: the edge there is part of its path.
-      if (status === "running" || status === "pausing") taken.push(i);
+      // A running thread (a pausing one too: its role finishes first; a
+      // waiting one: a person plays that role) is at that role now: the
+      // edge there is part of its path.
+      if (status === "running" || status === "pausing" || status === "waiting") taken.push(i);
     }
   }
   return { taken, current };
