@@ -327,12 +327,12 @@ func setupFakeProvider(t *testing.T, root string, f *fakeModel) {
 // the model was sent, and what the debug log shows.
 func checkPlanCodeReviewRun(t *testing.T, root, id, workspace string, f *fakeModel) {
 	t.Helper()
-	s := finished(t, root, id)
-	if s.Status != "completed" || s.Result.ReturnCode != 0 || roles(s) != "planner,coder,reviewer,coder,reviewer" {
+	s := finishedApproving(t, root, id)
+	if s.Status != "completed" || s.Result.ReturnCode != 0 || roles(s) != "planner,approve,coder,reviewer,coder,reviewer" {
 		t.Fatalf("thread = %+v (roles %s)", s, roles(s))
 	}
-	if !strings.Contains(s.Steps[0].Content, `"status":"planned"`) || !strings.Contains(s.Steps[2].Content, `"status":"rejected"`) ||
-		s.Steps[4].Content != `{"status":"approved","issues":[]}` {
+	if !strings.Contains(s.Steps[0].Content, `"status":"planned"`) || s.Steps[1].Content != `{"status":"approved"}` ||
+		!strings.Contains(s.Steps[3].Content, `"status":"rejected"`) || s.Steps[5].Content != `{"status":"approved","issues":[]}` {
 		t.Errorf("step contents: %+v", s.Steps)
 	}
 	if got, err := os.ReadFile(filepath.Join(workspace, greetingFile)); err != nil || string(got) != finalGreeting {
@@ -370,6 +370,27 @@ func checkPlanCodeReviewRun(t *testing.T, root, id, workspace string, f *fakeMod
 	if strings.Contains(live.stdout, fakeAPIKey) {
 		t.Errorf("live --debug shows the API key:\n%s", live.stdout)
 	}
+}
+
+// finishedApproving is finished for plan-code-review, whose plan a person
+// approves: each time the thread waits for that, it is approved from the
+// command line, as its user would.
+func finishedApproving(t *testing.T, root, id string) shown {
+	t.Helper()
+	var s shown
+	testkit.WaitFor(t, "thread "+id+" to finish", func() error {
+		s = show(t, root, id)
+		if s.Result != nil {
+			return nil
+		}
+		if s.Status == "waiting" {
+			if r := run(t, root, "thread", "answer", id, "--json", `{"status":"approved"}`); r.code != 0 && !strings.Contains(r.stderr, "already answered") {
+				t.Fatalf("thread answer: %+v", r)
+			}
+		}
+		return fmt.Errorf("thread %s still %s, steps so far: %q", id, s.Status, roles(s))
+	})
+	return s
 }
 
 // planCodeReviewBundleRoot is an engine root set up with a provider for a
@@ -440,8 +461,8 @@ func TestPlanCodeReviewBundleRouting(t *testing.T) {
 		!strings.Contains(aborted.Steps[0].Content, `"status":"aborted"`) {
 		t.Errorf("aborted plan: thread = %+v", aborted)
 	}
-	looped := finished(t, root, startEnv(t, root, workspaceEnv, "plan-code-review", "--prompt", "Write a greeting that is never good enough."))
-	if want := "planner,coder,reviewer,coder,reviewer,coder,reviewer"; roles(looped) != want || looped.Status != "completed" || looped.Result.ReturnCode != 0 {
+	looped := finishedApproving(t, root, startEnv(t, root, workspaceEnv, "plan-code-review", "--prompt", "Write a greeting that is never good enough."))
+	if want := "planner,approve,coder,reviewer,coder,reviewer,coder,reviewer"; roles(looped) != want || looped.Status != "completed" || looped.Result.ReturnCode != 0 {
 		t.Errorf("endless rejections: roles %s, thread = %+v; want %s", roles(looped), looped, want)
 	}
 	// Three attempts: the first writes the greeting, each later one adds a
@@ -493,9 +514,9 @@ func TestPlanCodeReviewYAMLWithAFakeModel(t *testing.T) {
 	checkKeyNotStored(t, root)
 
 	// The graph cannot count: the reviewer ends the loop by abandoning.
-	hopeless := finished(t, root, start(t, root, "plan-code-review-yaml", "--prompt", "Write a hopeless greeting."))
-	if want := "planner,coder,reviewer,coder,reviewer,coder,reviewer"; roles(hopeless) != want || hopeless.Status != "completed" ||
-		!strings.Contains(hopeless.Steps[6].Content, `"status":"abandoned"`) {
+	hopeless := finishedApproving(t, root, start(t, root, "plan-code-review-yaml", "--prompt", "Write a hopeless greeting."))
+	if want := "planner,approve,coder,reviewer,coder,reviewer,coder,reviewer"; roles(hopeless) != want || hopeless.Status != "completed" ||
+		!strings.Contains(hopeless.Steps[7].Content, `"status":"abandoned"`) {
 		t.Errorf("abandoned review: roles %s, thread = %+v; want %s ending abandoned", roles(hopeless), hopeless, want)
 	}
 }
@@ -521,7 +542,7 @@ func descriptorRoles(t *testing.T, root, hash string) map[string]any {
 	var d struct {
 		Roles map[string]any `yaml:"roles"`
 	}
-	if err := yaml.Unmarshal(b, &d); err != nil || len(d.Roles) != 3 {
+	if err := yaml.Unmarshal(b, &d); err != nil || len(d.Roles) != 4 {
 		t.Fatalf("descriptor %s: %v\n%s", hash, err, b)
 	}
 	return d.Roles

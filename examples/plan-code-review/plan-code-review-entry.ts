@@ -1,8 +1,10 @@
-// plan-code-review: a planner breaks the task into phases, a coder
-// implements them in a workspace with file and shell tools, a reviewer
-// approves the work or sends it back (at most three attempts). All three
-// roles are OpenAI-compatible models configured in workflow.yaml
-// (`uncaged-workflow setup`); see README.md.
+// plan-code-review: a planner breaks the task into phases, a person
+// approves the plan (or sends it back with feedback), a coder implements it
+// in a workspace with file and shell tools, a reviewer approves the work or
+// sends it back (at most three attempts). The planner, coder and reviewer
+// are OpenAI-compatible models configured in workflow.yaml
+// (`uncaged-workflow setup`); the approver is a person, who answers from
+// the dashboard or `uncaged-workflow thread answer`. See README.md.
 //
 // This is the readable source. `uncaged-workflow build` turns it into
 // plan-code-review.esm.js, the bundle `workflow add` registers;
@@ -12,7 +14,7 @@
 // the task, $WORKFLOW_WORKSPACE as the engine host sees it, or a directory
 // per thread under the system's temporary directory. It is created when the
 // coder first runs.
-import { buildDescriptor, createWorkflow, END, FALLBACK, llmAdapter, reactAdapter, START } from "@uncaged/workflow-runtime";
+import { buildDescriptor, createWorkflow, END, FALLBACK, humanAdapter, llmAdapter, reactAdapter, START } from "@uncaged/workflow-runtime";
 import type {
   AdapterFn,
   ModeratorCondition,
@@ -59,6 +61,17 @@ const plannerSchema = {
   ],
 } as const;
 
+const approveSchema = {
+  type: "object",
+  description: "Your decision on the plan.",
+  properties: {
+    status: { enum: ["approved", "rejected"] },
+    feedback: { type: "string", description: "What the planner should change (when rejecting)" },
+  },
+  required: ["status"],
+  additionalProperties: false,
+} as const;
+
 const coderSchema = {
   type: "object",
   description: "Submit your work: the files you changed (paths relative to the workspace) and a summary.",
@@ -85,6 +98,7 @@ export type PlanCodeReviewMeta = {
   planner:
     | { status: "planned"; phases: { title: string; detail: string }[] }
     | { status: "aborted"; reason: string };
+  approve: { status: "approved" | "rejected"; feedback?: string };
   coder: { filesChanged: string[]; summary: string };
   reviewer: { status: "approved" | "rejected" | "abandoned"; issues: string[] };
 };
@@ -98,8 +112,17 @@ const planner: RoleDefinition = {
     "Read the task and break it into a short ordered list of phases that a developer can implement one after another. Each phase has a title and a detail that says what to change and how to check it.",
     "Use one phase for a small change, two or three for a feature and at most five for a large piece of work.",
     'If the task is unclear, contradicts itself or cannot be done by editing files in a workspace, answer status "aborted" with the reason instead of guessing.',
+    "When the latest step is a rejected plan, revise the plan as its feedback asks.",
   ].join("\n"),
   schema: plannerSchema,
+};
+
+// A person plays this role: the thread waits until they answer.
+const approve: RoleDefinition = {
+  description: "A person approves the plan before any code is written",
+  systemPrompt:
+    "Read the planner's phases. Approve them to let the coder start, or reject them with feedback that tells the planner what to change.",
+  schema: approveSchema,
 };
 
 const coder: RoleDefinition = {
@@ -138,6 +161,18 @@ const plannerAborted: ModeratorCondition = {
   name: "plannerAborted",
   description: 'meta.status == "aborted"',
   check: (ctx) => lastMeta(ctx).status === "aborted",
+};
+
+const planApproved: ModeratorCondition = {
+  name: "planApproved",
+  description: 'meta.status == "approved"',
+  check: (ctx) => lastMeta(ctx).status === "approved",
+};
+
+const planRejected: ModeratorCondition = {
+  name: "planRejected",
+  description: 'meta.status == "rejected"',
+  check: (ctx) => lastMeta(ctx).status === "rejected",
 };
 
 const reviewApproved: ModeratorCondition = {
@@ -182,13 +217,20 @@ const coderAdapter: AdapterFn = <T>(prompt: string, schema: RoleSchema): RoleFn<
 };
 
 const definition: WorkflowDefinition = {
-  description: "Plan a change, implement it in a workspace with tools, and review it (up to three attempts).",
-  roles: { planner, coder, reviewer },
+  description: "Plan a change, have a person approve the plan, implement it in a workspace with tools, and review it (up to three attempts).",
+  roles: { planner, approve, coder, reviewer },
   table: {
     [START]: [{ condition: FALLBACK, role: "planner" }],
     planner: [
       { condition: plannerAborted, role: END },
-      { condition: FALLBACK, role: "coder" },
+      { condition: FALLBACK, role: "approve" },
+    ],
+    // Nobody answering within a day ends the thread before any code is
+    // written: the wait's timeout takes FALLBACK.
+    approve: [
+      { condition: planApproved, role: "coder" },
+      { condition: planRejected, role: "planner" },
+      { condition: FALLBACK, role: END },
     ],
     coder: [{ condition: FALLBACK, role: "reviewer" }],
     reviewer: [
@@ -207,6 +249,7 @@ export const run = createWorkflow(definition, {
   adapter: llmAdapter({ model: "default" }),
   overrides: {
     planner: llmAdapter({ model: "planner" }),
+    approve: humanAdapter({ timeout: "24h" }),
     coder: coderAdapter,
     reviewer: llmAdapter({ model: "reviewer" }),
   },
