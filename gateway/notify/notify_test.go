@@ -182,6 +182,34 @@ func TestSlackBody(t *testing.T) {
 	}
 }
 
+// A waiting thread's notification asks its question: in the JSON body's
+// question, and quoted in Slack's text under the hand.
+func TestWaitingBodyAsksTheQuestion(t *testing.T) {
+	n := sample
+	n.Status, n.Summary, n.Question = "waiting", "", "Ship <v2> to prod?\nSay yes or no."
+	b, err := notify.Body(notify.FormatJSON, "", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal(b, &p); err != nil || p.Event != "thread.waiting" || p.Question != n.Question || p.Summary != "" {
+		t.Fatalf("payload %s (%v)", b, err)
+	}
+	b, err = notify.Body(notify.FormatSlack, "", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Text string }
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{":raised_hand: *waiting*", "> Ship &lt;v2&gt; to prod?\n> Say yes or no."} {
+		if !strings.Contains(m.Text, want) {
+			t.Errorf("text %q lacks %q", m.Text, want)
+		}
+	}
+}
+
 func TestParseFormat(t *testing.T) {
 	for in, want := range map[string]notify.Format{"": notify.FormatJSON, "json": notify.FormatJSON, "Slack": notify.FormatSlack} {
 		if f, err := notify.ParseFormat(in); err != nil || f != want {

@@ -35,6 +35,7 @@ import (
 //
 //	POST   threads                      start      (target: the new thread's id)
 //	POST   threads/:id/kill|pause|resume kill, pause, resume
+//	POST   threads/:id/answer           answer     (a person's answer to a waiting thread)
 //	POST   threads/:id/fork             fork       (target: "id -> new id")
 //	POST   workflows/:name/rollback     rollback   (target: "name@hash")
 //	DELETE cas/:hash                    cas-delete
@@ -66,10 +67,13 @@ import (
 
 // Actions of the audit log.
 const (
-	ActionStart       = "start"
-	ActionKill        = "kill"
-	ActionPause       = "pause"
-	ActionResume      = "resume"
+	ActionStart  = "start"
+	ActionKill   = "kill"
+	ActionPause  = "pause"
+	ActionResume = "resume"
+	// ActionAnswer is a person's answer to a thread waiting for one
+	// (issue 29); its target is the thread.
+	ActionAnswer      = "answer"
 	ActionFork        = "fork"
 	ActionRollback    = "rollback"
 	ActionCASDelete   = "cas-delete"
@@ -96,7 +100,7 @@ const (
 )
 
 // auditActions are the actions GET /api/gateway/audit may filter on.
-var auditActions = []string{ActionStart, ActionKill, ActionPause, ActionResume, ActionFork, ActionRollback,
+var auditActions = []string{ActionStart, ActionKill, ActionPause, ActionResume, ActionAnswer, ActionFork, ActionRollback,
 	ActionCASDelete, ActionCASPut, ActionGC, ActionOther, ActionLogin, ActionLogout, ActionTokenCreate, ActionTokenRevoke,
 	ActionConnect, ActionReplace, ActionTakeover, ActionConnectRefused, ActionRegister, ActionUnregister, ActionRefused}
 
@@ -332,7 +336,7 @@ func proxiedAction(method, path string) (action, target string, readAnswer bool)
 		return ActionStart, "", true
 	case method == http.MethodPost && len(seg) == 3 && seg[0] == "threads":
 		switch seg[2] {
-		case ActionKill, ActionPause, ActionResume:
+		case ActionKill, ActionPause, ActionResume, ActionAnswer:
 			return seg[2], seg[1], false
 		case ActionFork:
 			return ActionFork, seg[1], true

@@ -456,3 +456,54 @@ func TestRunFlushesTheAuditLog(t *testing.T) {
 		t.Fatalf("kept token: %q %v", tok, err)
 	}
 }
+
+// A person's answer to a waiting thread is an entry of its own: action
+// answer, the machine, the thread, who answered and how it ended; the
+// log can be filtered on it.
+func TestAuditRecordsAnswer(t *testing.T) {
+	t.Parallel()
+	f, st := auditedFixture(t)
+	f.connector("laptop", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/T2/answer") {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"error":"already answered"}`)
+			return
+		}
+		fmt.Fprint(w, `{"threadId":"T1","answeredBy":"x via gateway","answeredAt":"2026-01-02T03:04:05Z"}`)
+	}))
+	tok, rec := record(t, f.auth, st, auth.RoleDashboard, "", time.Hour)
+	for _, c := range []struct {
+		path   string
+		status int
+	}{{"/api/clients/laptop/threads/T1/answer", 200}, {"/api/agents/laptop/threads/T2/answer", 409}} {
+		if resp, body := f.doFrom("POST", c.path, tok, "203.0.113.9", strings.NewReader(`{"answer":{"ok":true}}`)); resp.StatusCode != c.status {
+			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, body)
+		}
+	}
+	// Reading the question is no change.
+	if resp, _ := f.do("GET", "/api/clients/laptop/threads/T1/question", f.dash, nil); resp.StatusCode != 200 {
+		t.Fatalf("question: %d", resp.StatusCode)
+	}
+	f.waitAudit(3) // and the connection
+	p := f.audit("?action=" + ActionAnswer)
+	if p.Total != 2 {
+		t.Fatalf("answers: %+v", p.Entries)
+	}
+	for i, want := range []struct {
+		target string
+		status int
+	}{{"T2", 409}, {"T1", 200}} {
+		e := p.Entries[i]
+		if e.Action != ActionAnswer || e.Machine != "laptop" || e.Target != want.target || e.Status != want.status ||
+			e.TokenID != rec.ID || e.Actor != rec.Note || e.Source != "203.0.113.9" {
+			t.Errorf("entry %d: %+v", i, e)
+		}
+	}
+	if action, target, _ := proxiedAction("POST", "threads/T9/answer"); action != ActionAnswer || target != "T9" {
+		t.Errorf("proxiedAction: %s %s", action, target)
+	}
+	if action, _, _ := proxiedAction("GET", "threads/T9/question"); action != "" {
+		t.Errorf("reading a question is %q", action)
+	}
+}

@@ -440,6 +440,11 @@ func (fl *fleetMemory) decode(name string, data []byte) (store.Thread, bool) {
 		out.StartedAt = &started
 	}
 	out.Usage, out.Tokens, out.Cost = t.Usage, t.Tokens, t.Cost
+	if w := t.Waiting; w != nil {
+		// As sent: the store bounds it, and drops it beside a status
+		// other than waiting.
+		out.Waiting = &store.Waiting{Role: w.Role, Question: w.Question, Assignee: w.Assignee, Since: w.Since, Deadline: w.Deadline}
+	}
 	return out, true
 }
 

@@ -38,7 +38,7 @@ import (
 // needs the machine itself.
 
 // fleetStatuses are the thread statuses a search may filter on.
-var fleetStatuses = []string{"running", "pausing", "paused", "completed", "failed", "killed", "interrupted", "damaged"}
+var fleetStatuses = []string{"running", store.WaitingStatus, "pausing", "paused", "completed", "failed", "killed", "interrupted", "damaged"}
 
 // FleetThread is one thread in GET /api/gateway/threads.
 type FleetThread struct {
@@ -62,6 +62,30 @@ type FleetThread struct {
 	Online bool `json:"online"`
 	// LastSeen is when the gateway last heard from the machine.
 	LastSeen *string `json:"lastSeen"`
+	// Waiting is what the thread asks a person while its status is
+	// waiting; absent otherwise.
+	Waiting *FleetWaiting `json:"waiting,omitempty"`
+}
+
+// FleetWaiting is what a waiting thread asks, in FleetThread.
+type FleetWaiting struct {
+	Role     string  `json:"role"`
+	Question string  `json:"question"`
+	Assignee string  `json:"assignee"`
+	Since    string  `json:"since"`
+	Deadline *string `json:"deadline"`
+}
+
+// fleetWaiting is w in the API's shape; nil for nil.
+func fleetWaiting(w *store.Waiting) *FleetWaiting {
+	if w == nil {
+		return nil
+	}
+	out := &FleetWaiting{Role: w.Role, Question: w.Question, Assignee: w.Assignee, Since: isoTime(w.Since)}
+	if w.Deadline != nil {
+		out.Deadline = isoTimePtr(*w.Deadline)
+	}
+	return out
 }
 
 // FleetMachine is one machine in GET /api/gateway/machines.
@@ -270,7 +294,7 @@ func fleetThread(t store.Thread, online bool, lastSeen time.Time) FleetThread {
 		Machine: t.Machine, ThreadID: t.ID, Status: t.Status, Prompt: t.Prompt,
 		UpdatedAt: isoTime(t.UpdatedAt), DurationMs: t.Duration.Milliseconds(), Steps: t.Steps,
 		ReturnCode: t.ReturnCode, Summary: t.Summary, Usage: json.RawMessage(t.Usage),
-		Tokens: t.Tokens, Cost: t.Cost, Online: online, LastSeen: isoTimePtr(lastSeen),
+		Tokens: t.Tokens, Cost: t.Cost, Online: online, LastSeen: isoTimePtr(lastSeen), Waiting: fleetWaiting(t.Waiting),
 	}
 	if t.Workflow != "" {
 		out.Workflow = &t.Workflow
@@ -448,7 +472,7 @@ func (fl *fleetMemory) offlineThreads(c echo.Context, m store.Machine) error {
 	for _, t := range page.Threads {
 		ft := fleetThread(t, false, m.LastSeen)
 		source := "history"
-		if t.Status == "running" || t.Status == "pausing" || t.Status == "paused" || t.Status == "interrupted" {
+		if t.Status == "running" || t.Status == store.WaitingStatus || t.Status == "pausing" || t.Status == "paused" || t.Status == "interrupted" {
 			source = "active"
 		}
 		out.Threads = append(out.Threads, summary{

@@ -383,6 +383,7 @@ func (g *Gateway) routes() *echo.Echo {
 	dash.GET("/gateway/stats", fl.stats)
 	dash.GET("/gateway/audit", g.listAudit)
 	dash.GET("/gateway/notifications", g.listNotifications)
+	dash.GET("/gateway/inbox", fl.inbox) // inbox.go
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
@@ -456,6 +457,9 @@ func (g *Gateway) requireDashboard(next echo.HandlerFunc) echo.HandlerFunc {
 		p, err := g.opts.Auth.Verify(credential, auth.RoleDashboard, "")
 		if err != nil {
 			return g.refusal(err)
+		}
+		if _, _, proxied := splitProxied(r.URL.Path); proxied {
+			c.Set(userKey, userOf(p)) // for the connector (forward, user.go)
 		}
 		return g.whileValid(c, p, next)
 	}
@@ -627,6 +631,10 @@ func (g *Gateway) forward(c echo.Context) error {
 	// Its bytes are counted where it entered the cluster (instrument).
 	hopped := g.opts.Cluster != nil && c.Request().Header.Get(cluster.HopHeader) != ""
 	counted := !hopped
+	// Before the request leaves for the connector or for the replica
+	// holding it. A hop that does not verify is refused below
+	// (forwardInCluster) before anything is sent.
+	proxiedUser(c, hopped)
 	// A tunnel retired while this request looked (its connector moved to
 	// another replica, move.go) is looked past once: the connector is
 	// where the cluster now says. A request forwarded here already is

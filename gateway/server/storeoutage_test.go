@@ -255,6 +255,7 @@ func TestEveryRouteThatNeedsTheStoreAnswers503WhileItIsDown(t *testing.T) {
 		{"the fleet's search", "GET", "/api/gateway/threads?q=deploy", f.dash, "", nil},
 		{"the fleet's glance", "GET", "/api/gateway/stats?by=workflow", f.dash, "", nil},
 		{"the audit log", "GET", "/api/gateway/audit", f.dash, "", nil},
+		{"the inbox", "GET", "/api/gateway/inbox?assignee=ann", f.dash, "", nil},
 		{"an offline machine's remembered threads", "GET", "/api/clients/gone/threads", f.dash, "", nil},
 		{"an action on an offline machine", "POST", "/api/clients/gone/threads/T1/kill", f.dash, "", nil},
 		{"a machine nobody may remember", "GET", "/api/clients/nobody/threads", f.dash, "", nil},
@@ -305,7 +306,7 @@ func TestEveryRouteThatNeedsTheStoreAnswers503WhileItIsDown(t *testing.T) {
 		t.Errorf("%d WARN lines during the outage; it is one ERROR line:\n%s", n, f.logs.String())
 	}
 	_, metrics := f.do("GET", "/metrics", "", nil)
-	if !strings.Contains(metrics, fmt.Sprintf("uncaged_gateway_store_requests_refused_total %d\n", 11)) {
+	if !strings.Contains(metrics, fmt.Sprintf("uncaged_gateway_store_requests_refused_total %d\n", 12)) {
 		t.Errorf("refusals not counted:\n%s", metrics)
 	}
 	if n := f.lines("ERROR", "store outage: the database does not answer"); n != 1 {

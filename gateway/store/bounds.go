@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // What a connector reports is the connector's to choose, and a modified
@@ -53,6 +55,18 @@ const (
 	// may be: a time further ahead would stay at the top of every
 	// newest-first list.
 	MaxClockSkew = 24 * time.Hour
+	// MaxRoleBytes bounds the role a waiting thread names, and
+	// MaxAssigneeBytes whom it asks: names, not texts.
+	MaxRoleBytes     = 256
+	MaxAssigneeBytes = 256
+	// QuestionMaxRunes bounds a waiting thread's question, as the
+	// connector cuts it already: enough for an inbox line and a
+	// notification; the whole question is the connector's to answer.
+	QuestionMaxRunes = fleet.QuestionMaxRunes
+	// MaxDeadlineAhead is how far past the store's clock a wait's
+	// deadline may be: further is no deadline anyone waits for, and
+	// would leave both backends' time ranges.
+	MaxDeadlineAhead = 100 * 365 * 24 * time.Hour
 )
 
 // MinThreadTime is the earliest time a thread may have: before it, a
@@ -77,7 +91,11 @@ const threadRowOverhead = 256
 
 // threadBytes is what t counts against its machine's share.
 func threadBytes(t Thread) int64 {
-	return int64(threadRowOverhead + len(t.ID) + len(t.Workflow) + len(t.Status) + len(t.Prompt) + len(t.Summary) + len(t.Usage))
+	n := threadRowOverhead + len(t.ID) + len(t.Workflow) + len(t.Status) + len(t.Prompt) + len(t.Summary) + len(t.Usage)
+	if w := t.Waiting; w != nil {
+		n += len(w.Role) + len(w.Question) + len(w.Assignee)
+	}
+	return int64(n)
 }
 
 // CutMark ends a text the store cut to fit its bound.
@@ -97,6 +115,14 @@ const (
 	FieldReturnCode = "returnCode"
 	FieldStartedAt  = "startedAt"
 	FieldUpdatedAt  = "updatedAt"
+	// FieldWaiting counts a Waiting dropped because its thread's status
+	// is not waiting; the others its fields cut or corrected.
+	FieldWaiting         = "waiting"
+	FieldWaitingRole     = "waiting.role"
+	FieldWaitingQuestion = "waiting.question"
+	FieldWaitingAssignee = "waiting.assignee"
+	FieldWaitingSince    = "waiting.since"
+	FieldWaitingDeadline = "waiting.deadline"
 )
 
 // Reasons a thread is refused (ThreadRefusal.Reason).
@@ -258,7 +284,45 @@ func boundThread(t Thread, now time.Time, res *SyncResult) (Thread, bool) {
 		t.StartedAt = nil
 		res.cut(FieldStartedAt)
 	}
+	t.Waiting = boundWaiting(t, now, res)
 	return t, true
+}
+
+// boundWaiting is what the store keeps of t's Waiting (t's other fields
+// bounded already): nothing unless t waits — a Waiting beside another
+// status contradicts it, and is dropped and counted — else each field
+// within its bound. The caller's Waiting is not changed.
+func boundWaiting(t Thread, now time.Time, res *SyncResult) *Waiting {
+	if t.Waiting == nil {
+		return nil
+	}
+	if t.Status != WaitingStatus {
+		res.cut(FieldWaiting)
+		return nil
+	}
+	w := *t.Waiting
+	text := func(field string, s string, bound func(string) string) string {
+		out := bound(cleanText(s))
+		if out != s {
+			res.cut(field)
+		}
+		return out
+	}
+	w.Role = text(FieldWaitingRole, w.Role, func(s string) string { return cutBytes(s, MaxRoleBytes, CutMark) })
+	w.Assignee = text(FieldWaitingAssignee, w.Assignee, func(s string) string { return cutBytes(s, MaxAssigneeBytes, CutMark) })
+	w.Question = text(FieldWaitingQuestion, w.Question, func(s string) string { return fleet.Truncate(s, QuestionMaxRunes) })
+	switch {
+	case w.Since.IsZero():
+		w.Since = t.UpdatedAt // not told: as far as the store knows
+	case w.Since.After(now.Add(MaxClockSkew)) || w.Since.Before(MinThreadTime):
+		w.Since = t.UpdatedAt
+		res.cut(FieldWaitingSince)
+	}
+	if d := w.Deadline; d != nil && (d.After(now.Add(MaxDeadlineAhead)) || d.Before(MinThreadTime)) {
+		w.Deadline = nil
+		res.cut(FieldWaitingDeadline)
+	}
+	return &w
 }
 
 // shareTarget is what a machine over its share is brought down to: a

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // Notifications are webhooks the gateway sends when a thread starts
@@ -113,8 +115,9 @@ type Notification struct {
 	Status   string
 	// Summary is the thread's summary, cut to MaxNotifySummary runes.
 	Summary string
-	// Question is what a waiting thread asks; empty until connectors
-	// report it.
+	// Question is what a waiting thread asks (its Waiting's question),
+	// cut to MaxNotifySummary runes; empty for other statuses, and from a
+	// connector that does not report it.
 	Question string
 	// UpdatedAt is the thread's time that made the notification.
 	UpdatedAt time.Time
@@ -231,16 +234,46 @@ func (s *sqlStore) SetNotify(n NotifySettings) error {
 type notifyTx interface {
 	// statuses reads the stored status of each of machine's threads in ids
 	// that the store holds.
-	statuses(ctx context.Context, machine string, ids []string) (map[string]string, error)
+	statuses(ctx context.Context, machine string, ids []string) (map[string]threadState, error)
 	// insert adds n unless its event is there for its receiver; whether
 	// it added it.
 	insert(ctx context.Context, n Notification) (bool, error)
 }
 
+// threadState is what decides whether a thread's new summary is an
+// event: its status, and for a waiting thread since when it waits (a new
+// question asked straight after the last one is a new wait).
+type threadState struct {
+	status string
+	since  *time.Time
+}
+
+// stateOf is t's threadState (t bounded).
+func stateOf(t Thread) threadState {
+	st := threadState{status: t.Status}
+	if t.Waiting != nil {
+		since := utc(t.Waiting.Since)
+		st.since = &since
+	}
+	return st
+}
+
+// same says whether a and b are the same state: the same status, and for
+// a waiting thread the same wait.
+func (a threadState) same(b threadState) bool {
+	if a.status != b.status {
+		return false
+	}
+	if a.status != WaitingStatus || a.since == nil || b.since == nil {
+		return true // a connector that does not say since when: one wait
+	}
+	return a.since.Equal(*b.since)
+}
+
 // notifyBefore reads, in the transaction that will store threads, what
 // their statuses were: notifyAfter compares them with the new ones. nil
 // when no receiver is configured.
-func notifyBefore(ctx context.Context, tx notifyTx, n NotifySettings, machine string, threads []Thread) (map[string]string, error) {
+func notifyBefore(ctx context.Context, tx notifyTx, n NotifySettings, machine string, threads []Thread) (map[string]threadState, error) {
 	if len(n.Targets) == 0 || len(threads) == 0 {
 		return nil, nil
 	}
@@ -253,19 +286,25 @@ func notifyBefore(ctx context.Context, tx notifyTx, n NotifySettings, machine st
 }
 
 // notifyAfter adds, in the same transaction, a notification per receiver
-// for each thread whose status changed into one the receiver hears of,
-// and returns how many it added. A thread met twice in the batch changes
-// from its earlier self.
-func notifyAfter(ctx context.Context, tx notifyTx, n NotifySettings, machine string, heard, now time.Time, was map[string]string, threads []Thread) (int, error) {
+// for each thread whose status changed into one the receiver hears of (or
+// that waits anew), and returns how many it added. A thread met twice in
+// the batch changes from its earlier self. A waiting thread's
+// notification carries its question.
+func notifyAfter(ctx context.Context, tx notifyTx, n NotifySettings, machine string, heard, now time.Time, was map[string]threadState, threads []Thread) (int, error) {
 	if len(n.Targets) == 0 {
 		return 0, nil
 	}
 	added := 0
 	for _, t := range threads {
 		prev, known := was[t.ID]
-		was[t.ID] = t.Status
-		if known && prev == t.Status {
+		cur := stateOf(t)
+		was[t.ID] = cur
+		if known && prev.same(cur) {
 			continue // heard again, or a field other than the status changed
+		}
+		question := ""
+		if t.Waiting != nil {
+			question = fleet.Truncate(t.Waiting.Question, MaxNotifySummary)
 		}
 		if !known && heard.Sub(t.UpdatedAt) > n.Fresh {
 			continue // old history the store had not heard of
@@ -276,7 +315,7 @@ func notifyAfter(ctx context.Context, tx notifyTx, n NotifySettings, machine str
 			}
 			ok, err := tx.insert(ctx, Notification{
 				Target: target.Key, TargetLabel: target.Label, Machine: machine, Thread: t.ID, Workflow: t.Workflow,
-				Status: t.Status, Summary: truncateRunes(t.Summary, MaxNotifySummary), UpdatedAt: t.UpdatedAt,
+				Status: t.Status, Summary: truncateRunes(t.Summary, MaxNotifySummary), Question: question, UpdatedAt: t.UpdatedAt,
 				CreatedAt: now, State: NotifyPending, NextAt: now,
 			})
 			if err != nil {
@@ -307,23 +346,24 @@ type sqlNotifyTx struct {
 	tx *sql.Tx
 }
 
-func (q sqlNotifyTx) statuses(ctx context.Context, machine string, ids []string) (map[string]string, error) {
+func (q sqlNotifyTx) statuses(ctx context.Context, machine string, ids []string) (map[string]threadState, error) {
 	list, err := json.Marshal(ids)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.tx.QueryContext(ctx, `SELECT id, status FROM threads WHERE machine = ?1 AND id IN (SELECT value FROM json_each(?2))`, machine, string(list))
+	rows, err := q.tx.QueryContext(ctx, `SELECT id, status, wait_since FROM threads WHERE machine = ?1 AND id IN (SELECT value FROM json_each(?2))`, machine, string(list))
 	if err != nil {
 		return nil, err
 	}
 	defer closeQuietly(rows)
-	out := make(map[string]string, len(ids))
+	out := make(map[string]threadState, len(ids))
 	for rows.Next() {
-		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
+		var id string
+		var st threadState
+		if err := rows.Scan(&id, &st.status, nullTimeDest{&st.since}); err != nil {
 			return nil, err
 		}
-		out[id] = status
+		out[id] = st
 	}
 	return out, rows.Err()
 }
@@ -343,19 +383,24 @@ type pgxNotifyTx struct {
 	tx pgx.Tx
 }
 
-func (q pgxNotifyTx) statuses(ctx context.Context, machine string, ids []string) (map[string]string, error) {
-	rows, err := q.tx.Query(ctx, `SELECT id, status FROM threads WHERE machine = $1 AND id = ANY($2)`, machine, ids)
+func (q pgxNotifyTx) statuses(ctx context.Context, machine string, ids []string) (map[string]threadState, error) {
+	rows, err := q.tx.Query(ctx, `SELECT id, status, wait_since FROM threads WHERE machine = $1 AND id = ANY($2)`, machine, ids)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]string, len(ids))
+	out := make(map[string]threadState, len(ids))
 	for rows.Next() {
-		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
+		var id string
+		var st threadState
+		if err := rows.Scan(&id, &st.status, &st.since); err != nil {
 			return nil, err
 		}
-		out[id] = status
+		if st.since != nil {
+			since := st.since.UTC()
+			st.since = &since
+		}
+		out[id] = st
 	}
 	return out, rows.Err()
 }

@@ -614,15 +614,24 @@ func (s *sqlStore) ListMachines(ctx context.Context) ([]Machine, error) {
 	return out, nil
 }
 
-const threadCols = "machine, id, workflow, status, prompt, started_at, updated_at, duration_ns, steps, return_code, summary, usage, tokens, cost"
+const threadCols = "machine, id, workflow, status, prompt, started_at, updated_at, duration_ns, steps, return_code, summary, usage, tokens, cost, " +
+	"wait_role, wait_question, wait_assignee, wait_since, wait_deadline"
 
 func scanThread(row scanner) (Thread, error) {
 	var t Thread
 	var dur int64
 	var rc sql.NullInt64
 	var usage []byte
+	var w Waiting
+	var since *time.Time
 	err := row.Scan(&t.Machine, &t.ID, &t.Workflow, &t.Status, &t.Prompt, nullTimeDest{&t.StartedAt}, timeDest{&t.UpdatedAt},
-		&dur, &t.Steps, &rc, &t.Summary, &usage, &t.Tokens, &t.Cost)
+		&dur, &t.Steps, &rc, &t.Summary, &usage, &t.Tokens, &t.Cost,
+		&w.Role, &w.Question, &w.Assignee, nullTimeDest{&since}, nullTimeDest{&w.Deadline})
+	if since != nil {
+		// A Waiting is stored with its time, always (boundWaiting).
+		w.Since = *since
+		t.Waiting = &w
+	}
 	t.Duration = time.Duration(dur)
 	if rc.Valid {
 		v := int(rc.Int64)
@@ -643,6 +652,11 @@ func (s *sqlStore) SyncThreads(ctx context.Context, machine string, threads []Th
 // threadInsertCols are the columns a sync writes: threadCols, and what
 // the thread counts against its machine's share.
 const threadInsertCols = threadCols + ", bytes"
+
+// threadUpdatedCols are the columns a sync of a known thread may change:
+// threadCols but its key (bytes follows them).
+var threadUpdatedCols = []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code",
+	"summary", "usage", "tokens", "cost", "wait_role", "wait_question", "wait_assignee", "wait_since", "wait_deadline"}
 
 // SyncThreadsResult implements Store.
 func (s *sqlStore) SyncThreadsResult(ctx context.Context, machine string, threads []Thread) (SyncResult, error) {
@@ -669,28 +683,31 @@ func (s *sqlStore) SyncThreadsAt(ctx context.Context, machine string, heard time
 	if s.backend == BackendPostgres {
 		distinct = "IS DISTINCT FROM"
 	}
-	var changed []string
-	for _, c := range []string{"workflow", "status", "prompt", "started_at", "updated_at", "duration_ns", "steps", "return_code", "summary", "usage", "tokens", "cost"} {
+	var changed, set []string
+	for _, c := range threadUpdatedCols {
 		changed = append(changed, "threads."+c+" "+distinct+" excluded."+c)
+		set = append(set, c+" = excluded."+c)
 	}
-	set := `workflow = excluded.workflow, status = excluded.status, prompt = excluded.prompt,
-started_at = excluded.started_at, updated_at = excluded.updated_at, duration_ns = excluded.duration_ns, steps = excluded.steps,
-return_code = excluded.return_code, summary = excluded.summary, usage = excluded.usage,
-tokens = excluded.tokens, cost = excluded.cost, bytes = excluded.bytes
-WHERE ` + strings.Join(changed, " OR ")
-	upsert := `INSERT INTO threads (` + threadInsertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-ON CONFLICT (machine, id) DO UPDATE SET ` + set
+	update := strings.Join(set, ", ") + ", bytes = excluded.bytes WHERE " + strings.Join(changed, " OR ")
+	cols := strings.Count(threadInsertCols, ",") + 1
+	values := make([]string, cols)
+	for i := range values {
+		values[i] = "$" + strconv.Itoa(i+1)
+	}
+	upsert := `INSERT INTO threads (` + threadInsertCols + `) VALUES (` + strings.Join(values, ", ") + `)
+ON CONFLICT (machine, id) DO UPDATE SET ` + update
 	if s.backend == BackendSQLite {
 		// seq is the thread's place in the search order (see seqSlot): the
 		// next free one in its time's slot, kept while updated_at is. A
 		// full slot gives seq a text, which SQLite refuses (datatype
 		// mismatch) rather than spill into the next slot and break the
-		// order.
+		// order. Its slot is the argument after the columns'.
+		slot := "$" + strconv.Itoa(cols+1)
 		upsert = s.q(`INSERT INTO threads (seq, ` + threadInsertCols + `) VALUES (
-(SELECT CASE WHEN max(seq) IS NULL THEN $16 WHEN max(seq) < $16 + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
- FROM threads WHERE seq BETWEEN $16 AND $16 + ` + strconv.Itoa(seqTies-1) + `),
-$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = excluded.updated_at THEN threads.seq ELSE excluded.seq END, ` + set)
+(SELECT CASE WHEN max(seq) IS NULL THEN ` + slot + ` WHEN max(seq) < ` + slot + ` + ` + strconv.Itoa(seqTies-1) + ` THEN max(seq) + 1 ELSE 'slot full' END
+ FROM threads WHERE seq BETWEEN ` + slot + ` AND ` + slot + ` + ` + strconv.Itoa(seqTies-1) + `),
+` + strings.Join(values, ", ") + `)
+ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = excluded.updated_at THEN threads.seq ELSE excluded.seq END, ` + update)
 	}
 	args := make([][]any, len(threads))
 	for i, t := range threads {
@@ -702,9 +719,17 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 		if len(t.Usage) > 0 {
 			usage = string(t.Usage)
 		}
+		// A thread that does not wait has no Waiting (boundThread): its
+		// columns are cleared.
+		var w Waiting
+		var since, deadline any
+		if t.Waiting != nil {
+			w, since, deadline = *t.Waiting, s.tv(t.Waiting.Since), s.tvp(t.Waiting.Deadline)
+		}
 		args[i] = []any{machine, t.ID, t.Workflow, t.Status,
 			t.Prompt, s.tvp(t.StartedAt), s.tv(t.UpdatedAt),
-			int64(t.Duration), t.Steps, rc, t.Summary, usage, t.Tokens, t.Cost, threadBytes(t)}
+			int64(t.Duration), t.Steps, rc, t.Summary, usage, t.Tokens, t.Cost,
+			w.Role, w.Question, w.Assignee, since, deadline, threadBytes(t)}
 		if s.backend == BackendSQLite {
 			args[i] = append(args[i], seqSlot(t.UpdatedAt))
 		}
@@ -712,7 +737,7 @@ ON CONFLICT (machine, id) DO UPDATE SET seq = CASE WHEN threads.updated_at = exc
 	// The notifications are decided in the same transaction as the
 	// statuses they are about (notify.go).
 	notify := s.notify.get()
-	var was map[string]string
+	var was map[string]threadState
 	if s.backend == BackendPostgres {
 		before := func(tx pgx.Tx) (err error) {
 			was, err = notifyBefore(ctx, pgxNotifyTx{s, tx}, notify, machine, threads)

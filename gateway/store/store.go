@@ -200,6 +200,54 @@ type Thread struct {
 	Tokens int64
 	// Cost is what those tokens cost, in US dollars; 0 when unknown.
 	Cost float64
+	// Waiting is what the thread asks a person while its status is
+	// waiting; nil otherwise (the store clears it when the status
+	// changes), and for a waiting thread whose connector did not say.
+	Waiting *Waiting
+}
+
+// Waiting is the question a waiting thread asks a person, as its
+// connector reported it (shared/fleet's Waiting), within the store's
+// bounds (bounds.go).
+type Waiting struct {
+	// Role is the role a person plays.
+	Role string
+	// Question is the role's prompt, cut to QuestionMaxRunes runes (the
+	// last of them CutMark when cut).
+	Question string
+	// Assignee is who is asked; "" when anyone may answer.
+	Assignee string
+	// Since is when the thread began to wait.
+	Since time.Time
+	// Deadline is when the wait times out; nil when it never does.
+	Deadline *time.Time
+}
+
+// WaitingStatus is the status of a thread that waits for a person's
+// answer: only such a thread keeps a Waiting, and only such threads are
+// in the inbox.
+const WaitingStatus = "waiting"
+
+// InboxQuery filters and pages Inbox; zero fields do not filter.
+type InboxQuery struct {
+	// Assignee keeps only the threads asking this person (exactly); ""
+	// keeps every waiting thread, whoever is asked.
+	Assignee string
+	// Limit is the page size: DefaultLimit if zero, at most MaxLimit.
+	Limit int
+	// Offset skips that many threads.
+	Offset int
+}
+
+// InboxPage is one page of the inbox: the threads waiting for a person,
+// oldest wait first.
+type InboxPage struct {
+	// Threads is the page; each has its Waiting, but one whose connector
+	// did not say what it asks (Waiting nil), which waits since its
+	// UpdatedAt as far as the store knows.
+	Threads []Thread
+	// Total is how many threads match, over all pages.
+	Total int
 }
 
 // ThreadCursor is a thread's place in the search order (UpdatedAt newest
@@ -569,6 +617,9 @@ type Store interface {
 	// ThreadStats summarises the threads updated in a range, per machine
 	// or per workflow, by key.
 	ThreadStats(ctx context.Context, q StatsQuery) ([]GroupStats, error)
+	// Inbox lists the threads whose status is waiting, on every machine
+	// (online or not), oldest wait first (then machine and id).
+	Inbox(ctx context.Context, q InboxQuery) (InboxPage, error)
 
 	// AppendAudit adds an entry and returns its id.
 	AppendAudit(ctx context.Context, e AuditEntry) (int64, error)
