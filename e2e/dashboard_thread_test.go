@@ -243,7 +243,8 @@ func TestDashboardUsageFromAFakeModel(t *testing.T) {
 	if shown := eval[string](b, `document.querySelector("[data-testid=thread-usage-total]").innerText`); !strings.Contains(shown, usage.FormatCost(cost)) {
 		t.Fatalf("the thread's usage %q lacks its cost %s", shown, usage.FormatCost(cost))
 	}
-	// Every role step called the model: each card says how much it used.
+	// Every agent step called the model, each card says how much it used;
+	// the person who approved the plan called none.
 	if n := eval[int](b, `document.querySelectorAll("[data-testid=step-usage]").length`); n != 5 {
 		t.Fatalf("%d steps show usage, want all 5", n)
 	}

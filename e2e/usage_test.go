@@ -91,7 +91,7 @@ func runPricedPlanCodeReview(t *testing.T, root string) (*fakeModel, string) {
 	addPath(t, root, "plan-code-review", filepath.Join(planCodeReviewDir, "plan-code-review.esm.js"))
 	workspace := filepath.Join(t.TempDir(), "project")
 	id := start(t, root, "plan-code-review", "--prompt", "Write "+greetingFile+" that greets the world.\nWorkspace: "+workspace)
-	if s := finished(t, root, id); s.Status != "completed" || roles(s) != "planner,coder,reviewer,coder,reviewer" {
+	if s := finishedApproving(t, root, id); s.Status != "completed" || roles(s) != "planner,approve,coder,reviewer,coder,reviewer" {
 		t.Fatalf("thread = %+v", s)
 	}
 	return f, id
@@ -150,10 +150,17 @@ func TestModelUsageIsRecordedAndShown(t *testing.T) {
 	shown := showUsage(t, root, id)
 	wantTotals(t, "thread show", shown.Usage, calls)
 	// The planner and reviewers answer at once; the coder's script takes
-	// four model calls, then three.
+	// four model calls, then three. The person who approved the plan
+	// called no model.
 	var perStep []int
 	sum := 0
 	for _, st := range shown.Steps {
+		if st.Role == "approve" {
+			if st.Usage != nil {
+				t.Errorf("the approval step shows usage: %+v", st.Usage)
+			}
+			continue
+		}
 		if st.Usage == nil {
 			t.Fatalf("step %s has no usage: %+v", st.Role, shown.Steps)
 		}

@@ -9,16 +9,20 @@ import (
 // Every GET route answers HEAD with GET's status and Content-Type: uptime
 // checkers probe with HEAD. The routes come from the router's own table,
 // so a route added later is covered without touching this test; the
-// parameters are real (a registered workflow, a finished thread, a CAS
-// entry), so the answers are the 200s a checker would see, and the
-// streams (live, events) answer their headers and end.
+// parameters are real (a registered workflow, a finished thread, a
+// waiting thread, a CAS entry), so the answers are the 200s a checker
+// would see, and the streams (live, events) answer their headers and end.
 func TestEveryGetRouteAnswersHead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	bundle := f.register("linear", "linear.esm.js")
+	f.register("approval", "approval.esm.js")
 	f.startHost()
 	thread := f.run("linear", "head")
 	f.waitStatus(thread, "completed")
+	// A thread's question exists only while it waits for a person.
+	waiting := f.run("approval", "head")
+	f.waitStatus(waiting, "waiting")
 	var put struct{ Hash string }
 	f.want(http.MethodPost, "/api/cas", `{"content":"probe"}`, http.StatusCreated, &put)
 	params := strings.NewReplacer(":name", "linear", ":id", thread, ":hash", bundle)
@@ -42,6 +46,9 @@ func TestEveryGetRouteAnswersHead(t *testing.T) {
 		if strings.HasPrefix(r.Path, "/api/cas/") {
 			path = "/api/cas/" + put.Hash
 		}
+		if strings.HasSuffix(r.Path, "/question") {
+			path = strings.NewReplacer(":id", waiting).Replace(r.Path)
+		}
 		get := f.fetch(http.MethodGet, path)
 		head := f.fetch(http.MethodHead, path)
 		if head.StatusCode == http.StatusMethodNotAllowed || head.StatusCode != get.StatusCode {
@@ -52,6 +59,15 @@ func TestEveryGetRouteAnswersHead(t *testing.T) {
 		}
 		if get.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d; a new route parameter wants a real value above", path, get.StatusCode)
+		}
+		// An error answers HEAD as it answers GET, too.
+		if strings.Contains(r.Path, ":id") {
+			missing := strings.NewReplacer(":id", "01M96E7T36GQ895DE91QS9EYFD").Replace(r.Path)
+			get, head := f.fetch(http.MethodGet, missing), f.fetch(http.MethodHead, missing)
+			if head.StatusCode != get.StatusCode || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") {
+				t.Errorf("HEAD %s: %d %q; GET: %d %q", missing, head.StatusCode, head.Header.Get("Content-Type"),
+					get.StatusCode, get.Header.Get("Content-Type"))
+			}
 		}
 	}
 	if checked < 10 {
