@@ -146,7 +146,7 @@ func (s *Store) Read(bundle, thread string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only
 	var rec Record
 	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
 	if err != nil {
