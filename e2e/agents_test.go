@@ -377,20 +377,13 @@ func checkPlanCodeReviewRun(t *testing.T, root, id, workspace string, f *fakeMod
 // command line, as its user would.
 func finishedApproving(t *testing.T, root, id string) shown {
 	t.Helper()
-	var s shown
-	testkit.WaitFor(t, "thread "+id+" to finish", func() error {
-		s = show(t, root, id)
-		if s.Result != nil {
-			return nil
-		}
+	return finishedMeanwhile(t, root, id, func(s shown) {
 		if s.Status == "waiting" {
 			if r := run(t, root, "thread", "answer", id, "--json", `{"status":"approved"}`); r.code != 0 && !strings.Contains(r.stderr, "already answered") {
 				t.Fatalf("thread answer: %+v", r)
 			}
 		}
-		return fmt.Errorf("thread %s still %s, steps so far: %q", id, s.Status, roles(s))
 	})
-	return s
 }
 
 // planCodeReviewBundleRoot is an engine root set up with a provider for a

@@ -128,11 +128,21 @@ func roles(s shown) string {
 // does not end, the failure says where it stands (status and steps so far).
 func finished(t *testing.T, root, id string) shown {
 	t.Helper()
+	return finishedMeanwhile(t, root, id, nil)
+}
+
+// finishedMeanwhile is finished, calling meanwhile (when not nil) with
+// each look at the thread before it ends.
+func finishedMeanwhile(t *testing.T, root, id string, meanwhile func(shown)) shown {
+	t.Helper()
 	var s shown
 	testkit.WaitFor(t, "thread "+id+" to finish", func() error {
 		s = show(t, root, id)
 		if s.Result != nil {
 			return nil
+		}
+		if meanwhile != nil {
+			meanwhile(s)
 		}
 		return fmt.Errorf("thread %s still %s, steps so far: %q", id, s.Status, roles(s))
 	})

@@ -93,6 +93,8 @@ type fixture struct {
 	l      storage.Layout
 	flows  map[string]goFlow // by bundle hash
 	onLoad func()            // called as the host loads a workflow, when set
+	// load, when set, loads every workflow instead of flows.
+	load   func(hash string) (workflow.Workflow, error)
 	host   *Host
 	client *Client
 	cancel context.CancelFunc
@@ -130,6 +132,9 @@ func (f *fixture) startHost(maxThreads int) {
 	h, err := Open(Options{Layout: f.l, MaxThreads: maxThreads, Load: func(hash string) (workflow.Workflow, error) {
 		if f.onLoad != nil {
 			f.onLoad()
+		}
+		if f.load != nil {
+			return f.load(hash)
 		}
 		flow, ok := f.flows[hash]
 		if !ok {

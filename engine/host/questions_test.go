@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,58 +47,28 @@ graph:
 
 // waitFixture is a host over a root whose only workflow is a YAML one.
 type waitFixture struct {
-	t      *testing.T
-	l      storage.Layout
-	src    string
-	host   *Host
-	client *Client
-	cancel context.CancelFunc
-	done   chan error
+	*fixture
+	src string
 }
 
 const waitBundle = "APPR0VA100000"
 
 func newWaitFixture(t *testing.T, src string) *waitFixture {
-	f := &waitFixture{t: t, l: storage.Layout{Root: privateDir(t)}, src: src}
+	f := &waitFixture{fixture: &fixture{t: t, l: storage.Layout{Root: privateDir(t)}}, src: src}
+	f.load = func(hash string) (workflow.Workflow, error) {
+		if hash != waitBundle {
+			return nil, fmt.Errorf("no bundle %s", hash)
+		}
+		return yamlwf.Load([]byte(f.src), yamlwf.Options{})
+	}
 	if err := registry.Update(f.l.RegistryFile(), func(r *registry.Registry) error {
 		r.Register("approval", waitBundle, 1)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f.start()
-	t.Cleanup(f.stop)
+	f.startHost(0)
 	return f
-}
-
-func (f *waitFixture) start() {
-	h, err := Open(Options{Layout: f.l, Load: func(hash string) (workflow.Workflow, error) {
-		if hash != waitBundle {
-			return nil, fmt.Errorf("no bundle %s", hash)
-		}
-		return yamlwf.Load([]byte(f.src), yamlwf.Options{})
-	}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.host, f.cancel, f.done = h, cancel, make(chan error, 1)
-	go func() { f.done <- h.Serve(ctx) }()
-	testkit.WaitUntil(f.t, "the host's socket to answer", func() bool {
-		c, err := Dial(f.l)
-		f.client = c
-		return err == nil
-	})
-}
-
-func (f *waitFixture) stop() {
-	if f.cancel != nil {
-		f.cancel()
-		if err := <-f.done; err != nil {
-			f.t.Errorf("host.Serve: %v", err)
-		}
-		f.cancel = nil
-	}
 }
 
 // status is the thread's status as the CLI and the API derive it.
@@ -236,10 +205,10 @@ func TestAWaitOutlivesItsHost(t *testing.T) {
 	f := newWaitFixture(t, approvalYAML("{type: human}", "{approved: ship, rejected: __end__}"))
 	id := f.run()
 	f.waitStatus(id, threads.StatusWaiting)
-	f.stop()
+	f.stopHost()
 	// No host: the record still says the thread waits.
 	f.waitStatus(id, threads.StatusWaiting)
-	f.start()
+	f.startHost(0)
 	f.waitStatus(id, threads.StatusWaiting)
 	if _, err := f.answer(id, `{"status":"rejected"}`, ""); err != nil {
 		t.Fatal(err)

@@ -128,6 +128,20 @@ func (fl *fleetMemory) online(name string) bool {
 	return false
 }
 
+// onlineOnce is online asked once per machine: a page of threads names
+// the same machines again and again.
+func (fl *fleetMemory) onlineOnce() func(name string) bool {
+	seen := map[string]bool{}
+	return func(name string) bool {
+		on, ok := seen[name]
+		if !ok {
+			on = fl.online(name)
+			seen[name] = on
+		}
+		return on
+	}
+}
+
 // parseTimeParam reads since/until: RFC 3339 (with or without fractions),
 // a date (UTC midnight), or milliseconds since the epoch.
 func parseTimeParam(c echo.Context, name string) (time.Time, error) {
@@ -277,14 +291,9 @@ func (fl *fleetMemory) searchThreads(c echo.Context) error {
 	if page.Next != nil {
 		out.NextCursor = page.Next.String()
 	}
-	online := map[string]bool{}
+	online := fl.onlineOnce()
 	for _, t := range page.Threads {
-		on, ok := online[t.Machine]
-		if !ok {
-			on = fl.online(t.Machine)
-			online[t.Machine] = on
-		}
-		out.Threads = append(out.Threads, fleetThread(t, on, machines[t.Machine].LastSeen))
+		out.Threads = append(out.Threads, fleetThread(t, online(t.Machine), machines[t.Machine].LastSeen))
 	}
 	return c.JSON(http.StatusOK, out)
 }

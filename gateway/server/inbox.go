@@ -81,14 +81,9 @@ func (fl *fleetMemory) inbox(c echo.Context) error {
 		Threads []InboxThread `json:"threads"`
 		Total   int           `json:"total"`
 	}{Threads: make([]InboxThread, 0, len(page.Threads)), Total: page.Total}
-	online := map[string]bool{}
+	online := fl.onlineOnce()
 	for _, t := range page.Threads {
-		on, ok := online[t.Machine]
-		if !ok {
-			on = fl.online(t.Machine)
-			online[t.Machine] = on
-		}
-		j := InboxThread{Machine: t.Machine, Online: on, ThreadID: t.ID, Workflow: t.Workflow, Since: isoTime(t.UpdatedAt)}
+		j := InboxThread{Machine: t.Machine, Online: online(t.Machine), ThreadID: t.ID, Workflow: t.Workflow, Since: isoTime(t.UpdatedAt)}
 		if w := t.Waiting; w != nil {
 			j.Role, j.Question, j.Assignee, j.Since = w.Role, w.Question, w.Assignee, isoTime(w.Since)
 			if w.Deadline != nil {
