@@ -258,13 +258,19 @@ type testCluster struct {
 
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
+	return startClusterOf(t, 3)
+}
+
+// startClusterOf is startCluster with n replicas.
+func startClusterOf(t *testing.T, n int) *testCluster {
+	t.Helper()
 	// The NATS server's own test helper: a real server on a random
 	// loopback port, without logs or signal handlers.
 	ns := natsservertest.RunRandClientPortServer()
 	t.Cleanup(ns.Shutdown)
 	tc := &testCluster{natsURL: ns.ClientURL(), key: clusterKey(t)}
 	tc.dash = gwCLI(t, tc.key, "token", "create", "--dashboard")
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		tc.replicas = append(tc.replicas, startReplica(t, tc.key, tc.natsURL, fmt.Sprintf("r%d", i)))
 	}
 	return tc

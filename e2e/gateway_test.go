@@ -61,7 +61,7 @@ func gwCLIResult(t *testing.T, key string, args ...string) (string, string, erro
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "uncaged-gateway"), args...)
 	cmd.Env = append(os.Environ(), "UNCAGED_GATEWAY_KEY="+key)
-	if len(args) > 0 && args[0] == "token" {
+	if len(args) > 0 && (args[0] == "token" || args[0] == "trigger") {
 		env, ok := storeOf(key)
 		if !ok {
 			// Never the default ~/.uncaged/gateway of whoever runs the tests.

@@ -28,7 +28,10 @@
 //	GET    /api/bundles/:hash               BundleDetail (a thread's bundle: source, descriptor, workflows)
 //	GET    /api/threads                     {"threads":[ThreadSummary],"total"}
 //	GET    /api/threads/running             {"threads":[RunningSummary]}
-//	POST   /api/threads                     {"workflow","prompt"} → 201 {"threadId"}
+//	POST   /api/threads                     {"workflow","prompt"} → 201 {"threadId"}; Idempotency-Key:
+//	                                        a repeat of the key → 200, the same body, Idempotent-Replayed:
+//	                                        true, nothing started; the key with another workflow or
+//	                                        prompt → 422 (threads.go)
 //	GET    /api/threads/:id                 {"threadId","records":[record]}
 //	GET    /api/threads/:id/live            text/event-stream (below)
 //	POST   /api/threads/:id/kill|pause|resume  {"ok":true}
@@ -224,8 +227,8 @@ func New(opts Options) *echo.Echo {
 			// A function, not AllowOrigins: an empty list there means "*".
 			AllowOriginFunc: func(origin string) (bool, error) { return opts.AllowOrigins.Admits(origin), nil },
 			AllowMethods:    []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowHeaders:    []string{echo.HeaderContentType, "X-Client-Token", "Last-Event-ID"},
-			ExposeHeaders:   []string{echo.HeaderXRequestID},
+			AllowHeaders:    []string{echo.HeaderContentType, "X-Client-Token", "Last-Event-ID", IdempotencyKeyHeader},
+			ExposeHeaders:   []string{echo.HeaderXRequestID, IdempotentReplayedHeader},
 		}),
 		s.bodyLimit,
 	)

@@ -199,3 +199,25 @@ func (e *HostEngine) changes(ctx context.Context) (*host.ChangeStream, error) {
 
 // hostAppeared implements changeSource.
 func (e *HostEngine) hostAppeared() <-chan struct{} { return e.appeared }
+
+// OnceEngine is an Engine that can start a thread at most once per
+// idempotency key (host.RunRequest.IdempotencyKey), the key kept where
+// every start of the storage root is decided: its engine host. An Engine
+// that is not one refuses runs with a key (501) rather than ignore it.
+type OnceEngine interface {
+	RunOnce(req host.RunRequest) (host.RunOutcome, error)
+}
+
+var _ OnceEngine = (*HostEngine)(nil)
+
+// RunOnce implements OnceEngine. Unlike Run, it is sent again to a fresh
+// host when the one it reached turns out to be gone: with the key, a
+// repeat cannot start a second thread.
+func (e *HostEngine) RunOnce(req host.RunRequest) (host.RunOutcome, error) {
+	var out host.RunOutcome
+	err := e.call(true, req.IdempotencyKey != "", func(c *host.Client) (err error) {
+		out, err = c.RunOnce(req)
+		return err
+	})
+	return out, err
+}

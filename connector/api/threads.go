@@ -630,6 +630,32 @@ func (s *server) engine() (Engine, error) {
 	return s.opts.Engine, nil
 }
 
+// IdempotencyKeyHeader names the key a POST /api/threads may carry so
+// that, sent again (by a gateway that cannot tell whether its first
+// request got through), it starts no second thread.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// IdempotentReplayedHeader is set to "true" on the answer of a run whose
+// idempotency key had already started its thread: nothing was started.
+const IdempotentReplayedHeader = "Idempotent-Replayed"
+
+// idempotencyKey is the request's Idempotency-Key ("" when it sends
+// none); a key sent twice, or one host.CheckIdempotencyKey refuses, is a
+// 400.
+func idempotencyKey(c echo.Context) (string, error) {
+	keys := c.Request().Header.Values(IdempotencyKeyHeader)
+	switch {
+	case len(keys) == 0:
+		return "", nil
+	case len(keys) > 1:
+		return "", fail(http.StatusBadRequest, "%s sent %d times; send one", IdempotencyKeyHeader, len(keys))
+	}
+	if err := host.CheckIdempotencyKey(keys[0]); err != nil {
+		return "", fail(http.StatusBadRequest, "%s: %s", IdempotencyKeyHeader, err.Error())
+	}
+	return keys[0], nil
+}
+
 func (s *server) runThread(c echo.Context) error {
 	obj, err := readObject(c, false)
 	if err != nil {
@@ -639,6 +665,10 @@ func (s *server) runThread(c echo.Context) error {
 	prompt, ok2 := obj["prompt"].(string)
 	if !ok1 || !ok2 {
 		return fail(http.StatusBadRequest, "workflow (string) and prompt (string) are required")
+	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
 	}
 	reg, err := s.registry(c)
 	if err != nil {
@@ -654,11 +684,30 @@ func (s *server) runThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := eng.Run(name, prompt)
-	if err != nil {
-		return fail(http.StatusBadRequest, "%s", err.Error())
+	if key == "" {
+		id, err := eng.Run(name, prompt)
+		if err != nil {
+			return fail(http.StatusBadRequest, "%s", err.Error())
+		}
+		return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: id})
 	}
-	return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: id})
+	once, ok := eng.(OnceEngine)
+	if !ok {
+		return fail(http.StatusNotImplemented, "this machine's engine cannot keep idempotency keys; send the run without %s", IdempotencyKeyHeader)
+	}
+	out, err := once.RunOnce(host.RunRequest{Workflow: name, Prompt: prompt, IdempotencyKey: key})
+	switch {
+	case errors.Is(err, host.ErrIdempotencyKeyReused):
+		return fail(http.StatusUnprocessableEntity, "%s", err.Error())
+	case errors.Is(err, host.ErrIdempotencyKeyUnsettled):
+		return fail(http.StatusConflict, "%s", err.Error())
+	case err != nil:
+		return fail(http.StatusBadRequest, "%s", err.Error())
+	case out.Replayed:
+		c.Response().Header().Set(IdempotentReplayedHeader, "true")
+		return c.JSON(http.StatusOK, host.ThreadRef{ThreadID: out.ThreadID})
+	}
+	return c.JSON(http.StatusCreated, host.ThreadRef{ThreadID: out.ThreadID})
 }
 
 // act builds kill, pause and resume: resolve the thread (404 when unknown),

@@ -25,6 +25,11 @@ type RunRequest struct {
 	// Caller is whose environment the thread runs with (nil: the host's
 	// own). A Client with a caller fills it in.
 	Caller *Caller `json:"caller,omitempty"`
+	// IdempotencyKey, when set, makes the run start at most one thread
+	// for the key (CheckIdempotencyKey says which keys are valid): a run
+	// with a key that already started a thread answers that thread and
+	// starts nothing (idempotency.go).
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // ForkRequest forks a thread; FromRole "" retries the last role.
@@ -128,6 +133,13 @@ type Status struct {
 // apiError is the body of every failed request.
 type apiError struct {
 	Error string `json:"error"`
+}
+
+// codedAPIError is apiError with a code naming the error for a Client to
+// match (keyErrors); every other error has none.
+type codedAPIError struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
 }
 
 // LockFile guards a root against a second host.

@@ -133,6 +133,27 @@ func (c *Client) Run(req RunRequest) (string, error) {
 	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads", req, &ref)
 }
 
+// RunOnce is Run that also says whether the request's idempotency key
+// had already started the thread (RunOutcome.Replayed). Its key errors
+// match ErrInvalidIdempotencyKey, ErrIdempotencyKeyReused and
+// ErrIdempotencyKeyUnsettled.
+func (c *Client) RunOnce(req RunRequest) (RunOutcome, error) {
+	req.Caller = c.callerOr(req.Caller)
+	const path = "/v1/threads"
+	status, b, err := c.call(http.MethodPost, path, req)
+	if err != nil {
+		return RunOutcome{}, err
+	}
+	if status >= 300 {
+		return RunOutcome{}, failedAnswer(http.MethodPost, path, status, b)
+	}
+	var ref ThreadRef
+	if err := json.Unmarshal(b, &ref); err != nil {
+		return RunOutcome{}, err
+	}
+	return RunOutcome{ThreadID: ref.ThreadID, Replayed: status == http.StatusOK}, nil
+}
+
 // Fork forks a thread and returns the new id.
 func (c *Client) Fork(id string, req ForkRequest) (string, error) {
 	req.Caller = c.callerOr(req.Caller)
@@ -229,26 +250,34 @@ func (c *Client) do(method, path string, in, out any) error {
 		return err
 	}
 	if status >= 300 {
-		var e apiError
-		if status == http.StatusForbidden && json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%w: %s", ErrRefused, e.Error)
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			if strings.Contains(e.Error, `unknown field "caller"`) {
-				// A host started by an older version, still running.
-				return fmt.Errorf("%s: this engine host is older than this command; run `uncaged-workflow engine restart`", e.Error)
-			}
-			return errors.New(e.Error)
-		}
-		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
-			return fmt.Errorf("%w: %s %s", errNoRoute, method, path)
-		}
-		return fmt.Errorf("engine host: %d %s", status, http.StatusText(status))
+		return failedAnswer(method, path, status, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// failedAnswer is the error of a failed request's answer.
+func failedAnswer(method, path string, status int, b []byte) error {
+	var e codedAPIError
+	if status == http.StatusForbidden && json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return fmt.Errorf("%w: %s", ErrRefused, e.Error)
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		if strings.Contains(e.Error, `unknown field "caller"`) || strings.Contains(e.Error, `unknown field "idempotencyKey"`) {
+			// A host started by an older version, still running.
+			return fmt.Errorf("%s: this engine host is older than this command; run `uncaged-workflow engine restart`", e.Error)
+		}
+		if err := keyErrorOf(e.Code, e.Error); err != nil {
+			return err
+		}
+		return errors.New(e.Error)
+	}
+	if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+		return fmt.Errorf("%w: %s %s", errNoRoute, method, path)
+	}
+	return fmt.Errorf("engine host: %d %s", status, http.StatusText(status))
 }
 
 // SpawnSelf starts `<this executable> args...` as a detached background

@@ -100,6 +100,9 @@ type Host struct {
 	questions *questions.Store
 	qmu       sync.Mutex
 	deadlines int
+
+	// keys are the root's idempotency keys (idempotency.go).
+	keys *keyStore
 }
 
 // handle is one running thread.
@@ -179,6 +182,8 @@ func Open(opts Options) (*Host, error) {
 	}
 	h.unwatchLogs = executor.WatchAppends(h.logAppended)
 	h.questions = questions.Open(opts.Layout)
+	h.keys = newKeyStore(opts.Layout, opts.Logger)
+	h.keys.sweep()
 	h.resumeWaits()
 	return h, nil
 }
@@ -311,36 +316,75 @@ func (h *Host) registry() (*registry.Registry, error) {
 }
 
 // Run starts a new thread of a registered workflow and returns its id as
-// soon as the thread is listed; the thread runs on in the background.
+// soon as the thread is listed; the thread runs on in the background. A
+// request whose idempotency key already started a thread gets that
+// thread's id instead, and starts nothing (RunOnce tells which).
 func (h *Host) Run(req RunRequest) (string, error) {
+	out, err := h.RunOnce(req)
+	return out.ThreadID, err
+}
+
+// RunOnce is Run that also says whether the request's idempotency key
+// had already started the thread (RunOutcome.Replayed): then nothing was
+// started. Without a key every run starts a thread.
+func (h *Host) RunOnce(req RunRequest) (RunOutcome, error) {
 	if err := registry.ValidateName(req.Workflow); err != nil {
-		return "", err
+		return RunOutcome{}, err
 	}
+	if req.IdempotencyKey != "" {
+		if err := CheckIdempotencyKey(req.IdempotencyKey); err != nil {
+			return RunOutcome{}, err
+		}
+		return h.runKeyed(req)
+	}
+	plan, err := h.planRun(req)
+	if err != nil {
+		return RunOutcome{}, err
+	}
+	id := ids.NewThreadID(time.Now())
+	return RunOutcome{ThreadID: id}, h.launch(plan, req, id)
+}
+
+// runPlan is what a run needs once its request is found good.
+type runPlan struct {
+	wf     workflow.Workflow
+	bundle string
+	env    *threadenv.Env
+}
+
+// planRun checks that a thread of req may start now and loads what it
+// runs, starting nothing.
+func (h *Host) planRun(req RunRequest) (runPlan, error) {
 	if err := h.admit(); err != nil {
-		return "", err
+		return runPlan{}, err
 	}
 	env, err := h.threadEnv(req.Caller)
 	if err != nil {
-		return "", err
+		return runPlan{}, err
 	}
 	reg, err := h.registry()
 	if err != nil {
-		return "", err
+		return runPlan{}, err
 	}
 	e, ok := reg.Get(req.Workflow)
 	if !ok {
-		return "", fmt.Errorf("workflow not registered: %s", req.Workflow)
+		return runPlan{}, fmt.Errorf("workflow not registered: %s", req.Workflow)
 	}
 	wf, err := h.opts.Load(e.Hash)
 	if err != nil {
-		return "", err
+		return runPlan{}, err
 	}
-	t := executor.Thread{ID: ids.NewThreadID(time.Now()), BundleHash: e.Hash, WorkflowName: req.Workflow, Prompt: req.Prompt}
+	return runPlan{wf: wf, bundle: e.Hash, env: env}, nil
+}
+
+// launch lists the thread id of req and runs it in the background.
+func (h *Host) launch(p runPlan, req RunRequest, id string) error {
+	t := executor.Thread{ID: id, BundleHash: p.bundle, WorkflowName: req.Workflow, Prompt: req.Prompt}
 	if err := h.exec.Begin(&t); err != nil {
-		return "", err
+		return err
 	}
-	h.start(wf, t, env, false)
-	return t.ID, nil
+	h.start(p.wf, t, p.env, false)
+	return nil
 }
 
 // Fork starts a fork of thread id (see executor.PrepareFork).

@@ -28,12 +28,18 @@ func (h *Host) routes() http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		id, err := h.Run(req)
+		out, err := h.RunOnce(req)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, ThreadRef{ThreadID: id})
+		// 200 for a run whose idempotency key had started the thread:
+		// nothing was created now.
+		status := http.StatusCreated
+		if out.Replayed {
+			status = http.StatusOK
+		}
+		writeJSON(w, status, ThreadRef{ThreadID: out.ThreadID})
 	})
 	mux.HandleFunc("POST /v1/threads/{id}/fork", func(w http.ResponseWriter, r *http.Request) {
 		var req ForkRequest
@@ -137,6 +143,10 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func writeError(w http.ResponseWriter, err error) {
+	if code, status := keyErrorCode(err); code != "" {
+		writeJSON(w, status, codedAPIError{Error: err.Error(), Code: code})
+		return
+	}
 	status := http.StatusConflict
 	if errors.Is(err, threads.ErrNotFound) {
 		status = http.StatusNotFound

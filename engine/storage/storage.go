@@ -11,12 +11,15 @@
 //	logs/<hash>/<thread>.info.jsonl           debug log
 //	logs/<hash>/<thread>.running              a worker runs the thread (empty)
 //	workers/<hash>.json                       the original's worker of a bundle
+//	engine.idempotency/<sha256>.json          this engine's idempotency keys (the original ignores it)
 //
 // Every path taking a hash or thread id expects a value already validated by
 // package ids; Layout does not re-check them.
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -153,4 +156,17 @@ func (l Layout) QuestionFile(hash, threadID string) string {
 // listens on. This engine never writes one.
 func (l Layout) WorkerFile(hash string) string {
 	return filepath.Join(l.Root, "workers", hash+".json")
+}
+
+// IdempotencyDir holds this engine's record of each idempotency key a
+// thread was started with (package host), so that a run sent twice starts
+// one thread. The original never reads it.
+func (l Layout) IdempotencyDir() string { return filepath.Join(l.Root, "engine.idempotency") }
+
+// IdempotencyFile is the record of one idempotency key. It is named by the
+// key's SHA-256, not by the key: a key is the sender's text, and its hash
+// is a file name whatever the key holds.
+func (l Layout) IdempotencyFile(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(l.IdempotencyDir(), hex.EncodeToString(sum[:])+".json")
 }

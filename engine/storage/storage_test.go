@@ -109,3 +109,25 @@ func TestEnsureRootCreatesAPrivateRootAndLeavesAnExistingOneAlone(t *testing.T) 
 		t.Error("a root under a file was accepted")
 	}
 }
+
+func TestIdempotencyFileIsNamedByTheKeysHash(t *testing.T) {
+	t.Parallel()
+	l := Layout{Root: "/tmp/wf-root"}
+	// sha256("run_01jf"), computed outside Go.
+	if got, want := l.IdempotencyFile("run_01jf"), "/tmp/wf-root/engine.idempotency/bf097d1ddbdc2b44bc9b0e8d82c9dd030626d776c33cb16ab2671b68357011ec.json"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	// Whatever a key holds, its file is a plain name in the directory,
+	// and keys differing in one byte or in case get files of their own.
+	seen := map[string]string{}
+	for _, key := range []string{"../../etc/passwd", "a/b", "A/b", ".", "..", "run_x", "run_X", "run_x "} {
+		p := l.IdempotencyFile(key)
+		if filepath.Dir(p) != l.IdempotencyDir() || len(filepath.Base(p)) != 64+len(".json") {
+			t.Errorf("key %q: file %q is not a hash-named entry of %s", key, p, l.IdempotencyDir())
+		}
+		if other, dup := seen[p]; dup {
+			t.Errorf("keys %q and %q share the file %s", other, key, p)
+		}
+		seen[p] = key
+	}
+}

@@ -19,11 +19,12 @@ var ErrUntrusted = errors.New("unsafe storage root")
 // checkedDirs are the directories whose entries Check judges: the
 // root's, and where the code that runs (bundles/), the thread indexes
 // (bundles/<hash>/), the logs the engine appends to and the process
-// records the host acts on (engine.agents/) live. The contents of cas/
-// and of each log directory are not listed — they are many, and once
-// their directory is closed to others nobody else can add, remove or
-// replace an entry in them. (Listed rather than globbed: a root's own
-// path may hold a * or a [.)
+// records the host acts on (engine.agents/) live. The contents of cas/,
+// of each log directory and of engine.idempotency/ are not listed — they
+// are many, and once their directory (an entry of the root, judged with
+// it) is closed to others nobody else can add, remove or replace an entry
+// in them. (Listed rather than globbed: a root's own path may hold a * or
+// a [.)
 func (l Layout) checkedDirs() []string {
 	dirs := []string{l.Root, l.BundlesDir(), filepath.Join(l.Root, "logs"), filepath.Join(l.Root, "engine.agents")}
 	ents, _ := os.ReadDir(l.BundlesDir()) // none when there is no bundles/ yet

@@ -67,6 +67,29 @@ func (l *rateLimiter) allow(key string) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.perSecond * float64(time.Second))
 }
 
+// peek says whether key has a token left, without taking it: a caller
+// that spends tokens only on failures checks first.
+func (l *rateLimiter) peek(key string) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	key = clientKey(key)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if !ok {
+		return true, 0
+	}
+	tokens := l.refilled(b, l.now())
+	if tokens >= 1 {
+		return true, 0
+	}
+	if l.perSecond <= 0 {
+		return false, time.Hour
+	}
+	return false, time.Duration((1 - tokens) / l.perSecond * float64(time.Second))
+}
+
 func (l *rateLimiter) refilled(b *bucket, now time.Time) float64 {
 	return math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.perSecond)
 }

@@ -179,6 +179,10 @@ type Options struct {
 	// LegacyURLAllow is where original clients registered with a URL may
 	// be fetched (legacyurl.go); nil: registered URLs are never fetched.
 	LegacyURLAllow *legacy.AllowList
+	// PublicURL is where users reach the gateway (https://host[/path]),
+	// for the webhook URLs of triggers; empty: the address a request
+	// came to.
+	PublicURL string
 	// Notify, when set, sends webhooks about threads that start waiting,
 	// fail or complete (notify.go); it needs Store, which keeps them.
 	Notify *notify.Config
@@ -186,6 +190,9 @@ type Options struct {
 	// notifyOptions, when set, adjusts the sender's options (a test's
 	// backoff and poll).
 	notifyOptions func(*notify.Options)
+	// triggerClock, when set, is the triggers' clock (a test's own):
+	// when schedules fire and runs expire.
+	triggerClock func() time.Time
 	// limited rate-limits the log lines a party without a credential can
 	// cause (bounds.go); Run shares its own with the cluster.
 	limited *logging.Limited
@@ -235,6 +242,9 @@ type Gateway struct {
 	// notifier sends the webhooks about threads, nil when none are
 	// configured (notify.go).
 	notifier *notifier
+	// triggers fire the schedules and send the triggers' runs to their
+	// machines, nil without a store (triggerruns.go).
+	triggers *triggerLoops
 	// cors answers dashboards on other origins (cors.go); urlClients
 	// reaches original clients at their registered URLs (legacyurl.go).
 	// Both nil when not configured.
@@ -313,6 +323,7 @@ func New(opts Options) *Gateway {
 	g.audit = newAuditLog(g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
 	// Before the store's writer starts: its thread writes add notifications.
 	g.notifier = g.newNotifier()
+	g.triggers = g.newTriggerLoops()
 	g.writes = g.newStoreWrites()
 	g.audit.record(g.writes)
 	var watchCtx context.Context
@@ -348,6 +359,7 @@ func (g *Gateway) closeTunnels(ctx context.Context) {
 	g.shuttingDown.Store(true)
 	g.stopWatching()
 	g.notifier.stop()
+	g.triggers.stop()
 	// The fleet's readers first: a change stream cut by its tunnel's
 	// close is no break to warn of. The connectors' last-seen times are
 	// written before the store the caller closes next goes.
@@ -384,6 +396,14 @@ func (g *Gateway) routes() *echo.Echo {
 	dash.GET("/gateway/audit", g.listAudit)
 	dash.GET("/gateway/notifications", g.listNotifications)
 	dash.GET("/gateway/inbox", fl.inbox) // inbox.go
+	// Triggers (triggers.go); a webhook's delivery carries its own proof.
+	dash.GET("/gateway/triggers", g.listTriggers)
+	dash.POST("/gateway/triggers", g.createTrigger)
+	dash.DELETE("/gateway/triggers/:id", g.deleteTrigger)
+	dash.POST("/gateway/triggers/:id/pause", g.pauseTrigger(true))
+	dash.POST("/gateway/triggers/:id/resume", g.pauseTrigger(false))
+	dash.GET("/gateway/triggers/:id/runs", g.listRuns)
+	e.POST("/hooks/:id", g.hook)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {
 		dash.Any(prefix, g.forward, g.auditProxied, g.instrument, fl.offlineMachine)
 		dash.Any(prefix+"/*", g.forward, g.auditProxied, g.instrument, fl.offlineMachine)

@@ -578,6 +578,9 @@ type Store interface {
 	// Notifications keeps the webhooks about threads (notify.go).
 	Notifications
 
+	// Triggers keeps the webhooks and schedules that start threads, and their runs (triggers.go).
+	Triggers
+
 	// SyncThreads inserts or updates thread summaries of one machine in one
 	// transaction and marks the machine seen now. Each thread's Machine is
 	// set to machine. Threads not in the batch are kept: the fleet's memory

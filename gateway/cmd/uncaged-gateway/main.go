@@ -18,6 +18,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/legacy"
+	"github.com/uncaged/workflow/gateway/notify"
 	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/web"
@@ -72,7 +73,7 @@ func newRoot() *cobra.Command {
 		logOptions = logFlags.Options()
 		return nil
 	}
-	root.AddCommand(serveCmd(), tokenCmd(), keyCmd(), statusCmd(), versionCmd())
+	root.AddCommand(serveCmd(), tokenCmd(), triggerCmd(), keyCmd(), statusCmd(), versionCmd())
 	return root
 }
 
@@ -155,6 +156,10 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err // names the flag
 			}
+			publicURL, err := notify.ParsePublicURL(notifying.publicURL) // config checked it
+			if err != nil {
+				return fmt.Errorf("--public-url: %w", err)
+			}
 			if wsReadLimit > 0 && wsReadLimit < tunnel.MaxMessage {
 				return fmt.Errorf("--ws-read-limit must be at least %d bytes: tunnels send WebSocket messages up to that size", tunnel.MaxMessage)
 			}
@@ -211,7 +216,7 @@ func serveCmd() *cobra.Command {
 					MetricsToken: metrics, HistoryRetention: historyRetention,
 					Dashboard: web.Handler(), AllowOrigins: origins, LegacyURLAllow: urlAllow,
 					SpoolDir: spoolDir, SpoolMemory: spoolMemory, SpoolDisk: spoolDisk,
-					RebalanceEvery: rebalanceEvery, Notify: notifyConfig,
+					RebalanceEvery: rebalanceEvery, Notify: notifyConfig, PublicURL: publicURL,
 				},
 				Store:  storeConfig,
 				Listen: listen, TrustedProxiesGiven: trustedProxy,

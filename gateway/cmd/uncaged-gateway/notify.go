@@ -21,7 +21,7 @@ func (n *notifyFlags) register(cmd *cobra.Command) {
 	f.StringArrayVar(&n.on, "notify-on", nil, "statuses to notify of: waiting, failed, completed, comma-separated or repeated (default: all three)")
 	f.StringVar(&n.secretFile, "notify-secret-file", "", "file holding the secret each webhook body is signed with (HMAC-SHA256 in X-Uncaged-Signature: sha256=...); required with --notify-format json")
 	f.StringVar(&n.format, "notify-format", string(notify.FormatJSON), "webhook body: json (the gateway's own, signed) or slack ({\"text\": ...}, for incoming-webhook URLs)")
-	f.StringVar(&n.publicURL, "public-url", "", "https://host[/path] where users reach this gateway's dashboard, for the links in webhooks (default: none, webhooks carry no link)")
+	f.StringVar(&n.publicURL, "public-url", "", "https://host[/path] where users reach this gateway, for the dashboard links in notifications and the URLs of webhook triggers (default: none: notifications carry no link, and a trigger's URL names the address a request came to)")
 	for _, name := range []string{"notify-url", "notify-on", "notify-secret-file", "notify-format", "public-url"} {
 		envflag.Bind(f, name, envName(name))
 	}
