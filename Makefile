@@ -158,6 +158,7 @@ fuzz:
 	$(call fuzz-one,FuzzFrom,./shared/requestid)
 	$(call fuzz-one,FuzzDecode,./gateway/cluster)
 	$(call fuzz-one,FuzzVerifyHop,./gateway/cluster)
+	$(call fuzz-one,FuzzDelivery,./gateway/trigger)
 	STORAGE_DAMAGE_CASES=1000 STORAGE_DAMAGE_SEED=random $(GO) test -count=1 -timeout 30m -run '^TestRandomDamageNeverCostsANamedNode$$' ./engine/gc
 
 clean:

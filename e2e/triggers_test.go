@@ -241,3 +241,59 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("cron-box has %d threads for %d runs", n, len(runs))
 	}
 }
+
+// The dashboard's Triggers view: a webhook made with its form shows its
+// URL and secret once; a delivery signed with that secret, as GitHub
+// signs it, starts a thread that the trigger's runs link to.
+func TestDashboardTriggers(t *testing.T) {
+	t.Parallel()
+	exe := chromiumPath(t)
+	g := startGateway(t)
+	_, root := g.connector("build-box", map[string]string{"plan-code-review": "linear.esm.js"})
+	base := dashboardURL(t, g)
+	b := newBrowser(t, exe)
+	b.logInToDashboard(base, g.dash)
+	b.open(base + "/#/triggers")
+	b.until("the empty triggers view", `document.querySelector("[data-testid=triggers-empty]")`)
+	b.click(`[data-testid=new-trigger]`)
+	b.typeInto("#trigger-machine", "build-box")
+	b.typeInto("#trigger-workflow", "plan-code-review")
+	b.typeInto("#trigger-prompt", "Fix #{{.issue.number}}: {{.issue.title}}")
+	b.typeInto("#trigger-note", "issues labelled agent")
+	b.click(`[data-testid=trigger-submit]`)
+	b.until("the new webhook's URL and secret", `document.querySelector("[data-testid=trigger-created] [data-testid=trigger-secret]")`)
+	b.shot("trigger-created")
+	id := eval[string](b, `document.querySelector("[data-testid=trigger-created]").dataset.trigger`)
+	url := eval[string](b, `document.querySelector("[data-testid=trigger-created] [data-testid=trigger-url]").innerText`)
+	secret := eval[string](b, `document.querySelector("[data-testid=trigger-created] [data-testid=trigger-secret]").innerText`)
+	if !strings.HasSuffix(url, "/hooks/"+id) || len(secret) != 64 {
+		t.Fatalf("the form made %s at %q with secret %q", id, url, secret)
+	}
+	b.click(`[data-testid=trigger-created-done]`)
+	if eval[bool](b, fmt.Sprintf(`document.body.innerText.includes(%q)`, secret)) {
+		t.Fatal("the secret is still on the page")
+	}
+
+	issue := `{"action":"labeled","issue":{"number":3,"title":"Say hello"}}`
+	if code, body := deliverLikeGitHub(t, g.addr, id, issue, githubSign(secret, issue), "44444444-eeee"); code != http.StatusAccepted {
+		t.Fatalf("the delivery: %d %s", code, body)
+	}
+	testkit.WaitFor(t, "the run to start", func() error {
+		if runs := g.triggerRuns(id); len(runs) != 1 || runs[0].State != "started" {
+			return fmt.Errorf("runs %+v", runs)
+		}
+		return nil
+	})
+	b.reload()
+	row := fmt.Sprintf(`tr[data-testid=trigger-row][data-trigger=%q]`, id)
+	b.until("the trigger in the list", fmt.Sprintf(`document.querySelector(%q)`, row))
+	b.click(row + ` [data-testid=trigger-runs]`)
+	b.until("the started run, linked to its thread", `(() => {
+		const r = document.querySelector("[data-testid=trigger-runs-panel] [data-testid=run-row][data-state=started]");
+		return !!r && !!r.querySelector("a[href*='/threads/']");
+	})()`)
+	b.shot("triggers")
+	if n := threadCount(t, root); n != 1 {
+		t.Fatalf("build-box has %d threads, want 1", n)
+	}
+}

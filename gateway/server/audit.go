@@ -102,7 +102,8 @@ const (
 // auditActions are the actions GET /api/gateway/audit may filter on.
 var auditActions = []string{ActionStart, ActionKill, ActionPause, ActionResume, ActionAnswer, ActionFork, ActionRollback,
 	ActionCASDelete, ActionCASPut, ActionGC, ActionOther, ActionLogin, ActionLogout, ActionTokenCreate, ActionTokenRevoke,
-	ActionConnect, ActionReplace, ActionTakeover, ActionConnectRefused, ActionRegister, ActionUnregister, ActionRefused}
+	ActionConnect, ActionReplace, ActionTakeover, ActionConnectRefused, ActionRegister, ActionUnregister, ActionRefused,
+	ActionTriggerCreate, ActionTriggerDelete, ActionTriggerPause, ActionTriggerResume, ActionTriggerRun}
 
 // Reasons an audit entry is lost (the dropped metric's label).
 const (

@@ -217,3 +217,30 @@ func TestScheduleTimes(t *testing.T) {
 		t.Error("30 February fired")
 	}
 }
+
+// FuzzDelivery feeds what a webhook's sender controls — the body, the
+// template's input, the signature and delivery headers — through what the
+// gateway does with them: nothing panics, a prompt is made only from a
+// valid body and stays within its bound, and a signature verifies only
+// when it is the body's under the secret.
+func FuzzDelivery(f *testing.F) {
+	f.Add([]byte(`{"issue":{"number":1,"title":"t"}}`), "Fix #{{.issue.number}}: {{.issue.title}}", "sha256=00", "d-1")
+	f.Add([]byte("plain"), "", "", "")
+	f.Add([]byte(`{"a":[1,2,3]}`), "{{range .a}}{{.}}{{end}}", "sha1=x", "x y")
+	f.Add([]byte("\xff"), "{{.a", "sha256=", "\x00")
+	const secret = "fuzz-secret"
+	f.Fuzz(func(t *testing.T, body []byte, tmpl, signature, delivery string) {
+		if p, err := Render(tmpl, body); err == nil && len(p) > MaxPrompt {
+			t.Fatalf("a prompt of %d bytes", len(p))
+		}
+		h := http.Header{}
+		h.Set(SignatureHeader, signature)
+		h.Set(DeliveryHeader, delivery)
+		if err := Verify(secret, h, body); err == nil && signature != Sign(secret, body) && strings.TrimSpace(signature) != Sign(secret, body) {
+			t.Fatalf("signature %q verified for a body it was not made for", signature)
+		}
+		if id, err := DeliveryID(h); err == nil && id != "" && id != h.Get(DeliveryHeader) {
+			t.Fatalf("delivery id %q from header %q", id, h.Get(DeliveryHeader))
+		}
+	})
+}

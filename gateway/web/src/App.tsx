@@ -8,6 +8,7 @@ import { GatewayBanner } from "./common/GatewayBanner";
 import { InboxLink } from "./inbox/InboxLink";
 import { InboxView } from "./inbox/InboxView";
 import { DeliveriesView } from "./notifications/DeliveriesView";
+import { TriggersView } from "./triggers/TriggersView";
 import { endsSession, refusalMessage } from "./common/refusal";
 import { loadMachineList } from "./machines/machines";
 import { MachineScope } from "./machines/scope";
@@ -118,6 +119,7 @@ function Shell({ onOut }: { onOut: () => void }) {
         <a className="all-link" href={href.all()} aria-current={route.view === "all" || route.view === "home" ? "page" : undefined}>All machines</a>
         <a className="all-link fleet-link" href={href.fleet()} aria-current={route.view === "fleet" ? "page" : undefined}>Fleet</a>
         <InboxLink current={route.view === "inbox"} fleet={fleet} />
+        <a className="all-link triggers-link" href={href.triggers()} aria-current={route.view === "triggers" ? "page" : undefined}>Triggers</a>
         <a className="all-link audit-link" href={href.audit()} aria-current={route.view === "audit" || route.view === "notifications" ? "page" : undefined}>Audit</a>
         {machineName && (
           <nav className="tabs" aria-label="machine sections">
@@ -154,6 +156,8 @@ function Page({ route }: { route: Route }) {
       return <DeliveriesView />;
     case "inbox":
       return <InboxView />;
+    case "triggers":
+      return <TriggersView />;
     case "fleet":
       return <FleetGlance />;
     case "workflows":

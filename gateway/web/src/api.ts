@@ -206,6 +206,86 @@ export type Delivery = {
   finishedAt?: string;
 };
 export type DeliveryQuery = { state?: string; machine?: string; limit: number; offset: number };
+/**
+ * TriggerRunState is where a trigger's run is: queued (its machine is
+ * offline, or its turn has not come), sending, started (a thread), or
+ * ended without one: expired (its machine did not come back in time) or
+ * failed (the machine refused it).
+ */
+export type TriggerRunState = "queued" | "sending" | "started" | "expired" | "failed";
+/** TRIGGER_RUN_STATES are a run's states, in the order a run goes through them. */
+export const TRIGGER_RUN_STATES: TriggerRunState[] = ["queued", "sending", "started", "expired", "failed"];
+/** TriggerRun is one firing of a trigger (a webhook delivery, a scheduled time). */
+export type TriggerRun = {
+  id: string;
+  trigger: string;
+  machine: string;
+  workflow: string;
+  state: TriggerRunState;
+  /** the thread it started, once started */
+  threadId?: string;
+  /** why it expired or failed */
+  error?: string;
+  /** the webhook delivery's id, or "schedule:<time>" */
+  deliveryId?: string;
+  /** the time a schedule's run was for */
+  scheduledFor?: string;
+  attempts: number;
+  createdAt: string;
+  updatedAt: string;
+  /** when a queued run gives up waiting for its machine */
+  expiresAt: string;
+};
+/**
+ * Trigger is a webhook or a cron schedule that starts threads of a workflow
+ * on a machine (GET /api/gateway/triggers): never its secret, which only
+ * the answer that created it holds.
+ */
+export type Trigger = {
+  id: string;
+  kind: "webhook" | "schedule";
+  machine: string;
+  workflow: string;
+  /** the prompt's template ("" or absent: the delivery's body, a schedule's details as JSON) */
+  prompt?: string;
+  note?: string;
+  /** where a webhook is delivered */
+  url?: string;
+  /** a schedule's cron expression, read in timezone (absent: UTC) */
+  schedule?: string;
+  timezone?: string;
+  /** what a schedule does with a time missed while no gateway ran */
+  missed?: "run-once" | "skip";
+  /** a schedule's next time, unless paused */
+  nextAt?: string;
+  lastFired?: string;
+  /** how long a run waits for an offline machine, as a Go duration ("24h0m0s") */
+  expire: string;
+  paused: boolean;
+  createdAt: string;
+  createdBy?: string;
+  /** the most recent runs, newest first */
+  runs?: TriggerRun[];
+};
+/**
+ * TriggerSpec is what POST /api/gateway/triggers takes: webhook or a
+ * schedule; timezone and missed are a schedule's only; expire is a Go
+ * duration ("24h").
+ */
+export type TriggerSpec = {
+  machine: string;
+  workflow: string;
+  webhook?: true;
+  schedule?: string;
+  timezone?: string;
+  missed?: "run-once" | "skip";
+  prompt?: string;
+  note?: string;
+  expire?: string;
+};
+/** CreatedTrigger is the answer to a trigger's creation: a webhook's URL and secret, the secret never shown again. */
+export type CreatedTrigger = { trigger: Trigger; url?: string; secret?: string };
+export type TriggerRunQuery = { state?: string; limit: number; offset: number };
 /** FleetQuery is a search over every machine's threads; empty fields do not filter. */
 export type FleetQuery = { machine?: string; workflow?: string; status?: string; q?: string; since?: string; until?: string; limit: number; offset: number };
 /** AuditEntry is one line of the gateway's audit log: who did what, never a credential. */
@@ -406,6 +486,16 @@ export const gateway = {
   inbox: (q: InboxQuery) => api<{ threads: InboxThread[]; total: number }>(`/api/gateway/inbox?${query(q)}`),
   /** notifications pages the webhook notifications, newest first; enabled: receivers are configured. */
   notifications: (q: DeliveryQuery) => api<{ notifications: Delivery[]; total: number; enabled: boolean }>(`/api/gateway/notifications?${query(q)}`),
+  /** triggers lists the webhooks and schedules that start threads, oldest first, each with its recent runs. */
+  triggers: () => api<{ triggers: Trigger[] }>("/api/gateway/triggers"),
+  /** triggerRuns pages one trigger's runs, newest first. */
+  triggerRuns: (id: string, q: TriggerRunQuery) => api<{ runs: TriggerRun[]; total: number }>(`/api/gateway/triggers/${seg(id)}/runs?${query(q)}`),
+  /** createTrigger makes a trigger; a webhook's secret is in this answer only. */
+  createTrigger: (spec: TriggerSpec) => api<CreatedTrigger>("/api/gateway/triggers", { method: "POST", body: spec }),
+  /** pauseTrigger stops a trigger firing (paused) or starts it again; its queued runs wait meanwhile. */
+  pauseTrigger: (id: string, paused: boolean) => api<{ trigger: Trigger }>(`/api/gateway/triggers/${seg(id)}/${paused ? "pause" : "resume"}`, { method: "POST" }),
+  /** removeTrigger removes a trigger and its runs. */
+  removeTrigger: (id: string) => api<{ removed: string }>(`/api/gateway/triggers/${seg(id)}`, { method: "DELETE" }),
   async login(token: string) {
     setToken(token);
     try {

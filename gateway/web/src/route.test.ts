@@ -10,6 +10,9 @@ describe("hash routes", () => {
     expect(parseHash("#/inbox?assignee=bob&offset=50")).toEqual({ view: "inbox" });
     expect(parseHash(href.notifications())).toEqual({ view: "notifications" });
     expect(parseHash("#/inbox/x").view).toBe("notfound");
+    expect(parseHash(href.triggers())).toEqual({ view: "triggers" });
+    expect(parseHash("#/triggers?trigger=tr_1")).toEqual({ view: "triggers" });
+    expect(parseHash("#/triggers/tr_1").view).toBe("notfound");
     expect(parseHash("#/threads?q=fix+bug&machine=m")).toEqual({ view: "all" });
     expect(parseHash("#/?q=x")).toEqual({ view: "home" });
     expect(hashQuery("#/threads?q=fix+bug&offset=50").get("q")).toBe("fix bug");

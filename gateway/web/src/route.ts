@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from "react";
 //   #/audit                          the gateway's audit log
 //   #/notifications[?state=&offset=] the webhook notifications it sent (see DeliveriesView)
 //   #/inbox[?assignee=&offset=]      every thread waiting for a person's answer (see InboxView)
+//   #/triggers[?trigger=<id>]        the webhooks and schedules that start threads, one's runs open (see TriggersView)
 //   #/fleet[?by=workflow&days=30]    the fleet at a glance (see FleetGlance)
 //   #/m/<machine>[/threads]          threads of a machine
 //   #/m/<machine>/threads/<id>       thread detail (live)
@@ -19,6 +20,7 @@ export type Route =
   | { view: "audit" }
   | { view: "notifications" }
   | { view: "inbox" }
+  | { view: "triggers" }
   | { view: "fleet" }
   | { view: "threads"; machine: string }
   | { view: "thread"; machine: string; id: string }
@@ -43,6 +45,7 @@ export function parseHash(hash: string): Route {
   if (parts.length === 1 && parts[0] === "audit") return { view: "audit" };
   if (parts.length === 1 && parts[0] === "notifications") return { view: "notifications" };
   if (parts.length === 1 && parts[0] === "inbox") return { view: "inbox" };
+  if (parts.length === 1 && parts[0] === "triggers") return { view: "triggers" };
   if (parts.length === 1 && parts[0] === "fleet") return { view: "fleet" };
   if (parts[0] !== "m" || !parts[1]) return { view: "notfound", path };
   const machine = parts[1];
@@ -63,6 +66,7 @@ export const href = {
   audit: () => "#/audit",
   notifications: () => "#/notifications",
   inbox: () => "#/inbox",
+  triggers: () => "#/triggers",
   fleet: () => "#/fleet",
   threads: (m: string) => `#/m/${e(m)}/threads`,
   thread: (m: string, id: string) => `#/m/${e(m)}/threads/${e(id)}`,
