@@ -131,15 +131,15 @@ A run for a machine that is offline waits for it, in order, for --expire
 			if err != nil {
 				return err
 			}
-			ctx, s, err := st.open(cmd, true)
-			if err != nil {
+			if err := withStore(cmd, &st, true, func(ctx context.Context, s store.Store) error {
+				if err := s.CreateTrigger(ctx, t); err != nil {
+					return err
+				}
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-create", t)
+				return nil
+			}); err != nil {
 				return err
 			}
-			defer func() { _ = s.Close() }() // the trigger is committed before
-			if err := s.CreateTrigger(ctx, t); err != nil {
-				return err
-			}
-			auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-create", t)
 			out := triggerOut(t, publicURL)
 			if asJSON {
 				out.Secret = t.Secret
@@ -193,13 +193,11 @@ func triggerListCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, s, err := st.open(cmd, false)
-			if err != nil {
+			var list []store.Trigger
+			if err := withStore(cmd, &st, false, func(ctx context.Context, s store.Store) (err error) {
+				list, err = s.ListTriggers(ctx)
 				return err
-			}
-			defer func() { _ = s.Close() }() // only read from
-			list, err := s.ListTriggers(ctx)
-			if err != nil {
+			}); err != nil {
 				return err
 			}
 			if asJSON {
@@ -239,21 +237,18 @@ func triggerRemoveCmd() *cobra.Command {
 		Args:    exactTriggerID,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, s, err := st.open(cmd, false)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = s.Close() }() // the removal is committed before
-			t, err := getTrigger(ctx, s, args[0])
-			if err != nil {
-				return err
-			}
-			if err := s.DeleteTrigger(ctx, t.ID); err != nil {
-				return err
-			}
-			auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-delete", t)
-			fmt.Fprintf(cmd.OutOrStdout(), "removed trigger %s (%s on %s)\n", t.ID, t.Workflow, t.Machine)
-			return nil
+			return withStore(cmd, &st, false, func(ctx context.Context, s store.Store) error {
+				t, err := getTrigger(ctx, s, args[0])
+				if err != nil {
+					return err
+				}
+				if err := s.DeleteTrigger(ctx, t.ID); err != nil {
+					return err
+				}
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-delete", t)
+				fmt.Fprintf(cmd.OutOrStdout(), "removed trigger %s (%s on %s)\n", t.ID, t.Workflow, t.Machine)
+				return nil
+			})
 		},
 	}
 	st.register(cmd)
@@ -272,25 +267,33 @@ func triggerPauseCmd(pause bool) *cobra.Command {
 		Args:    exactTriggerID,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, s, err := st.open(cmd, false)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = s.Close() }() // the change is committed before
-			if _, err := getTrigger(ctx, s, args[0]); err != nil {
-				return err
-			}
-			t, err := s.SetTriggerPaused(ctx, args[0], pause)
-			if err != nil {
-				return err
-			}
-			auditTrigger(ctx, s, cmd.ErrOrStderr(), action, t)
-			fmt.Fprintf(cmd.OutOrStdout(), "%sd trigger %s (%s on %s)\n", verb, t.ID, t.Workflow, t.Machine)
-			return nil
+			return withStore(cmd, &st, false, func(ctx context.Context, s store.Store) error {
+				if _, err := getTrigger(ctx, s, args[0]); err != nil {
+					return err
+				}
+				t, err := s.SetTriggerPaused(ctx, args[0], pause)
+				if err != nil {
+					return err
+				}
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), action, t)
+				fmt.Fprintf(cmd.OutOrStdout(), "%sd trigger %s (%s on %s)\n", verb, t.ID, t.Workflow, t.Machine)
+				return nil
+			})
 		},
 	}
 	st.register(cmd)
 	return cmd
+}
+
+// withStore runs fn on the store st names, closing it after: every
+// trigger command's change is committed by the time fn returns.
+func withStore(cmd *cobra.Command, st *storeFlags, create bool, fn func(ctx context.Context, s store.Store) error) error {
+	ctx, s, err := st.open(cmd, create)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }() // committed before, or only read from
+	return fn(ctx, s)
 }
 
 // exactTriggerID wants one argument, a trigger's id.
