@@ -323,7 +323,6 @@ func New(opts Options) *Gateway {
 	g.audit = newAuditLog(g.metrics, g.bounds.untrusted) // a failed login is audited: a flood of them drops entries
 	// Before the store's writer starts: its thread writes add notifications.
 	g.notifier = g.newNotifier()
-	g.triggers = g.newTriggerLoops()
 	g.writes = g.newStoreWrites()
 	g.audit.record(g.writes)
 	var watchCtx context.Context
@@ -336,6 +335,8 @@ func New(opts Options) *Gateway {
 	if g.writes != nil {
 		g.writes.q.Start() // now that everything its writes reach is set
 	}
+	// Last: the triggers' loops audit what they start and read presence.
+	g.triggers = g.newTriggerLoops()
 	return g
 }
 
