@@ -64,21 +64,20 @@ func deliverLikeGitHub(t *testing.T, addr, id, body, signature, delivery string)
 }
 
 // fleetPrompts are the prompts of machine's threads the gateway knows,
-// by thread id.
-func (g *gatewayEnv) fleetPrompts(machine string) map[string]string {
-	g.t.Helper()
+// by thread id; an answer that is not the list is an error to wait past.
+func (g *gatewayEnv) fleetPrompts(machine string) (map[string]string, error) {
 	resp, body := g.do("GET", "/api/gateway/threads?machine="+machine+"&limit=100", "")
 	var page struct {
 		Threads []struct{ ThreadID, Prompt string }
 	}
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil {
-		g.t.Fatalf("fleet threads of %s: %d %s", machine, resp.StatusCode, body)
+		return nil, fmt.Errorf("fleet threads of %s: %d %s", machine, resp.StatusCode, body)
 	}
 	out := map[string]string{}
 	for _, th := range page.Threads {
 		out[th.ThreadID] = th.Prompt
 	}
-	return out
+	return out, nil
 }
 
 // threadCount is how many threads machine's root lists.
@@ -92,17 +91,28 @@ func threadCount(t *testing.T, root string) int {
 	return len(rows)
 }
 
+// triggerRun is one run as the API shows it.
+type triggerRun struct{ ID, State, ThreadID, Error, ScheduledFor string }
+
 // triggerRuns are a trigger's runs through the API, newest first.
-func (g *gatewayEnv) triggerRuns(id string) []struct{ ID, State, ThreadID, Error, ScheduledFor string } {
+func (g *gatewayEnv) triggerRuns(id string) []triggerRun {
 	g.t.Helper()
+	runs, err := g.tryTriggerRuns(id)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return runs
+}
+
+// tryTriggerRuns is triggerRuns for a wait: an answer that is not the
+// list is an error to wait past.
+func (g *gatewayEnv) tryTriggerRuns(id string) ([]triggerRun, error) {
 	resp, body := g.do("GET", "/api/gateway/triggers/"+id+"/runs?limit=100", "")
-	var page struct {
-		Runs []struct{ ID, State, ThreadID, Error, ScheduledFor string }
-	}
+	var page struct{ Runs []triggerRun }
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &page) != nil {
-		g.t.Fatalf("runs of %s: %d %s", id, resp.StatusCode, body)
+		return nil, fmt.Errorf("runs of %s: %d %s", id, resp.StatusCode, body)
 	}
-	return page.Runs
+	return page.Runs, nil
 }
 
 // A webhook signed as GitHub signs starts a thread on a connected machine
@@ -132,7 +142,10 @@ func TestTriggersStartThreadsThroughTheGateway(t *testing.T) {
 		t.Fatalf("the delivery: %d %s", code, body)
 	}
 	testkit.WaitFor(t, "the webhook's thread on build-box", func() error {
-		prompts := g.fleetPrompts("build-box")
+		prompts, err := g.fleetPrompts("build-box")
+		if err != nil {
+			return err
+		}
 		if len(prompts) != 1 {
 			return fmt.Errorf("threads %v", prompts)
 		}
@@ -168,7 +181,10 @@ func TestTriggersStartThreadsThroughTheGateway(t *testing.T) {
 	g.restart()
 	_, lateRoot := g.connector("late-box", map[string]string{"nightly": "linear.esm.js"})
 	testkit.WaitFor(t, "late-box's queued run to start", func() error {
-		runs := g.triggerRuns(late.ID)
+		runs, err := g.tryTriggerRuns(late.ID)
+		if err != nil {
+			return err
+		}
 		if len(runs) != 1 || runs[0].State != "started" {
 			return fmt.Errorf("runs %+v", runs)
 		}
@@ -177,7 +193,7 @@ func TestTriggersStartThreadsThroughTheGateway(t *testing.T) {
 	if n := threadCount(t, lateRoot); n != 1 {
 		t.Fatalf("late-box has %d threads, want 1", n)
 	}
-	if prompts := g.fleetPrompts("late-box"); len(prompts) > 1 {
+	if prompts, err := g.fleetPrompts("late-box"); err == nil && len(prompts) > 1 {
 		t.Fatalf("late-box threads %v", prompts)
 	}
 }
@@ -194,8 +210,12 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 	every := createTrigger(t, tc.key, "--machine", "cron-box", "--workflow", "wf-cron-box", "--schedule", "@every 2s",
 		"--prompt", "scheduled for {{.scheduledFor}}")
 	testkit.WaitFor(t, "four scheduled runs started", func() error {
+		all, err := g.tryTriggerRuns(every.ID)
+		if err != nil {
+			return err
+		}
 		started := 0
-		for _, r := range g.triggerRuns(every.ID) {
+		for _, r := range all {
 			if r.State == "started" {
 				started++
 			}
@@ -207,9 +227,12 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 	})
 	gwCLI(t, tc.key, "trigger", "pause", every.ID)
 	// What was recorded before the pause may still be starting.
-	var runs []struct{ ID, State, ThreadID, Error, ScheduledFor string }
+	var runs []triggerRun
 	testkit.WaitFor(t, "every run recorded to have started", func() error {
-		runs = g.triggerRuns(every.ID)
+		var err error
+		if runs, err = g.tryTriggerRuns(every.ID); err != nil {
+			return err
+		}
 		for _, r := range runs {
 			if r.State != "started" {
 				return fmt.Errorf("run %+v", r)
@@ -279,8 +302,8 @@ func TestDashboardTriggers(t *testing.T) {
 		t.Fatalf("the delivery: %d %s", code, body)
 	}
 	testkit.WaitFor(t, "the run to start", func() error {
-		if runs := g.triggerRuns(id); len(runs) != 1 || runs[0].State != "started" {
-			return fmt.Errorf("runs %+v", runs)
+		if runs, err := g.tryTriggerRuns(id); err != nil || len(runs) != 1 || runs[0].State != "started" {
+			return fmt.Errorf("runs %+v (%v)", runs, err)
 		}
 		return nil
 	})
