@@ -172,10 +172,30 @@ func Render(tmpl string, body []byte) (string, error) {
 		return "", errors.New("the body holds more than one JSON value")
 	}
 	var out limitedBuffer
-	if err := t.Execute(&out, data); err != nil {
+	if err := t.Execute(&out, nullsAsEmpty(data)); err != nil {
 		return "", fmt.Errorf("rendering the prompt: %w", err)
 	}
 	return out.String(), nil
+}
+
+// nullsAsEmpty replaces every JSON null in v with "": text/template
+// prints a nil as "<no value>", and GitHub sends null for what is unset
+// (an issue without a description), which a prompt should read as nothing;
+// {{if .issue.body}} is false for both.
+func nullsAsEmpty(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case map[string]any:
+		for k, e := range x {
+			x[k] = nullsAsEmpty(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = nullsAsEmpty(e)
+		}
+	}
+	return v
 }
 
 // limitedBuffer refuses to grow past MaxPrompt, so a template ranging

@@ -125,6 +125,8 @@ func TestRender(t *testing.T) {
 		{"{{.issue.title}}", "not json", "", "not JSON"},
 		{"{{.issue.title}}", issue + issue, "", "more than one JSON value"},
 		{"{{.a}}", `{"a":"x"}`, "x", ""},
+		{"[{{.issue.body}}]{{if .issue.body}} has a body{{end}}", `{"issue":{"body":null}}`, "[]", ""},
+		{"{{range .xs}}<{{.}}>{{end}}", `{"xs":[1,null,"z"]}`, "<1><><z>", ""},
 		{"", "\xff\xfe", "", "not UTF-8"},
 		{"{{.a", `{"a":1}`, "", "prompt template"},
 		{`{{range $i := .xs}}{{$i}}{{end}}`, `{"xs":[` + strings.Repeat(`"`+strings.Repeat("y", 1000)+`",`, 300) + `"z"]}`, "", "longer than"},
