@@ -121,10 +121,41 @@ func (g *Gateway) newTriggerLoops() *triggerLoops {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tl.cancel = cancel
+	tl.watch(ctx)
 	tl.done.Add(2)
 	go func() { defer tl.done.Done(); tl.loop(ctx, tl.senderWake, tl.send) }()
 	go func() { defer tl.done.Done(); tl.loop(ctx, tl.schedulerWake, tl.schedule) }()
 	return tl
+}
+
+// watch wakes the loops on what another replica, or a trigger command,
+// changed in the store: a run queued for a machine connected here is sent
+// at once, a trigger made or resumed elsewhere is looked at at once.
+// Without notifications the loops still look every triggerPoll.
+func (tl *triggerLoops) watch(ctx context.Context) {
+	changes, err := tl.st.Subscribe(ctx)
+	if err != nil {
+		tl.g.opts.Logger.Warn("triggers: no notifications from the store; changes made elsewhere are seen within seconds", "err", err.Error())
+		return
+	}
+	tl.done.Add(1)
+	go func() {
+		defer tl.done.Done()
+		for c := range changes {
+			switch c.Kind {
+			case store.ChangeRun:
+				for _, machine := range c.IDs {
+					if _, online, _ := tl.g.presence.Get(machine); online {
+						tl.wakeSender()
+						break
+					}
+				}
+			case store.ChangeTrigger, store.ChangeReload:
+				tl.wakeScheduler()
+				tl.wakeSender()
+			}
+		}
+	}()
 }
 
 // stop ends both loops and waits for them: a start under way is cut off

@@ -157,9 +157,14 @@ var ErrInvalid = errors.New("invalid")
 
 // ChangeTrigger means the triggers in IDs were created, paused, resumed
 // or deleted: read them again (GetTrigger says ErrNotFound for a deleted
-// one). A ChangeReload covers triggers too. Runs send no changes: they
-// are many, and senders poll the queue (QueuedMachines).
+// one). A ChangeReload covers triggers too.
 const ChangeTrigger ChangeKind = "trigger"
+
+// ChangeRun means a run was queued for each machine in IDs: the replica
+// holding the machine sends it at once rather than at its next look at
+// the queue. A ChangeReload may hide one; senders still look on their own
+// now and then.
+const ChangeRun ChangeKind = "run"
 
 // TriggerIDPrefix and RunIDPrefix begin trigger and run ids.
 const (
@@ -753,7 +758,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT
 		_, err = tx.ExecContext(ctx, s.q(`DELETE FROM trigger_runs WHERE trigger_id = $1 AND state IN `+finishedStates+` AND id NOT IN (
 SELECT id FROM trigger_runs WHERE trigger_id = $1 AND state IN `+finishedStates+` ORDER BY created_at DESC, id DESC LIMIT $2)`),
 			r.TriggerID, MaxFinishedRuns)
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		return []Change{{Kind: ChangeRun, IDs: []string{out.Machine}}}, nil
 	})
 	if err != nil {
 		return TriggerRun{}, false, err

@@ -1088,6 +1088,27 @@ func TestTriggerChanges(t *testing.T) {
 				t.Fatalf("step %d: change %+v, want %s of %s", i, c, store.ChangeTrigger, hook.ID)
 			}
 		}
+		// A run queued says for which machine; the same delivery again
+		// queues nothing and says nothing.
+		hook = newWebhook("alpha")
+		if err := s.CreateTrigger(ctx, hook); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, ch)
+		for i := 0; i < 2; i++ {
+			if _, _, err := s.AddRun(ctx, store.TriggerRun{TriggerID: hook.ID, DeliveryID: "d-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.SetTriggerPaused(ctx, hook.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		if c := recv(t, ch); c.Kind != store.ChangeRun || !reflect.DeepEqual(c.IDs, []string{hook.Machine}) {
+			t.Fatalf("the run's change %+v, want %s of %s", c, store.ChangeRun, hook.Machine)
+		}
+		if c := recv(t, ch); c.Kind != store.ChangeTrigger {
+			t.Fatalf("after one run queued, then a pause: %+v (a repeated delivery said something)", c)
+		}
 	})
 }
 
