@@ -160,10 +160,18 @@ func TestTriggersStartThreadsThroughTheGateway(t *testing.T) {
 	if code, body := deliverLikeGitHub(t, g.addr, hook.ID, issue, githubSign(hook.Secret, issue), "22222222-cccc"); code != http.StatusAccepted || !strings.Contains(body, `"duplicate":true`) {
 		t.Fatalf("the redelivery: %d %s", code, body)
 	}
-	runs := g.triggerRuns(hook.ID)
-	if len(runs) != 1 || runs[0].State != "started" || runs[0].ThreadID == "" {
-		t.Fatalf("runs %+v", runs)
-	}
+	// The thread may be in the fleet before the gateway has recorded the
+	// machine's answer.
+	testkit.WaitFor(t, "the run recorded as started", func() error {
+		runs, err := g.tryTriggerRuns(hook.ID)
+		if err != nil {
+			return err
+		}
+		if len(runs) != 1 || runs[0].State != "started" || runs[0].ThreadID == "" {
+			return fmt.Errorf("runs %+v", runs)
+		}
+		return nil
+	})
 	if n := threadCount(t, root); n != 1 {
 		t.Fatalf("build-box has %d threads after a bad signature and a redelivery, want 1", n)
 	}
@@ -226,16 +234,24 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 		return nil
 	})
 	gwCLI(t, tc.key, "trigger", "pause", every.ID)
-	// What was recorded before the pause may still be starting.
+	// A run being sent at the pause finishes; one queued just before it
+	// waits for the trigger to resume.
 	var runs []triggerRun
-	testkit.WaitFor(t, "every run recorded to have started", func() error {
-		var err error
-		if runs, err = g.tryTriggerRuns(every.ID); err != nil {
+	testkit.WaitFor(t, "no run being sent", func() error {
+		all, err := g.tryTriggerRuns(every.ID)
+		if err != nil {
 			return err
 		}
-		for _, r := range runs {
-			if r.State != "started" {
+		runs = runs[:0]
+		for _, r := range all {
+			switch r.State {
+			case "sending":
 				return fmt.Errorf("run %+v", r)
+			case "started":
+				runs = append(runs, r)
+			case "queued":
+			default:
+				t.Fatalf("run %+v", r)
 			}
 		}
 		return nil
@@ -261,7 +277,7 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 		}
 	}
 	if n := threadCount(t, roots["cron-box"]); n != len(runs) {
-		t.Fatalf("cron-box has %d threads for %d runs", n, len(runs))
+		t.Fatalf("cron-box has %d threads for %d started runs", n, len(runs))
 	}
 }
 
