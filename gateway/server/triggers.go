@@ -355,35 +355,42 @@ func (g *Gateway) listRuns(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// hook is POST /hooks/:id, a webhook's delivery. In order: the client's
-// record of bad signatures, the trigger, its rate, the body's size, the
-// signature, the delivery id, the prompt; only then is a run recorded
-// (once per delivery id) and 202 {runId} answered. A refusal starts
-// nothing.
+// hook is POST /hooks/:id, a webhook's delivery. In order: the trigger,
+// the sender's record of bad signatures for it, the body's size, the
+// signature, the trigger's rate, paused, the delivery id, the prompt; only
+// then is a run recorded (once per delivery id) and 202 {runId}
+// answered. A refusal starts nothing.
+//
+// Only what a sender can prove spends what others need: bad signatures
+// count against the address for that trigger alone (senders such as
+// GitHub share addresses, so one misconfigured hook must not block
+// another's), guesses at ids against the address, and only signed
+// deliveries against the trigger's rate, so knowing a URL is not enough to
+// hold its deliveries back.
 func (g *Gateway) hook(c echo.Context) error {
 	st, err := g.triggerStore()
 	if err != nil {
 		return err
 	}
 	tr := g.triggers
-	ip := c.RealIP()
-	if ok, wait := tr.badSignatures.peek(ip); !ok {
-		tr.metrics.signatureFailures.WithLabelValues("rate_limited").Inc()
-		return tooMany(c, wait, "too many deliveries with a bad signature from this address")
-	}
+	ip := clientKey(c.RealIP())
 	id := c.Param("id")
 	ctx := c.Request().Context()
 	t, err := st.GetTrigger(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Kind != store.TriggerWebhook) {
-		tr.badSignatures.allow(ip) // guessing ids costs like bad signatures
+		if ok, wait := tr.badSignatures.allow("unknown " + ip); !ok {
+			tr.metrics.signatureFailures.WithLabelValues("rate_limited").Inc()
+			return tooMany(c, wait, "too many deliveries to unknown webhooks from this address")
+		}
 		return echo.NewHTTPError(http.StatusNotFound, "no webhook "+cleanTarget(id))
 	}
 	if err != nil {
 		return g.storeUnavailable("reading the trigger", err)
 	}
-	if ok, wait := tr.perTrigger.allow(t.ID); !ok {
-		tr.metrics.runs.WithLabelValues(t.ID, "rate_limited").Inc()
-		return tooMany(c, wait, fmt.Sprintf("trigger %s takes at most %d deliveries a minute", t.ID, hookPerMinute))
+	sender := t.ID + " " + ip
+	if ok, wait := tr.badSignatures.peek(sender); !ok {
+		tr.metrics.signatureFailures.WithLabelValues("rate_limited").Inc()
+		return tooMany(c, wait, "too many deliveries with a bad signature from this address")
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, hookMaxBody+1))
 	if err != nil {
@@ -398,9 +405,13 @@ func (g *Gateway) hook(c echo.Context) error {
 			reason = "missing"
 		}
 		tr.metrics.signatureFailures.WithLabelValues(reason).Inc()
-		tr.badSignatures.allow(ip)
-		g.bounds.untrusted.Warn("webhook refused", "trigger", t.ID, "reason", reason, "address", ip)
+		tr.badSignatures.allow(sender)
+		g.bounds.untrusted.Warn("webhook refused", "trigger", t.ID, "reason", reason, "address", c.RealIP())
 		return echo.NewHTTPError(http.StatusUnauthorized, err.Error())
+	}
+	if ok, wait := tr.perTrigger.allow(t.ID); !ok {
+		tr.metrics.runs.WithLabelValues(t.ID, "rate_limited").Inc()
+		return tooMany(c, wait, fmt.Sprintf("trigger %s takes at most %d deliveries a minute", t.ID, hookPerMinute))
 	}
 	if t.Paused {
 		return echo.NewHTTPError(http.StatusConflict, "trigger "+t.ID+" is paused: `uncaged-gateway trigger resume "+t.ID+"` starts it taking deliveries again")

@@ -443,3 +443,43 @@ func TestScheduleFiresOnceAcrossGateways(t *testing.T) {
 		t.Fatalf("skip ran missed minutes: %+v", skips)
 	}
 }
+
+// Only what a sender proves spends what others need: bad signatures to
+// one webhook, from one address, hold back that address's deliveries to
+// that webhook only, and never the webhook's own rate; guessed ids are
+// counted apart.
+func TestBadDeliveriesHoldBackOnlyTheirSender(t *testing.T) {
+	t.Parallel()
+	f := newTriggerFixture(t, nil, nil)
+	f.connector("build-box", newStartingConnector())
+	a, _, _ := f.create(`{"machine":"build-box","workflow":"w","webhook":true}`)
+	b, _, secretB := f.create(`{"machine":"build-box","workflow":"w","webhook":true}`)
+	body := `{"n":1}`
+	codes := map[int]int{}
+	for i := 0; i < badSignatureBurst+5; i++ {
+		code, _ := f.deliver(a, body, map[string]string{trigger.SignatureHeader: "sha256=" + strings.Repeat("0", 64)})
+		codes[code]++
+	}
+	if codes[http.StatusUnauthorized] != badSignatureBurst || codes[http.StatusTooManyRequests] != 5 {
+		t.Fatalf("bad signatures to one webhook: %v, want %d × 401 then 429", codes, badSignatureBurst)
+	}
+	if ok, _ := f.gw.triggers.perTrigger.peek(a); !ok {
+		t.Fatal("unsigned deliveries spent the webhook's own rate")
+	}
+	// The same address, another webhook, signed: taken.
+	if code, out := f.deliver(b, body, signed(secretB, body, "")); code != http.StatusAccepted {
+		t.Fatalf("another webhook from the same address: %d %v", code, out)
+	}
+	// Guesses at ids are counted on their own.
+	for i := 0; i < badSignatureBurst; i++ {
+		if code, _ := f.deliver(fmt.Sprintf("trg_guess%021d", i), body, nil); code != http.StatusNotFound {
+			t.Fatalf("guess %d: %d", i, code)
+		}
+	}
+	if code, _ := f.deliver("trg_guessone", body, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("past the guesses' burst: %d", code)
+	}
+	if code, out := f.deliver(b, body, signed(secretB, body, "")); code != http.StatusAccepted {
+		t.Fatalf("a signed delivery after the guesses: %d %v", code, out)
+	}
+}
