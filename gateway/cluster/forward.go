@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/gateway/internal/proxybuf"
+	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // HopHeader marks a request another replica forwarded: its timestamp,
@@ -139,7 +141,27 @@ func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Host = ""
 	pr.SetXForwarded()
-	pr.Out.Header.Set(HopHeader, c.hop(pr.Out.Method, pr.Out.URL.Path, c.now()))
+	pr.Out.Header.Set(HopHeader, c.hop(pr.Out.Method, pr.Out.URL.Path, hopUser(pr.Out.Header), c.now()))
+}
+
+// hopUser is who the entering replica says made a request
+// (tunnel.UserHeader, under any spelling of its name a server might read
+// as it), as the hop signs it: the replica holding the tunnel believes the
+// header because the hop does, so the hop must cover it, or a hop header
+// replayed within its minute could carry another user. "" when none.
+func hopUser(h http.Header) string {
+	var keys []string
+	for k := range h {
+		if len(k) == len(tunnel.UserHeader) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), tunnel.UserHeader) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var vals []string
+	for _, k := range keys {
+		vals = append(vals, h[k]...)
+	}
+	return strings.Join(vals, "\n")
 }
 
 func (c *Cluster) proxyError(w http.ResponseWriter, r *http.Request, err error) {
@@ -168,10 +190,22 @@ func (c *Cluster) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	fmt.Fprintf(w, "{\"error\":%q}\n", msg)
 }
 
-// hop is this replica's hop header for a request.
-func (c *Cluster) hop(method, path string, now time.Time) string {
+// hop is this replica's hop header for a request made by user (see
+// hopUser).
+func (c *Cluster) hop(method, path, user string, now time.Time) string {
 	ts := strconv.FormatInt(now.Unix(), 10)
-	return ts + "." + c.signer.sign("hop", c.o.ReplicaID, ts, method, path) + "." + c.o.ReplicaID
+	return ts + "." + c.hopMAC(c.o.ReplicaID, ts, method, path, user) + "." + c.o.ReplicaID
+}
+
+// hopMAC signs a hop. A request that names no user is signed as replicas
+// before the user header signed every hop, so that they and this one
+// verify each other's hops during a rolling upgrade; one that names a
+// user is signed with it, under another label.
+func (c *Cluster) hopMAC(replica, ts, method, path, user string) string {
+	if user == "" {
+		return c.signer.sign("hop", replica, ts, method, path)
+	}
+	return c.signer.sign("hop+user", replica, ts, method, path, user)
 }
 
 // VerifyHop checks the hop header of a request another replica forwarded
@@ -190,7 +224,7 @@ func (c *Cluster) VerifyHop(r *http.Request) (string, error) {
 	if d := c.now().Sub(time.Unix(sec, 0)); d > hopSkew || d < -hopSkew {
 		return "", errors.New("stale cluster hop header (or the replicas' clocks disagree)")
 	}
-	if !hmac.Equal([]byte(mac), []byte(c.signer.sign("hop", replica, ts, r.Method, r.URL.Path))) {
+	if !hmac.Equal([]byte(mac), []byte(c.hopMAC(replica, ts, r.Method, r.URL.Path, hopUser(r.Header)))) {
 		return "", errors.New("invalid cluster hop signature")
 	}
 	return replica, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/internal/eventstream"
 	"github.com/uncaged/workflow/shared/testkit"
+	"github.com/uncaged/workflow/shared/tunnel"
 )
 
 // pair is two replicas' clusters sharing a key (not joined to NATS:
@@ -205,16 +206,16 @@ func TestVerifyHopRefusesForgeries(t *testing.T) {
 	from, to := pair(t)
 	now := time.Now()
 	other, _ := New(Options{NATS: "x", ReplicaID: "r1", Advertise: "http://a:1", Key: []byte(strings.Repeat("z", 32))})
-	good := from.hop("GET", "/api/clients/laptop/workflows", now)
+	good := from.hop("GET", "/api/clients/laptop/workflows", "", now)
 	for name, c := range map[string]struct{ header, method, path string }{
 		"empty":        {"", "GET", "/api/clients/laptop/workflows"},
 		"garbage":      {"hello", "GET", "/api/clients/laptop/workflows"},
 		"no replica":   {strings.TrimSuffix(good, "r1"), "GET", "/api/clients/laptop/workflows"},
 		"bad time":     {"x" + good, "GET", "/api/clients/laptop/workflows"},
-		"stale":        {from.hop("GET", "/api/clients/laptop/workflows", now.Add(-time.Hour)), "GET", "/api/clients/laptop/workflows"},
+		"stale":        {from.hop("GET", "/api/clients/laptop/workflows", "", now.Add(-time.Hour)), "GET", "/api/clients/laptop/workflows"},
 		"other path":   {good, "GET", "/api/clients/laptop/threads"},
 		"other method": {good, "DELETE", "/api/clients/laptop/workflows"},
-		"other key":    {other.hop("GET", "/api/clients/laptop/workflows", now), "GET", "/api/clients/laptop/workflows"},
+		"other key":    {other.hop("GET", "/api/clients/laptop/workflows", "", now), "GET", "/api/clients/laptop/workflows"},
 		"renamed":      {strings.TrimSuffix(good, "r1") + "r3", "GET", "/api/clients/laptop/workflows"},
 	} {
 		r := httptest.NewRequest(c.method, c.path, nil)
@@ -354,6 +355,41 @@ func TestTheForwardingProxyLogsThroughTheLogger(t *testing.T) {
 		var l struct{ Level, Msg string }
 		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Level != "WARN" {
 			t.Fatalf("not a JSON warning: %q (%v)", line, err)
+		}
+	}
+}
+
+// The hop covers who made the request: the user the entering replica
+// named verifies only with that user, under no spelling of the header
+// can another be added, and a hop for no user does not take one.
+func TestVerifyHopCoversTheUser(t *testing.T) {
+	t.Parallel()
+	from, to := pair(t)
+	now := time.Now()
+	const path = "/api/clients/laptop/threads/t1/answer"
+	withAnn := from.hop("POST", path, "ann", now)
+	noUser := from.hop("POST", path, "", now)
+	for _, c := range []struct {
+		name, hop string
+		headers   map[string][]string
+		ok        bool
+	}{
+		{"the user it was signed for", withAnn, map[string][]string{tunnel.UserHeader: {"ann"}}, true},
+		{"no user, signed for none", noUser, nil, true},
+		{"another user", withAnn, map[string][]string{tunnel.UserHeader: {"mallory"}}, false},
+		{"the user dropped", withAnn, nil, false},
+		{"a user added to a hop for none", noUser, map[string][]string{tunnel.UserHeader: {"mallory"}}, false},
+		{"a second value", withAnn, map[string][]string{tunnel.UserHeader: {"ann", "mallory"}}, false},
+		{"another spelling added", withAnn, map[string][]string{tunnel.UserHeader: {"ann"}, "X-Uncaged_user": {"mallory"}}, false},
+		{"another spelling alone", noUser, map[string][]string{"X-UNCAGED_USER": {"mallory"}}, false},
+	} {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set(HopHeader, c.hop)
+		for k, v := range c.headers {
+			r.Header[k] = v
+		}
+		if _, err := to.VerifyHop(r); (err == nil) != c.ok {
+			t.Errorf("%s: VerifyHop = %v, want ok %v", c.name, err, c.ok)
 		}
 	}
 }

@@ -88,12 +88,12 @@ func FuzzVerifyHop(f *testing.F) {
 		f.Fatal(err)
 	}
 	c.now = func() time.Time { return fuzzNow }
-	good := c.hop("GET", "/api/clients/laptop/workflows", fuzzNow)
+	good := c.hop("GET", "/api/clients/laptop/workflows", "", fuzzNow)
 	f.Add(good, "GET", "/api/clients/laptop/workflows")
 	f.Add(good, "POST", "/api/clients/laptop/workflows")
 	f.Add(good, "GET", "/api/clients/laptop/workflow")
-	f.Add(c.hop("DELETE", "/", fuzzNow.Add(-hopSkew)), "DELETE", "/")
-	f.Add(c.hop("GET", "/x", fuzzNow.Add(hopSkew+time.Second)), "GET", "/x")
+	f.Add(c.hop("DELETE", "/", "", fuzzNow.Add(-hopSkew)), "DELETE", "/")
+	f.Add(c.hop("GET", "/x", "", fuzzNow.Add(hopSkew+time.Second)), "GET", "/x")
 	f.Add(strings.Replace(good, ".r1", ".r2", 1), "GET", "/api/clients/laptop/workflows")
 	f.Add("1.abc.r2", "GET", "/")
 	f.Add("..", "GET", "/")
