@@ -61,10 +61,16 @@ func (l *rateLimiter) allow(key string) (bool, time.Duration) {
 		b.tokens--
 		return true, 0
 	}
+	return false, l.untilToken(b.tokens)
+}
+
+// untilToken is how long a bucket holding tokens (fewer than one) waits
+// for its next one.
+func (l *rateLimiter) untilToken(tokens float64) time.Duration {
 	if l.perSecond <= 0 {
-		return false, time.Hour
+		return time.Hour
 	}
-	return false, time.Duration((1 - b.tokens) / l.perSecond * float64(time.Second))
+	return time.Duration((1 - tokens) / l.perSecond * float64(time.Second))
 }
 
 // peek says whether key has a token left, without taking it: a caller
@@ -80,14 +86,10 @@ func (l *rateLimiter) peek(key string) (bool, time.Duration) {
 	if !ok {
 		return true, 0
 	}
-	tokens := l.refilled(b, l.now())
-	if tokens >= 1 {
-		return true, 0
+	if tokens := l.refilled(b, l.now()); tokens < 1 {
+		return false, l.untilToken(tokens)
 	}
-	if l.perSecond <= 0 {
-		return false, time.Hour
-	}
-	return false, time.Duration((1 - tokens) / l.perSecond * float64(time.Second))
+	return true, 0
 }
 
 func (l *rateLimiter) refilled(b *bucket, now time.Time) float64 {

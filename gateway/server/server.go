@@ -535,6 +535,13 @@ func (g *Gateway) logout(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
 }
 
+// tooMany answers 429 with Retry-After: wait, in whole seconds rounded
+// up, at least one.
+func tooMany(c echo.Context, wait time.Duration, msg string) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
+	return echo.NewHTTPError(http.StatusTooManyRequests, msg)
+}
+
 const invalidNameMessage = "invalid connector name: use lowercase letters, digits and hyphens (at most 63)"
 
 // connect accepts a connector: the HTTP/2 tunnel when it offers the
@@ -544,8 +551,7 @@ func (g *Gateway) connect(c echo.Context) error {
 	r := c.Request()
 	if ok, wait := g.connectLimit.allow(c.RealIP()); !ok {
 		g.metrics.RateLimited()
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
-		return echo.NewHTTPError(http.StatusTooManyRequests, "too many connection attempts from this address; retry later")
+		return tooMany(c, wait, "too many connection attempts from this address; retry later")
 	}
 	if err := g.refuseWhileStopping(c); err != nil {
 		return err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -328,9 +329,9 @@ func (tl *triggerLoops) start(ctx context.Context, conn presence.Conn, r store.T
 	case (resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK) && out.ThreadID != "":
 		res.State, res.ThreadID = store.RunStarted, out.ThreadID
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		res.State, res.Error = store.RunQueued, fmt.Sprintf("the machine answered %d: %s", resp.StatusCode, cmpOr(out.Error, http.StatusText(resp.StatusCode)))
+		res.State, res.Error = store.RunQueued, fmt.Sprintf("the machine answered %d: %s", resp.StatusCode, cmp.Or(out.Error, http.StatusText(resp.StatusCode)))
 	default:
-		res.State, res.Error = store.RunFailed, fmt.Sprintf("the machine refused it (%d): %s", resp.StatusCode, cmpOr(out.Error, http.StatusText(resp.StatusCode)))
+		res.State, res.Error = store.RunFailed, fmt.Sprintf("the machine refused it (%d): %s", resp.StatusCode, cmp.Or(out.Error, http.StatusText(resp.StatusCode)))
 	}
 	return res
 }

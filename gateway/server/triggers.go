@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,7 +100,7 @@ type RunJSON struct {
 
 func (g *Gateway) triggerJSON(c echo.Context, t store.Trigger) TriggerJSON {
 	j := TriggerJSON{ID: t.ID, Kind: string(t.Kind), Machine: t.Machine, Workflow: t.Workflow, Prompt: t.Prompt, Note: t.Note,
-		Schedule: t.Schedule, TimeZone: t.TimeZone, Missed: string(t.Missed), Expire: expiryOf(t).String(), Paused: t.Paused,
+		Schedule: t.Schedule, TimeZone: t.TimeZone, Missed: string(t.Missed), Expire: t.Expire.String(), Paused: t.Paused,
 		CreatedAt: isoTime(t.CreatedAt), CreatedBy: t.CreatedBy}
 	if t.Kind == store.TriggerWebhook {
 		j.URL = g.hookURL(c, t.ID)
@@ -112,13 +114,6 @@ func (g *Gateway) triggerJSON(c echo.Context, t store.Trigger) TriggerJSON {
 		}
 	}
 	return j
-}
-
-func expiryOf(t store.Trigger) time.Duration {
-	if t.Expire > 0 {
-		return t.Expire
-	}
-	return store.DefaultRunExpiry
 }
 
 func runJSON(r store.TriggerRun) RunJSON {
@@ -217,7 +212,7 @@ func (g *Gateway) createTrigger(c echo.Context) error {
 	}
 	credential, _ := auth.CredentialFrom(c.Request())
 	tokenID, actor := g.who(credential, auth.RoleDashboard)
-	spec.CreatedBy = cmpOr(actor, tokenID, "dashboard")
+	spec.CreatedBy = cmp.Or(actor, tokenID, "dashboard")
 	t, err := trigger.New(spec, g.triggerNow())
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
@@ -236,16 +231,6 @@ func (g *Gateway) createTrigger(c echo.Context) error {
 	return c.JSON(http.StatusCreated, out)
 }
 
-// cmpOr is the first non-empty string.
-func cmpOr(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // decodeStrict reads one JSON object of at most limit bytes into v,
 // refusing unknown fields and anything after it.
 func decodeStrict(r io.Reader, limit int64, v any) error {
@@ -256,7 +241,7 @@ func decodeStrict(r io.Reader, limit int64, v any) error {
 	if int64(len(b)) > limit {
 		return fmt.Errorf("larger than %d bytes", limit)
 	}
-	d := json.NewDecoder(strings.NewReader(string(b)))
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return err
@@ -439,10 +424,4 @@ func (g *Gateway) hook(c echo.Context) error {
 		tr.metrics.runs.WithLabelValues(t.ID, "duplicate").Inc()
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"runId": run.ID, "state": run.State, "duplicate": !added})
-}
-
-// tooMany answers 429 with Retry-After.
-func tooMany(c echo.Context, wait time.Duration, msg string) error {
-	c.Response().Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds())+1))
-	return echo.NewHTTPError(http.StatusTooManyRequests, msg)
 }

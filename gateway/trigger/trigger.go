@@ -17,6 +17,7 @@ package trigger
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -299,7 +300,7 @@ type Spec struct {
 // new secret. Nothing is stored.
 func New(spec Spec, now time.Time) (store.Trigger, error) {
 	t := store.Trigger{ID: store.NewTriggerID(), Machine: spec.Machine, Workflow: spec.Workflow, Prompt: spec.Prompt,
-		Note: spec.Note, Expire: spec.Expire, CreatedAt: now.UTC(), CreatedBy: spec.CreatedBy}
+		Note: spec.Note, Expire: cmp.Or(spec.Expire, store.DefaultRunExpiry), CreatedAt: now.UTC(), CreatedBy: spec.CreatedBy}
 	switch {
 	case spec.Webhook && spec.Schedule != "":
 		return store.Trigger{}, errors.New("a trigger is a webhook or a schedule, not both")

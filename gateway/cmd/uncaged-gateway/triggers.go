@@ -51,12 +51,8 @@ type triggerOutJSON struct {
 }
 
 func triggerOut(t store.Trigger, publicURL string) triggerOutJSON {
-	expire := t.Expire
-	if expire == 0 {
-		expire = store.DefaultRunExpiry
-	}
 	j := triggerOutJSON{ID: t.ID, Kind: string(t.Kind), Machine: t.Machine, Workflow: t.Workflow, Schedule: t.Schedule,
-		TimeZone: t.TimeZone, Missed: string(t.Missed), Prompt: t.Prompt, Note: t.Note, Expire: expire.String(), Paused: t.Paused,
+		TimeZone: t.TimeZone, Missed: string(t.Missed), Prompt: t.Prompt, Note: t.Note, Expire: t.Expire.String(), Paused: t.Paused,
 		Created: t.CreatedAt, LastFired: t.LastFired}
 	if t.Kind == store.TriggerWebhook {
 		j.URL = hookURL(publicURL, t.ID)
