@@ -152,7 +152,7 @@ func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
 func hopUser(h http.Header) string {
 	var keys []string
 	for k := range h {
-		if len(k) == len(tunnel.UserHeader) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), tunnel.UserHeader) {
+		if tunnel.IsUserHeader(k) {
 			keys = append(keys, k)
 		}
 	}

@@ -87,7 +87,7 @@ func headerText(s string) string {
 // (a request no credential named) leaves none.
 func setUser(h http.Header, user string) {
 	for k := range h {
-		if len(k) == len(tunnel.UserHeader) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), tunnel.UserHeader) {
+		if tunnel.IsUserHeader(k) {
 			delete(h, k)
 		}
 	}

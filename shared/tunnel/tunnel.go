@@ -94,6 +94,14 @@ const (
 // tunnel, and only there: it records who answered a question with it.
 const UserHeader = "X-Uncaged-User"
 
+// IsUserHeader says whether a header named name could be read as
+// UserHeader: any case, and '_' for '-' (as some servers read it). The
+// gateway drops every such header a client sent, and the hop between its
+// replicas signs all of them.
+func IsUserHeader(name string) bool {
+	return len(name) == len(UserHeader) && strings.EqualFold(strings.ReplaceAll(name, "_", "-"), UserHeader)
+}
+
 // userKey carries, in a request's context, who the gateway says made a
 // request that came through the tunnel (WithUser).
 type userKey struct{}
