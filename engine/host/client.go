@@ -126,11 +126,11 @@ func (c *Client) List() ([]RunningThread, error) {
 	return out, c.do(http.MethodGet, "/v1/threads", nil, &out)
 }
 
-// Run starts a thread and returns its id.
+// Run starts a thread and returns its id (RunOnce, for a caller that
+// need not know whether a key had started it already).
 func (c *Client) Run(req RunRequest) (string, error) {
-	req.Caller = c.callerOr(req.Caller)
-	var ref ThreadRef
-	return ref.ThreadID, c.do(http.MethodPost, "/v1/threads", req, &ref)
+	out, err := c.RunOnce(req)
+	return out.ThreadID, err
 }
 
 // RunOnce is Run that also says whether the request's idempotency key
