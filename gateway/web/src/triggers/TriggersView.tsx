@@ -2,9 +2,9 @@ import { useState } from "react";
 import { ago, ApiError, CreatedTrigger, fmtTime, gateway, noMemory, Trigger, TRIGGER_RUN_STATES, TriggerRun, until, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
-import { Modal } from "../common/Modal";
+import { ActionButton } from "../common/ActionButton";
+import { ConfirmButton } from "../common/ConfirmButton";
 import { ScrollBox } from "../common/ScrollBox";
-import { useAction } from "../common/useAction";
 import { useActionBlock } from "../machines/scope";
 import { href, replaceQuery, useHashChange } from "../route";
 import { Copyable } from "./Copyable";
@@ -242,49 +242,42 @@ function TriggerWhen({ t, now }: { t: Trigger; now: number }) {
  * label names the trigger, as a row's buttons are many alike.
  */
 function PauseButton({ t, done }: { t: Trigger; done: () => void }) {
-  const block = useActionBlock();
   const verb = t.paused ? "Resume" : "Pause";
-  const { busy, error, run } = useAction(() => gateway.pauseTrigger(t.id, !t.paused), done);
   return (
-    <>
-      <button type="button" className="small" data-testid={t.paused ? "trigger-resume" : "trigger-pause"} aria-label={`${verb} trigger ${t.id}`} onClick={run} disabled={busy || !!block} aria-busy={busy} title={block ?? undefined}>
-        {busy ? "Working…" : verb}
-      </button>
-      {error && <span className="error" role="alert">{error}</span>}
-    </>
+    <ActionButton
+      label={verb}
+      className="small"
+      testid={t.paused ? "trigger-resume" : "trigger-pause"}
+      ariaLabel={`${verb} trigger ${t.id}`}
+      action={async () => {
+        await gateway.pauseTrigger(t.id, !t.paused);
+        done();
+      }}
+    />
   );
 }
 
 /** RemoveButton asks first, as the dashboard's other actions that cannot be undone do. */
 function RemoveButton({ t, done }: { t: Trigger; done: () => void }) {
-  const block = useActionBlock();
-  const [asking, setAsking] = useState(false);
-  const { busy, error, run } = useAction(() => gateway.removeTrigger(t.id), () => {
-    setAsking(false);
-    done();
-  });
   return (
-    <>
-      <button type="button" className="small danger" data-testid="trigger-remove" aria-label={`Remove trigger ${t.id}`} onClick={() => setAsking(true)} disabled={!!block} title={block ?? undefined}>
-        Remove
-      </button>
-      {asking && (
-        <Modal title="Remove the trigger" onClose={() => setAsking(false)}>
-          <p>
-            Remove the {t.kind} <span className="mono">{t.id}</span> that starts {t.workflow} on {t.machine}? Its runs are removed with it
-            {t.kind === "webhook" ? ", and its URL refuses deliveries from then on" : ""}. This cannot be undone: Pause stops it for a while instead.
-          </p>
-          {block && <p className="error" role="alert">Not now: {block}.</p>}
-          {error && <p className="error" role="alert">{error}</p>}
-          <div className="row end">
-            <button onClick={() => setAsking(false)}>Cancel</button>
-            <button className="primary" data-testid="confirm" onClick={run} disabled={busy || !!block} autoFocus>
-              {busy ? "Working…" : "Remove"}
-            </button>
-          </div>
-        </Modal>
-      )}
-    </>
+    <ConfirmButton
+      label="Remove"
+      title="Remove the trigger"
+      confirmLabel="Remove"
+      className="small danger"
+      testid="trigger-remove"
+      ariaLabel={`Remove trigger ${t.id}`}
+      question={
+        <>
+          Remove the {t.kind} <span className="mono">{t.id}</span> that starts {t.workflow} on {t.machine}? Its runs are removed with it
+          {t.kind === "webhook" ? ", and its URL refuses deliveries from then on" : ""}. This cannot be undone: Pause stops it for a while instead.
+        </>
+      }
+      action={async () => {
+        await gateway.removeTrigger(t.id);
+        done();
+      }}
+    />
   );
 }
 
