@@ -11,7 +11,10 @@
 // runtimes share one heap, so a single watchdog goroutine per process
 // estimates it from the runtime's own figures (runtime/metrics: bytes
 // allocated, collections completed, live heap after each collection),
-// sampled every Interval while any runtime is open:
+// sampled every Interval while any runtime executes. Once a sample finds
+// none executed since the last and nothing waits on a collection, the
+// watchdog parks until a runtime enters (or one closes): threads that
+// wait on models, people or timers cost no CPU.
 //
 //   - Each runtime marks when it executes (Account.Enter and Leave around
 //     the time its goroutine holds the runtime). What the process allocated

@@ -9,7 +9,7 @@ import (
 )
 
 // Interval is how often the watchdog samples the heap while any runtime
-// is open. A role allocating as fast as goja can (about 100 MB/s of
+// executes (or has just executed; see Watchdog.parked). A role allocating as fast as goja can (about 100 MB/s of
 // objects) gets one more MiB per sample; reading the figures costs about a
 // microsecond.
 const Interval = 10 * time.Millisecond
@@ -64,9 +64,18 @@ type Watchdog struct {
 	// take turns: each samples, collects and settles as one.
 	tickMu sync.Mutex
 
-	mu        sync.Mutex
-	accounts  map[*Account]struct{}
-	ticking   bool
+	mu       sync.Mutex
+	accounts map[*Account]struct{}
+	ticking  bool
+	// parked is set while the watchdog's goroutine waits for an account
+	// to enter or close instead of ticking: nothing executed in its last
+	// tick and nothing waits on a collection. A runtime that does not
+	// execute allocates nothing to charge, so an engine host whose
+	// threads all wait (on a model, a person, a timer) spends no CPU on
+	// the watchdog. Enter and Close take it (parked → false) and send
+	// wakeup a token.
+	parked    atomic.Bool
+	wakeup    chan struct{}
 	hostLimit int64 // bytes of live heap the host may hold (0: unknown)
 
 	// The books, under mu. Charges are float64: shares of a byte.
@@ -105,7 +114,7 @@ type sample struct {
 }
 
 func newWatchdog(read func(*sample), collect func()) *Watchdog {
-	return &Watchdog{read: read, collect: collect, room: hostRoom, accounts: map[*Account]struct{}{}}
+	return &Watchdog{read: read, collect: collect, room: hostRoom, accounts: map[*Account]struct{}{}, wakeup: make(chan struct{}, 1)}
 }
 
 var metricNames = []metrics.Sample{
@@ -189,6 +198,19 @@ func (w *Watchdog) Open(budget int64, onOver func(*ExceededError)) *Account {
 func (a *Account) Enter() {
 	if a != nil && a.enteredAt.Load() == 0 {
 		a.enteredAt.Store(nanotime())
+		// After the store: a watchdog that parks at the same moment
+		// either sees this account executing or finds parked taken.
+		a.w.unpark()
+	}
+}
+
+// unpark wakes the watchdog's goroutine if it is parked.
+func (w *Watchdog) unpark() {
+	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+		select {
+		case w.wakeup <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -227,6 +249,9 @@ func (a *Account) Close() {
 	if a.closed {
 		return
 	}
+	// What it held is to be seen freed, and with no account left the
+	// goroutine ends: either needs ticks.
+	defer w.unpark()
 	a.closed = true
 	delete(w.accounts, a)
 	w.released += a.confirmed
@@ -251,11 +276,25 @@ func (w *Watchdog) run() {
 	t := time.NewTicker(Interval)
 	defer t.Stop()
 	for range t.C {
-		if !w.tick() {
+		switch w.tick() {
+		case tickDone:
 			return
+		case tickPark:
+			t.Stop()
+			<-w.wakeup
+			t.Reset(Interval)
 		}
 	}
 }
+
+// tickOutcome is what a tick leaves the watchdog's goroutine to do.
+type tickOutcome int
+
+const (
+	tickOn   tickOutcome = iota // tick again after Interval
+	tickPark                    // wait for wakeup (parked is set)
+	tickDone                    // no account is open: end
+)
 
 // verdict is what a look at the books decided.
 type verdict struct {
@@ -264,9 +303,10 @@ type verdict struct {
 	err   *ExceededError
 }
 
-// tick samples the heap once and acts on it. It reports false (and the
-// ticker stops) when no account is open.
-func (w *Watchdog) tick() bool {
+// tick samples the heap once and acts on it. It reports tickDone (and
+// the ticker stops) when no account is open, and tickPark when the
+// watchdog may wait for an account to enter.
+func (w *Watchdog) tick() tickOutcome {
 	w.tickMu.Lock()
 	defer w.tickMu.Unlock()
 	var s sample
@@ -275,9 +315,10 @@ func (w *Watchdog) tick() bool {
 	if len(w.accounts) == 0 {
 		w.ticking, w.started = false, false
 		w.mu.Unlock()
-		return false
+		return tickDone
 	}
 	v := w.observe(s, 0)
+	park := !v.force && v.stop == nil && w.mayPark(s.at)
 	w.mu.Unlock()
 	if v.force {
 		t0 := s.at
@@ -296,7 +337,39 @@ func (w *Watchdog) tick() bool {
 	if v.stop != nil {
 		v.stop.onOver(v.err)
 	}
-	return true
+	if park {
+		return tickPark
+	}
+	return tickOn
+}
+
+// mayPark sets parked if no account executed since the last sample nor
+// does now, and the books wait on nothing a tick would do: no runtime
+// stopped and not yet closed, no closed runtime's memory to see freed,
+// no runtime seen growing. Under w.mu.
+func (w *Watchdog) mayPark(now int64) bool {
+	if w.firing != nil || w.released > 0 || w.growing {
+		return false
+	}
+	quiet := func() bool {
+		for a := range w.accounts {
+			if a.share > 0 || a.busyUpTo(now) > a.seenBusy || a.enteredAt.Load() != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if !quiet() {
+		return false
+	}
+	w.parked.Store(true)
+	// An account that entered between the look and the store did not see
+	// parked set, so look again; if it did see it, it took parked back
+	// and its token is waiting for the goroutine.
+	if quiet() || !w.parked.CompareAndSwap(true, false) {
+		return true
+	}
+	return false
 }
 
 // observe charges the allocations since the last sample to the runtimes

@@ -1,7 +1,10 @@
 package membudget
 
 import (
+	"math/rand/v2"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,6 +323,81 @@ func TestTickerStopsWithTheLastAccount(t *testing.T) {
 	nilAcct.Enter()
 	nilAcct.Leave()
 	nilAcct.Close()
+}
+
+// countingWatchdog is a watchdog on its own goroutine whose every look at
+// the heap is counted.
+func countingWatchdog() (*Watchdog, *atomic.Int64) {
+	var reads atomic.Int64
+	w := newWatchdog(func(s *sample) { readMetrics(s); reads.Add(1) }, func() {})
+	w.room = func() *HostRoom { return nil }
+	return w, &reads
+}
+
+// waitReads waits until the watchdog has looked at the heap n more times
+// than it had at from.
+func waitReads(t *testing.T, what string, reads *atomic.Int64, from, n int64) {
+	t.Helper()
+	testkit.WaitUntil(t, what, func() bool { return reads.Load() >= from+n })
+}
+
+// TestWatchdogParksWhileNothingExecutes: a host whose threads all wait
+// (on a model, a person, a timer) must not spend CPU on the watchdog, yet
+// the watchdog must look at the heap whenever JavaScript executes. Each
+// round leaves the watchdog parked, then enters at a random moment
+// (before, during or after the watchdog's decision to park) and checks
+// that the watchdog ticks while the runtime executes: an Enter lost to a
+// park would leave it parked for good and the wait would fail.
+func TestWatchdogParksWhileNothingExecutes(t *testing.T) {
+	t.Parallel()
+	w, reads := countingWatchdog()
+	a := w.Open(64*mib, func(*ExceededError) {})
+	defer a.Close()
+	other := w.Open(64*mib, func(*ExceededError) {}) // open, never executing
+	defer other.Close()
+	testkit.WaitUntil(t, "the watchdog to park with no runtime executing", w.parked.Load)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for round := range 60 {
+		if round%2 == 0 {
+			testkit.WaitUntil(t, "the watchdog to park again", w.parked.Load)
+		} else {
+			// Enter somewhere around the tick that decides to park.
+			for range rng.IntN(2000) {
+				runtime.Gosched()
+			}
+		}
+		a.Enter()
+		from := reads.Load()
+		waitReads(t, "the watchdog to look while a runtime executes", reads, from, 2)
+		a.Leave()
+	}
+	// A runtime that executes briefly between two ticks is seen too: the
+	// next tick finds its busy time and does not park.
+	testkit.WaitUntil(t, "the watchdog to park at the end", w.parked.Load)
+	from := reads.Load()
+	a.Enter()
+	a.Leave()
+	waitReads(t, "the watchdog to look after a short execution", reads, from, 1)
+}
+
+// TestParkedWatchdogEndsWithTheLastAccount: closing the last account
+// wakes a parked watchdog, which ends, and the next account starts one.
+func TestParkedWatchdogEndsWithTheLastAccount(t *testing.T) {
+	t.Parallel()
+	w, reads := countingWatchdog()
+	a := w.Open(64*mib, func(*ExceededError) {})
+	testkit.WaitUntil(t, "the watchdog to park", w.parked.Load)
+	a.Close()
+	testkit.WaitUntil(t, "the parked watchdog to end with no account open", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.ticking
+	})
+	b := w.Open(64*mib, func(*ExceededError) {})
+	defer b.Close()
+	b.Enter()
+	defer b.Leave()
+	waitReads(t, "a new watchdog goroutine to look", reads, reads.Load(), 2)
 }
 
 // TestHostLimitSparesAThreadThatOnlyHolds: the host's limit stops what is

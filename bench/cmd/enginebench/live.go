@@ -40,14 +40,13 @@ import (
 //     the gateway's share;
 //   - the CPU the gateway, connector and host processes use, each and
 //     together, as a share of one core, over liveIdleWindow with liveIdle
-//     idle threads (one waiting in its first role, the others for their
-//     turn to run: all running, to every reader): with no stream open (the
-//     gateway's change feed from the connector is open all along, as in
-//     production), then with a live stream open on each. The difference
-//     is what the streams cost. The host's own share with no stream open
-//     is that of a thread running at all (its memory watchdog looks at
-//     the heap every 10 ms while any JavaScript runs), the same in both
-//     modes.
+//     idle threads (each waiting on a timer in its first role, in its
+//     own JavaScript runtime): with no stream open (the gateway's change
+//     feed from the connector is open all along, as in production), then
+//     with a live stream open on each. The difference is what the streams
+//     cost; the total is what waiting threads and their readers cost,
+//     which should be next to nothing (the memory watchdog parks while no
+//     JavaScript executes).
 //
 // Step timestamps have millisecond resolution, so latencies read up to
 // 1 ms high. The root is under -dir: on a disk, each step's fsyncs are
@@ -306,12 +305,9 @@ func liveMode(work, cli string, g *liveGateway, name string, hideStream bool) li
 		liveCheck(os.WriteFile(file, []byte(src), 0o644))
 		runCLI(env, cli, "workflow", "add", wf, file)
 	}
-	// One thread at a time: of the idle threads one waits in its
-	// JavaScript and the others for their turn, all of them running to
-	// every reader. A hundred JavaScript runtimes would make the host's
-	// own share (its memory watchdog, its collector) large and unsteady
-	// beside the streams' own.
-	hostProc := startLiveProc(env, cli, "engine", "serve", "--max-threads", "1")
+	// Every idle thread runs at once, each in its own JavaScript runtime
+	// waiting on a timer: what a host holds while its threads wait.
+	hostProc := startLiveProc(env, cli, "engine", "serve", "--max-threads", strconv.Itoa(liveIdle))
 	defer func() {
 		hostProc.stop()
 		_ = os.RemoveAll(root) // the next mode's idle threads are its own
