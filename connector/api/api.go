@@ -97,6 +97,7 @@ import (
 
 	"github.com/uncaged/workflow/engine/cas"
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/echohead"
 )
@@ -177,7 +178,7 @@ type server struct {
 	log     *slog.Logger
 	gcMu    sync.Mutex // one collection at a time
 	prompts promptCache
-	wakes   *wakeHub // wakes the live streams and the feed (wake.go)
+	wakes   *wake.Hub // wakes the live streams and the feed (wake.go)
 }
 
 // errorBody is every error response.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/storage"
 )
 
@@ -181,11 +182,11 @@ func (e *HostEngine) Running() ([]host.RunningThread, error) {
 	return out, err
 }
 
-// changes implements changeSource: the host's change stream, through the
+// Changes implements wake.Source: the host's change stream, through the
 // cached client. A host that turns out to be gone (one stopping refuses
 // connections before its socket goes) has its client dropped, as after
 // any other call, and is ErrNoHost.
-func (e *HostEngine) changes(ctx context.Context) (*host.ChangeStream, error) {
+func (e *HostEngine) Changes(ctx context.Context) (*host.ChangeStream, error) {
 	c, err := e.get(false)
 	if err != nil {
 		return nil, err
@@ -197,8 +198,10 @@ func (e *HostEngine) changes(ctx context.Context) (*host.ChangeStream, error) {
 	return stream, err
 }
 
-// hostAppeared implements changeSource.
-func (e *HostEngine) hostAppeared() <-chan struct{} { return e.appeared }
+// HostAppeared implements wake.Source.
+func (e *HostEngine) HostAppeared() <-chan struct{} { return e.appeared }
+
+var _ wake.Source = (*HostEngine)(nil)
 
 // OnceEngine is an Engine that can start a thread at most once per
 // idempotency key (host.RunRequest.IdempotencyKey), the key kept where

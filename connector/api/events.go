@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/threads"
@@ -161,17 +162,17 @@ func (f *feed) follow() (release func()) {
 	defer f.followMu.Unlock()
 	f.followers++
 	if f.followers == 1 {
-		wake := f.s.wakes.subscribe("", false)
+		waker := f.s.wakes.Subscribe("", false)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			f.followChanges(ctx, wake)
+			f.followChanges(ctx, waker)
 		}()
 		f.unfollow = func() {
 			cancel()
 			<-done
-			wake.close()
+			waker.Close()
 		}
 	}
 	return func() {
@@ -187,7 +188,7 @@ func (f *feed) follow() (release func()) {
 
 // followChanges refreshes the feed when woken, or when its timer says to
 // look (server.pollEvery), until ctx ends.
-func (f *feed) followChanges(ctx context.Context, wake *waker) {
+func (f *feed) followChanges(ctx context.Context, waker *wake.Waker) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -200,7 +201,7 @@ func (f *feed) followChanges(ctx context.Context, wake *waker) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-wake.c:
+		case <-waker.C:
 			f.refresh()
 		case <-timer.C:
 			if !told || f.filesMoved() {

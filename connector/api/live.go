@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/threads"
 )
@@ -154,8 +155,8 @@ type liveStream struct {
 func (st *liveStream) run(ctx context.Context) {
 	// Subscribed before the first step reads anything: a change made
 	// after that read wakes the stream, one made before is in it.
-	wake := st.s.wakes.subscribe(st.rec.ThreadID, true)
-	defer wake.close()
+	waker := st.s.wakes.Subscribe(st.rec.ThreadID, true)
+	defer waker.Close()
 	ping := time.NewTicker(st.s.opts.LivePing)
 	defer ping.Stop()
 	poll := time.NewTimer(time.Hour)
@@ -181,18 +182,18 @@ func (st *liveStream) run(ctx context.Context) {
 				if _, err := io.WriteString(st.w, ": ping\n\n"); err != nil || st.flush() != nil {
 					return
 				}
-			case <-wake.c:
-				why = wake.woken()
+			case <-waker.C:
+				why = waker.Woken()
 				break wait
 			case <-polled:
 				break wait
 			}
 		}
 		poll.Stop()
-		if why != wokeByLog {
+		if why != wake.ByLog {
 			continue
 		}
-		if d := budget.take(time.Now()); d > 0 && !st.hold(ctx, wake, poll, d) {
+		if d := budget.take(time.Now()); d > 0 && !st.hold(ctx, waker, poll, d) {
 			return
 		}
 	}
@@ -201,7 +202,7 @@ func (st *liveStream) run(ctx context.Context) {
 // hold waits d before a step made for log lines, or less if something
 // else (a step, a status) wakes the stream; the log lines that come
 // meanwhile are read by that one step. It reports false when ctx ended.
-func (st *liveStream) hold(ctx context.Context, wake *waker, timer *time.Timer, d time.Duration) bool {
+func (st *liveStream) hold(ctx context.Context, waker *wake.Waker, timer *time.Timer, d time.Duration) bool {
 	timer.Reset(d)
 	defer timer.Stop()
 	for {
@@ -210,8 +211,8 @@ func (st *liveStream) hold(ctx context.Context, wake *waker, timer *time.Timer, 
 			return false
 		case <-timer.C:
 			return true
-		case <-wake.c:
-			if wake.woken() != wokeByLog {
+		case <-waker.C:
+			if waker.Woken() != wake.ByLog {
 				return true
 			}
 		}

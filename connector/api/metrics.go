@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/uncaged/workflow/engine/host/wake"
 )
 
 // MetricsPath is where the API serves its Prometheus metrics, outside
@@ -36,7 +38,7 @@ type apiMetrics struct {
 }
 
 // mountMetrics adds GET /metrics to e and counts every request e answers.
-func mountMetrics(e *echo.Echo, engine Engine, wakes *wakeHub) {
+func mountMetrics(e *echo.Echo, engine Engine, wakes *wake.Hub) {
 	reg := prometheus.NewRegistry()
 	m := &apiMetrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "uncaged_connector_requests_total", Help: "Requests the connector's API answered, by route and status code.",
@@ -46,7 +48,7 @@ func mountMetrics(e *echo.Echo, engine Engine, wakes *wakeHub) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "uncaged_connector_change_stream_open", Help: "1 while the engine host's change stream is open, 0 while the API looks for changes on a timer.",
 		}, func() float64 {
-			if wakes.current() == pushLive {
+			if wakes.Mode() == wake.Live {
 				return 1
 			}
 			return 0

@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uncaged/workflow/engine/cas"
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
@@ -26,8 +28,17 @@ import (
 // liveContentMaxLines is how many lines of a step's content live prints.
 const liveContentMaxLines = 10
 
-// livePoll is how often live looks for new steps and log lines.
-const livePoll = 100 * time.Millisecond
+// How often live looks for new steps and log lines by itself. While the
+// root's engine host tells of its threads' changes (wake.Live), live looks
+// when told, and on a timer only for a thread the original engine's
+// worker runs (the host knows nothing of it): every liveSlowPoll, as with
+// no host at all (no thread of this engine moves then). A host older than
+// its change stream is polled every livePolledEvery, as before there was
+// one.
+const (
+	liveSlowPoll    = time.Second
+	livePolledEvery = 100 * time.Millisecond
+)
 
 type liveOptions struct {
 	latest bool
@@ -119,6 +130,13 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 	}()
 	style := a.liveStyle()
 	order := liveOrder{role: o.role, debug: o.debug}
+	// Subscribed before the first read: a change after it wakes the loop.
+	slow, polled := cmp.Or(a.env.liveSlowPoll, liveSlowPoll), cmp.Or(a.env.livePolledEvery, livePolledEvery)
+	hub := wake.NewHub(wake.Dialer{Layout: l}, wake.Unknown, slow, nil)
+	waker := hub.Subscribe(rec.ThreadID, o.debug)
+	defer waker.Close()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	var logOffset int64
 	for {
 		// The debug log is read before the chain, and the time it was
@@ -154,12 +172,28 @@ func (a *app) follow(ctx context.Context, l storage.Layout, rec threads.Record, 
 		if err := w.Flush(); err != nil {
 			return 0, err
 		}
+		var every <-chan time.Time
+		switch hub.Mode() {
+		case wake.Live:
+			if host.Liveness(l, nil, rec) == threads.ExecutingElsewhere {
+				timer.Reset(slow)
+				every = timer.C
+			}
+		case wake.Polled:
+			timer.Reset(polled)
+			every = timer.C
+		default:
+			timer.Reset(slow)
+			every = timer.C
+		}
 		select {
 		case <-ctx.Done():
 			fmt.Fprintf(a.env.Stderr, "stopped following thread %s; the thread itself was not stopped\n", rec.ThreadID)
 			return liveExitKilled, nil
-		case <-time.After(livePoll):
+		case <-waker.C:
+		case <-every:
 		}
+		timer.Stop()
 		next, err := threads.Resolve(l, rec.ThreadID)
 		if err != nil {
 			return 0, err

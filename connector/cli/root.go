@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,10 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+
+	// liveSlowPoll and livePolledEvery, set by tests, replace live's
+	// timers (0: liveSlowPoll, livePolledEvery).
+	liveSlowPoll, livePolledEvery time.Duration
 }
 
 // exitError carries an exit code without a message (the message, if any,

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uncaged/workflow/engine/canonyaml"
+	"github.com/uncaged/workflow/engine/host"
+	"github.com/uncaged/workflow/engine/registry"
+	"github.com/uncaged/workflow/engine/storage"
+	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
+)
+
+// gatedFlow is a workflow whose every role waits for a token on next.
+type gatedFlow struct {
+	roles []string
+	next  chan struct{}
+}
+
+func (f gatedFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
+
+func (f gatedFlow) Start(_ context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
+	return &gatedRun{f: f, h: h, i: len(tc.Steps)}, nil
+}
+
+type gatedRun struct {
+	f gatedFlow
+	h workflow.Host
+	i int
+}
+
+func (r *gatedRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completion, error) {
+	select {
+	case <-r.f.next:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if r.i >= len(r.f.roles) {
+		return nil, &workflow.Completion{Summary: "all roles spoke"}, nil
+	}
+	role := r.f.roles[r.i]
+	r.i++
+	h, err := r.h.CAS().Put("words of " + role)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &workflow.Output{Role: role, Meta: canonyaml.Map{}, ContentHash: h}, nil, nil
+}
+
+func (r *gatedRun) Close() error { return nil }
+
+// syncBuffer is a bytes.Buffer a test may read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLiveFollowsTheHostsChanges: with an engine host running the thread,
+// live prints each step as the host tells of it, with no timer to look
+// by (both of live's timers are an hour): the change stream alone moves
+// it, and its end ends live with the thread's outcome.
+func TestLiveFollowsTheHostsChanges(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	l := storage.Layout{Root: c.root}
+	flow := gatedFlow{roles: []string{"scout", "planner", "coder", "reviewer"}, next: make(chan struct{})}
+	if err := registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
+		r.Register("gated", "GATED00000000", 1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(host.Options{Layout: l, Load: func(string) (workflow.Workflow, error) { return flow, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- h.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("host: %v", err)
+		}
+	})
+	id, err := h.Run(host.RunRequest{Workflow: "gated", Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errs syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Run([]string{"live", id}, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs,
+			Getenv:       func(k string) string { return c.env[k] },
+			liveSlowPoll: time.Hour, livePolledEvery: time.Hour})
+	}()
+	for i, role := range flow.roles {
+		flow.next <- struct{}{}
+		testkit.WaitUntil(t, fmt.Sprintf("live to print step %d (%s)", i+1, role), func() bool {
+			return strings.Contains(out.String(), "words of "+role)
+		})
+	}
+	flow.next <- struct{}{}
+	select {
+	case got := <-code:
+		if got != 0 {
+			t.Fatalf("live: exit %d\nstdout: %s\nstderr: %s", got, out.String(), errs.String())
+		}
+	case <-time.After(testkit.WaitBound):
+		t.Fatalf("live did not end with the thread\nstdout: %s", out.String())
+	}
+	if text := out.String(); !strings.HasSuffix(text, "completed: returnCode=0 — all roles spoke\n") {
+		t.Fatalf("live's last line:\n%s", text)
+	}
+}
