@@ -12,7 +12,8 @@
 //   - the start of `version` and `workflow list` against a hello-world Go
 //     binary, with the package initialisers that cost the most;
 //   - steps/s of K = 1, 8 and 32 threads of one workflow together, as
-//     ratios to K = 1, and a step's cost with 10,000 active threads (scale);
+//     ratios to K = 1, beside what the disk alone gives K writers of new
+//     durable files, and a step's cost with 10,000 active threads (scale);
 //   - step written → event at a client reading the live stream through a
 //     real gateway, p50/p95/max, and the CPU of 100 open live streams on
 //     idle threads, each against the polling fallback (live).

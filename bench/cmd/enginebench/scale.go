@@ -41,20 +41,29 @@ func scale(work string, runs int) {
 	bundle, err := jsrt.Load([]byte(bundleSource(scaleSteps)), "steps.esm.js", jsrt.Options{})
 	check(err)
 	ks := []int{1, 8, 32}
-	rates := map[int][]float64{}
+	rates, disk := map[int][]float64{}, map[int][]float64{}
 	// Interleaved, so that a minute of a slow disk weighs on every K
-	// alike; the median of each K is reported.
+	// alike; the median of each K is reported. Each run of the engine is
+	// followed by the disk alone doing the same number of writers' new
+	// files: what the disk gives K writers at once is the ceiling the
+	// engine's ratio is to be read against.
 	for i := range runs {
 		for _, k := range ks {
 			d := runThreadsAtOnce(filepath.Join(work, fmt.Sprintf("scale-%d-%d", k, i)), bundle, k, 0)
 			rates[k] = append(rates[k], float64(k*scaleSteps)/d.Seconds())
+			disk[k] = append(disk[k], durableFilesAtOnce(filepath.Join(work, fmt.Sprintf("disk-%d-%d", k, i)), k))
 		}
 	}
-	one := medianRate(rates[1])
+	one, diskOne := medianRate(rates[1]), medianRate(disk[1])
 	for _, k := range ks {
 		r := medianRate(rates[k])
 		fmt.Printf("  K=%-3d %8.0f steps/s   %5.2fx K=1   %8s per step per thread\n",
 			k, r, r/one, (time.Duration(float64(time.Second) * float64(k) / r)).Round(time.Microsecond))
+	}
+	fmt.Println("  the disk alone: K writers each making new small files durable (create, write, fsync, then the directory's fsync)")
+	for _, k := range ks {
+		r := medianRate(disk[k])
+		fmt.Printf("  K=%-3d %8.0f files/s   %5.2fx K=1\n", k, r, r/diskOne)
 	}
 
 	fmt.Printf("\none step with %d other threads active in the same index\n", scaleIdle)
@@ -137,4 +146,35 @@ func medianRate(rs []float64) float64 {
 	s := append([]float64(nil), rs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// diskFiles is how many files durableFilesAtOnce makes in all.
+const diskFiles = 640
+
+// durableFilesAtOnce has k writers make diskFiles new 300-byte files in
+// dir between them, each file written, fsynced and its directory fsynced
+// before the writer's next, as a step's node is; it returns files/s.
+func durableFilesAtOnce(dir string, k int) float64 {
+	check(os.MkdirAll(dir, 0o700))
+	d, err := os.Open(dir)
+	check(err)
+	defer d.Close()
+	data := make([]byte, 300)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := range k {
+		wg.Go(func() {
+			for i := range diskFiles / k {
+				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("w%d-%d", w, i)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+				check(err)
+				_, err = f.Write(data)
+				check(err)
+				check(f.Sync())
+				check(f.Close())
+				check(d.Sync())
+			}
+		})
+	}
+	wg.Wait()
+	return float64(diskFiles/k*k) / time.Since(t0).Seconds()
 }

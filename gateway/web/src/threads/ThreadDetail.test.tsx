@@ -1,7 +1,7 @@
 import { act, cleanup, fireEvent, render, screen, within } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { json, stubFetch } from "../testutil/fetch";
-import { ThreadDetail } from "./ThreadDetail";
+import { SNAPSHOT_POLL_MS, ThreadDetail } from "./ThreadDetail";
 
 // LiveSource is an EventSource whose events the test sends.
 class LiveSource {
@@ -246,5 +246,27 @@ describe("ThreadDetail", () => {
     expect(document.querySelector(".rec-result strong")!.textContent).toBe("■ killed: return code 130");
     // The step cards are the recorded ones only.
     expect(screen.getAllByTestId("step-duration")).toHaveLength(1);
+  });
+
+  it("reads the snapshot on a timer only while the live stream is not up", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    try {
+      const f = open([start(), role("a", 1000, "A000000000000")]);
+      const snapshots = () => f.mock.calls.filter(([u]) => String(u).endsWith("/api/clients/laptop/threads/T")).length;
+      await vi.waitFor(() => expect(snapshots()).toBe(1));
+      // No stream yet: the snapshot is polled.
+      await act(async () => void (await vi.advanceTimersByTimeAsync(SNAPSHOT_POLL_MS)));
+      await vi.waitFor(() => expect(snapshots()).toBe(2));
+      const es = LiveSource.all[0];
+      act(() => es.onopen?.());
+      await act(async () => void (await vi.advanceTimersByTimeAsync(10 * SNAPSHOT_POLL_MS)));
+      expect(snapshots()).toBe(2);
+      // The stream broke: polling again until it is back.
+      act(() => es.onerror?.());
+      await act(async () => void (await vi.advanceTimersByTimeAsync(SNAPSHOT_POLL_MS)));
+      await vi.waitFor(() => expect(snapshots()).toBe(3));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -30,6 +30,9 @@ function useStepParam(): number | null {
   return step;
 }
 
+/** SNAPSHOT_POLL_MS is how often the thread's snapshot is read while its live stream is not up. */
+export const SNAPSHOT_POLL_MS = 2000;
+
 /** useNow ticks every second while on, so a running step's bar grows. */
 function useNow(on: boolean): number {
   const [now, setNow] = useState(() => Date.now());
@@ -45,7 +48,11 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   const api = useMemo(() => machine(m), [m]);
   const [gen, setGen] = useState(0);
   const [finished, setFinished] = useState(false);
-  const snap = useApi(() => api.thread(id), [m, id], finished ? undefined : 2000);
+  // While the live stream is up it carries every step, status and usage:
+  // the snapshot is polled only while it is not (not open yet, an older
+  // connector's, an offline machine's), and read again when it ends.
+  const [streaming, setStreaming] = useState(false);
+  const snap = useApi(() => api.thread(id), [m, id], finished || streaming ? undefined : SNAPSHOT_POLL_MS);
   // No stream for a thread the machine does not know (the snapshot says 404).
   const gone = snap.error instanceof ApiError && snap.error.status === 404;
   // An offline machine: what the gateway remembers of the thread, no stream,
@@ -54,6 +61,7 @@ export function ThreadDetail({ machine: m, id }: { machine: string; id: string }
   const offline = !!snap.error && isOffline(snap.error);
   const known = useApi(() => (offline ? lastKnownThread(m, id) : Promise.resolve(null)), [m, id, offline]);
   const live = useLive(gone || offline ? null : api.livePath(id), gen);
+  useEffect(() => setStreaming(live.connected), [live.connected]);
   // The stream is the newer source; the snapshot covers a stream that is not up yet.
   // Usage comes with the snapshot too, for a stream from an older connector.
   const streamed: ThreadRecord[] = live.records.length >= (snap.data?.records.length ?? 0) ? live.records : snap.data!.records;
