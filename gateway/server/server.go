@@ -250,6 +250,10 @@ type Gateway struct {
 	// Both nil when not configured.
 	cors       *corsPolicy
 	urlClients *urlClients
+	// machineHints and threadHints feed the dashboard's change streams
+	// (changes.go).
+	machineHints hintBus
+	threadHints  *threadHints
 	// fleet remembers the connectors' threads in Options.Store (fleet.go);
 	// nil without a store.
 	fleet *fleetMemory
@@ -316,6 +320,8 @@ func New(opts Options) *Gateway {
 	g.initBounds()
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
+	g.hookHints() // changes.go
+	g.threadHints = &threadHints{g: g}
 	if opts.Cluster != nil {
 		g.joinCluster()
 	}
@@ -389,7 +395,8 @@ func (g *Gateway) routes() *echo.Echo {
 	api.DELETE("/gateway/register/:name", g.unregister)
 	dash := api.Group("", g.requireDashboard)
 	dash.GET("/gateway/endpoints", g.endpoints)
-	g.fleet = g.newFleet() // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
+	dash.GET("/gateway/changes", g.changes) // changes.go
+	g.fleet = g.newFleet()                  // the fleet's memory: nil without a store (fleet.go, fleet_http.go)
 	fl := g.fleet
 	dash.GET("/gateway/threads", fl.searchThreads)
 	dash.GET("/gateway/machines", fl.machines)

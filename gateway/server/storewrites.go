@@ -149,6 +149,7 @@ func (w *storeWrites) write(ctx context.Context, b []byte) error {
 		res, err := w.st.SyncThreadsAt(wctx, r.Machine, r.At, r.Threads)
 		if err == nil {
 			w.g.fleetBounded(r.Machine, res)
+			w.g.threadHints.synced(r.Machine)
 		}
 		return err
 	case metrics.StoreKindSeen:

@@ -81,17 +81,18 @@ func openPostgres(ctx context.Context, cfg Config) (Store, error) {
 	}, nil
 }
 
-// notify sends changes on notifyChannel from inside tx: PostgreSQL
-// delivers them when, and only if, tx commits. A long list of ids is split
-// over several notifications to stay under the payload limit.
-func notify(ctx context.Context, tx *sql.Tx, changes []Change) error {
+// notify sends changes on notifyChannel through exec: from inside a
+// transaction (tx.ExecContext) PostgreSQL delivers them when, and only
+// if, it commits. A long list of ids is split over several notifications
+// to stay under the payload limit.
+func notify(ctx context.Context, exec func(context.Context, string, ...any) (sql.Result, error), changes []Change) error {
 	for _, c := range changes {
 		for _, chunk := range chunkIDs(c.IDs) {
 			payload, err := json.Marshal(Change{Kind: c.Kind, IDs: chunk})
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, string(payload)); err != nil {
+			if _, err := exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, string(payload)); err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 		}

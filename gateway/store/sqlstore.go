@@ -173,7 +173,7 @@ func (s *sqlStore) write(ctx context.Context, what string, fn func(tx *sql.Tx) (
 	}
 	changes, err := fn(tx)
 	if err == nil && s.pg != nil {
-		err = notify(ctx, tx, changes)
+		err = notify(ctx, tx.ExecContext, changes)
 	}
 	if err != nil {
 		_ = tx.Rollback() // the error that made us roll back is the one to report
@@ -186,6 +186,21 @@ func (s *sqlStore) write(ctx context.Context, what string, fn func(tx *sql.Tx) (
 		for _, c := range changes {
 			s.hub.publish(c)
 		}
+	}
+	return nil
+}
+
+// Announce implements Store.
+func (s *sqlStore) Announce(ctx context.Context, changes ...Change) error {
+	if s.pg == nil {
+		for _, c := range changes {
+			s.hub.publish(c)
+		}
+		return nil
+	}
+	// Outside a transaction each notification is delivered at once.
+	if err := notify(ctx, s.w.ExecContext, changes); err != nil {
+		return fmt.Errorf("store: announce: %w", err)
 	}
 	return nil
 }

@@ -509,6 +509,11 @@ const (
 	// binding is released by a revocation, which ChangeRevocation
 	// announces: read the bindings again on either.
 	ChangeBinding ChangeKind = "binding"
+	// ChangeThreads means what the store holds of the threads of the
+	// machines in IDs changed (Announce: the replica that synced them
+	// gathers its syncs and tells of them now and then, so a busy fleet
+	// makes a few of these a second, not one per sync).
+	ChangeThreads ChangeKind = "threads"
 	// ChangeReload means changes may have been missed (the LISTEN
 	// connection was lost, or the subscriber fell behind): re-read the
 	// revoked ids, the registrations and the name bindings.
@@ -642,6 +647,11 @@ type Store interface {
 	// after Subscribe returns are delivered (or covered by a
 	// ChangeReload).
 	Subscribe(ctx context.Context) (<-chan Change, error)
+	// Announce delivers changes to every subscriber of any process using
+	// this database, as if a write had made them: for what a process knows
+	// changed without writing it itself in one transaction (ChangeThreads,
+	// gathered over many syncs). Announcing writes nothing.
+	Announce(ctx context.Context, changes ...Change) error
 }
 
 // truncateRunes returns s cut to at most n runes, never inside a rune.

@@ -808,6 +808,52 @@ func TestSubscribe(t *testing.T) {
 	})
 }
 
+// TestAnnounce: what a process announces reaches every subscriber of the
+// database, its own and another process's, whole however many ids it
+// names (PostgreSQL splits a long list over notifications), and writes
+// nothing.
+func TestAnnounce(t *testing.T) {
+	each(t, func(t *testing.T, cfg store.Config, _ *clock) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a := open(t, cfg)
+		subs := []<-chan store.Change{}
+		for _, s := range []store.Store{a, open(t, cfg)} {
+			ch, err := s.Subscribe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subs = append(subs, ch)
+		}
+		if cfg.DatabaseURL == "" {
+			subs = subs[:1] // two SQLite stores in one process do not hear each other
+		}
+		var names []string
+		for i := range 2000 {
+			names = append(names, fmt.Sprintf("machine-%04d", i))
+		}
+		if err := a.Announce(ctx, store.Change{Kind: store.ChangeThreads, IDs: names}); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range subs {
+			var got []string
+			for len(got) < len(names) {
+				c := recv(t, ch)
+				if c.Kind != store.ChangeThreads {
+					t.Fatalf("subscriber %d: %+v", i, c)
+				}
+				got = append(got, c.IDs...)
+			}
+			if !reflect.DeepEqual(got, names) {
+				t.Fatalf("subscriber %d heard %d ids, not the %d announced in order", i, len(got), len(names))
+			}
+		}
+		if ms, err := a.ListMachines(ctx); err != nil || len(ms) != 0 {
+			t.Fatalf("announcing wrote machines: %v %v", ms, err)
+		}
+	})
+}
+
 // TestNotifyAcrossStores is PostgreSQL's case: two gateway processes on one
 // database, where a revocation in one must reach the other.
 func TestNotifyAcrossStores(t *testing.T) {

@@ -166,6 +166,20 @@ const ChangeTrigger ChangeKind = "trigger"
 // now and then.
 const ChangeRun ChangeKind = "run"
 
+// ChangeRunState means runs of the triggers in IDs moved: claimed by a
+// sender, started, failed, given back to the queue or expired. Nothing
+// of the gateway's own waits on it; it tells the dashboard's views.
+const ChangeRunState ChangeKind = "run-state"
+
+// runStateChange is the ChangeRunState of runs (nil for none).
+func runStateChange(triggerIDs []string) []Change {
+	if len(triggerIDs) == 0 {
+		return nil
+	}
+	slices.Sort(triggerIDs)
+	return []Change{{Kind: ChangeRunState, IDs: slices.Compact(triggerIDs)}}
+}
+
 // TriggerIDPrefix and RunIDPrefix begin trigger and run ids.
 const (
 	TriggerIDPrefix = "trg_"
@@ -789,8 +803,14 @@ ORDER BY r.created_at, r.id LIMIT $5`+s.lockRows("FOR UPDATE OF r SKIP LOCKED")+
 		if err != nil {
 			return nil, err
 		}
-		out, err = scanAll(rows, scanRun)
-		return nil, err
+		if out, err = scanAll(rows, scanRun); err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(out))
+		for i, r := range out {
+			ids[i] = r.TriggerID
+		}
+		return runStateChange(ids), nil
 	})
 	if err != nil {
 		return nil, err
@@ -842,18 +862,19 @@ func (s *sqlStore) FinishRun(ctx context.Context, r RunResult) error {
 	if utf8.RuneCountInString(msg) > MaxRunErrorRunes {
 		msg = truncateRunes(msg, MaxRunErrorRunes-1) + CutMark
 	}
-	res, err := s.w.ExecContext(ctx, s.q(`UPDATE trigger_runs SET state = $1, thread_id = $2, error = $3, updated_at = $4,
-lease_owner = '', lease_until = NULL WHERE id = $5 AND lease_owner = $6 AND state = 'sending'`),
-		string(r.State), r.ThreadID, msg, s.tv(s.now()), r.ID, r.Owner)
-	if err != nil {
-		return fmt.Errorf("store: finish run %s: %w", r.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: finish run %s: %w", r.ID, err)
-	} else if n == 0 {
-		return fmt.Errorf("store: finish run %s: not claimed by %s: %w", r.ID, r.Owner, ErrNotFound)
-	}
-	return nil
+	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) ([]Change, error) {
+		var trigger string
+		err := tx.QueryRowContext(ctx, s.q(`UPDATE trigger_runs SET state = $1, thread_id = $2, error = $3, updated_at = $4,
+lease_owner = '', lease_until = NULL WHERE id = $5 AND lease_owner = $6 AND state = 'sending' RETURNING trigger_id`),
+			string(r.State), r.ThreadID, msg, s.tv(s.now()), r.ID, r.Owner).Scan(&trigger)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("not claimed by %s: %w", r.Owner, ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return runStateChange([]string{trigger}), nil
+	})
 }
 
 // expireChunk bounds the runs of one ExpireRuns statement, as touchChunk
@@ -864,7 +885,7 @@ const expireChunk = 500
 func (s *sqlStore) ExpireRuns(ctx context.Context, now time.Time) (int, error) {
 	expired := 0
 	err := s.write(ctx, "expire runs", func(tx *sql.Tx) ([]Change, error) {
-		rows, err := tx.QueryContext(ctx, s.q(`SELECT r.id, r.machine, r.created_at, r.expires_at, t.paused
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT r.id, r.trigger_id, r.machine, r.created_at, r.expires_at, t.paused
 FROM trigger_runs r JOIN triggers t ON t.id = r.trigger_id WHERE r.expires_at <= $1 AND `+waitingRun("r", "$1")+
 			s.lockRows("FOR UPDATE OF r SKIP LOCKED")), s.tv(now))
 		if err != nil {
@@ -874,26 +895,28 @@ FROM trigger_runs r JOIN triggers t ON t.id = r.trigger_id WHERE r.expires_at <=
 		// at once costs a statement per few hundred runs.
 		byMessage := map[string][]string{}
 		type due struct {
-			id, msg string
+			id, trigger, msg string
 		}
 		list, err := scanAll(rows, func(row scanner) (due, error) {
-			var id, machine string
+			var id, trigger, machine string
 			var created, expires time.Time
 			var paused bool
-			if err := row.Scan(&id, &machine, timeDest{&created}, timeDest{&expires}, &paused); err != nil {
+			if err := row.Scan(&id, &trigger, &machine, timeDest{&created}, timeDest{&expires}, &paused); err != nil {
 				return due{}, err
 			}
 			waited := formatDuration(expires.Sub(created))
 			if paused {
-				return due{id, "expired: trigger paused: not started within " + waited}, nil
+				return due{id, trigger, "expired: trigger paused: not started within " + waited}, nil
 			}
-			return due{id, "expired: machine " + machine + " was offline for " + waited}, nil
+			return due{id, trigger, "expired: machine " + machine + " was offline for " + waited}, nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		var triggers []string
 		for _, d := range list {
 			byMessage[d.msg] = append(byMessage[d.msg], d.id)
+			triggers = append(triggers, d.trigger)
 		}
 		for _, msg := range slices.Sorted(maps.Keys(byMessage)) {
 			for chunk := range slices.Chunk(byMessage[msg], expireChunk) {
@@ -915,7 +938,7 @@ lease_owner = '', lease_until = NULL WHERE state IN ('queued', 'sending') AND id
 				expired += int(n)
 			}
 		}
-		return nil, nil
+		return runStateChange(triggers), nil
 	})
 	if err != nil {
 		return 0, err

@@ -1066,7 +1066,7 @@ func TestFinishedRunsBound(t *testing.T) {
 }
 
 func TestTriggerChanges(t *testing.T) {
-	each(t, func(t *testing.T, cfg store.Config, _ *clock) {
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		s := open(t, cfg)
@@ -1108,6 +1108,47 @@ func TestTriggerChanges(t *testing.T) {
 		}
 		if c := recv(t, ch); c.Kind != store.ChangeTrigger {
 			t.Fatalf("after one run queued, then a pause: %+v (a repeated delivery said something)", c)
+		}
+
+		// A run's moves say whose trigger's runs moved: claimed, finished,
+		// expired. A claim or an expiry that finds nothing says nothing.
+		if _, err := s.SetTriggerPaused(ctx, hook.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, ch)
+		wantRunState := func(what string) {
+			t.Helper()
+			if c := recv(t, ch); c.Kind != store.ChangeRunState || !reflect.DeepEqual(c.IDs, []string{hook.ID}) {
+				t.Fatalf("%s: change %+v, want %s of %s", what, c, store.ChangeRunState, hook.ID)
+			}
+		}
+		claimed, err := s.ClaimRuns(ctx, hook.Machine, "one", time.Hour, 5)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %v %v", claimed, err)
+		}
+		wantRunState("the claim")
+		if _, err := s.ClaimRuns(ctx, hook.Machine, "one", time.Hour, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishRun(ctx, store.RunResult{ID: claimed[0].ID, Owner: "one", State: store.RunQueued}); err != nil {
+			t.Fatal(err)
+		}
+		wantRunState("the run given back")
+		if err := s.FinishRun(ctx, store.RunResult{ID: claimed[0].ID, Owner: "one", State: store.RunQueued}); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("finishing a run not claimed: %v", err)
+		}
+		if n, err := s.ExpireRuns(ctx, clk.Now()); err != nil || n != 0 {
+			t.Fatalf("expire nothing: %d %v", n, err)
+		}
+		if n, err := s.ExpireRuns(ctx, clk.Now().Add(10*365*24*time.Hour)); err != nil || n != 1 {
+			t.Fatalf("expire the run: %d %v", n, err)
+		}
+		wantRunState("the expiry")
+		if _, err := s.SetTriggerPaused(ctx, hook.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		if c := recv(t, ch); c.Kind != store.ChangeTrigger {
+			t.Fatalf("after the run's moves: %+v (a claim, failed finish or expiry of nothing said something)", c)
 		}
 	})
 }

@@ -90,6 +90,20 @@ func (s *Set) Wrap(rc io.ReadCloser) io.ReadCloser {
 	return b
 }
 
+// Own counts in the set a stream the gateway writes itself (not a relayed
+// one) until done is called. ending is closed when the set ends: the
+// stream's writer, which writes whole events only, is then to stop after
+// the event it is writing, and call done.
+func (s *Set) Own() (ending <-chan struct{}, done func()) {
+	for set := s; set != nil; set = set.parent {
+		set.mu.Lock()
+		set.open++
+		set.mu.Unlock()
+	}
+	var once sync.Once
+	return s.ending, func() { once.Do(s.closeOne) }
+}
+
 // End makes every stream, those open and those wrapped later, end at its
 // next event's end, and waits until each open one has been closed or ctx
 // ends. It returns how many are still open then (0 when all ended).

@@ -253,3 +253,34 @@ func TestASubSetEndsItsOwnStreamsAndItsParentsEndEndsThem(t *testing.T) {
 		_ = x.up.Close() // a pipe's close does not fail
 	}
 }
+
+// TestOwnedStreamsAreCountedAndEnded: a stream the gateway writes itself
+// counts as open in its set and its parents until done; End tells it to
+// end (ending closes) and waits for done; done twice counts once.
+func TestOwnedStreamsAreCountedAndEnded(t *testing.T) {
+	t.Parallel()
+	parent := NewSet()
+	sub := parent.Sub()
+	ending, done := sub.Own()
+	if parent.Open() != 1 || sub.Open() != 1 {
+		t.Fatalf("open: parent %d, sub %d", parent.Open(), sub.Open())
+	}
+	select {
+	case <-ending:
+		t.Fatal("ending before End")
+	default:
+	}
+	ended := make(chan int, 1)
+	go func() { ended <- parent.End(context.Background()) }()
+	<-ending
+	select {
+	case n := <-ended:
+		t.Fatalf("End returned %d before the owned stream was done", n)
+	default:
+	}
+	done()
+	done()
+	if n := <-ended; n != 0 || parent.Open() != 0 || sub.Open() != 0 {
+		t.Fatalf("after done: End %d, parent %d, sub %d open", n, parent.Open(), sub.Open())
+	}
+}

@@ -10,7 +10,7 @@ import { InboxView } from "./inbox/InboxView";
 import { DeliveriesView } from "./notifications/DeliveriesView";
 import { TriggersView } from "./triggers/TriggersView";
 import { endsSession, refusalMessage } from "./common/refusal";
-import { loadMachineList } from "./machines/machines";
+import { loadMachineList, MACHINES_PUSH } from "./machines/machines";
 import { MachineScope } from "./machines/scope";
 import { SidebarView } from "./machines/Sidebar";
 import { Route, href, useHashChange, useRoute } from "./route";
@@ -97,7 +97,7 @@ function Shell({ onOut }: { onOut: () => void }) {
   const [menu, setMenu] = useState(false);
   const machineName = "machine" in route ? route.machine : null;
   // One machine list for the sidebar and for the pages that ask whether their machine is known.
-  const machines = useApi(loadMachineList, [], 5000);
+  const machines = useApi(loadMachineList, [], 5000, MACHINES_PUSH);
   useEffect(() => setMenu(false), [route]);
   // Who is online, as the machine list last said: the inbox count is asked again when it changes.
   const fleet = (machines.data?.machines ?? []).map((m) => `${m.name}:${m.status}`).join(",");

@@ -5,6 +5,7 @@
 // login page.
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { answered, check, onReach, reach, setProbe, unanswered } from "./reach";
+import { ChangeEvent, ChangeTopic, subscribeChanges, usePushes } from "./changes";
 
 export const TOKEN_KEY = "uncaged.dashboard.token";
 
@@ -387,7 +388,7 @@ export function onUnauthorized(fn: Listener): () => void {
 }
 
 /** endSession drops the token and tells every listener why, so the login page can say it. */
-function endSession(refusal: ApiError) {
+export function endSession(refusal: ApiError) {
   setToken(null);
   unauthorized.forEach((fn) => fn(refusal));
 }
@@ -570,20 +571,53 @@ export async function threadGraphSource(m: string, workflow: string, hash: strin
 export type Loadable<T> = { data: T | undefined; error: ApiError | Error | undefined; loading: boolean; reload: () => void };
 
 /**
- * useApi runs load when deps change (and every pollMs when set), keeping the
- * last good data while a refresh runs so polling never flashes.
+ * Push is a change hint a view reloads on (see changes.ts): a topic, and
+ * for threads the machine whose threads it shows, for triggers the
+ * trigger (absent: any).
  */
-export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loadable<T> {
+export type Push = { topic: ChangeTopic; machine?: string; trigger?: string };
+
+/** hintMatches tells whether a hint concerns what push describes; a hint that names no machine or trigger may concern any. */
+export function hintMatches(push: Push, e: ChangeEvent): boolean {
+  if (e.topic !== push.topic) return false;
+  if (push.machine && e.machine && e.machine !== push.machine) return false;
+  if (push.trigger && e.trigger && e.trigger !== push.trigger) return false;
+  return true;
+}
+
+/**
+ * useApi runs load when deps change (and every pollMs when set), keeping the
+ * last good data while a refresh runs so polling never flashes. With push,
+ * it also loads again on a matching change hint and when the change stream
+ * (re)opens; while that stream is up and pushes every topic in push, it
+ * does not poll.
+ */
+export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number, push?: Push | Push[]): Loadable<T> {
   const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
   const reload = useCallback(() => setTick((t) => t + 1), []);
+  // A burst of hints makes one load at a time: a hint while one runs asks for one more after it.
+  const loading = useRef(false);
+  const hinted = useRef(false);
   useEffect(() => {
     let live = true;
+    loading.current = true;
+    // This load starts after every hint so far: it answers them too.
+    hinted.current = false;
     setState((s) => ({ ...s, loading: true }));
-    load().then(
-      (data) => live && setState({ data, loading: false }),
-      (error: Error) => live && setState((s) => ({ data: s.data, error, loading: false })),
-    );
+    const settled = () => {
+      if (!live) return;
+      loading.current = false;
+      if (!hinted.current) return;
+      hinted.current = false;
+      reload();
+    };
+    load()
+      .then(
+        (data) => live && setState({ data, loading: false }),
+        (error: Error) => live && setState((s) => ({ data: s.data, error, loading: false })),
+      )
+      .finally(settled);
     return () => {
       live = false;
     };
@@ -596,11 +630,29 @@ export function useApi<T>(load: () => Promise<T>, deps: unknown[], pollMs?: numb
     prevKey.current = key;
     setState({ loading: true });
   }
+  const pushed = push === undefined ? [] : Array.isArray(push) ? push : [push];
+  // Callers write push inline: its JSON keeps the subscription from changing every render.
+  const pushKey = JSON.stringify(pushed);
+  const covered = usePushes(pushed.map((p) => p.topic));
   useEffect(() => {
-    if (!pollMs) return;
+    const wanted: Push[] = JSON.parse(pushKey);
+    if (wanted.length === 0) return;
+    return subscribeChanges((e) => {
+      if (e.topic !== "resync" && !wanted.some((p) => hintMatches(p, e))) return;
+      if (loading.current) {
+        hinted.current = true;
+        return;
+      }
+      // Set now, not when the load starts: a second hint before React renders waits for it.
+      loading.current = true;
+      reload();
+    });
+  }, [pushKey, reload]);
+  useEffect(() => {
+    if (!pollMs || covered) return;
     const t = setInterval(reload, pollMs);
     return () => clearInterval(t);
-  }, [pollMs, reload]);
+  }, [pollMs, reload, covered]);
   // The gateway answers again: what the page shows is refreshed at once.
   useEffect(() => onReach(() => reach().reachable && reload()), [reload]);
   return { data: state.data, error: state.error, loading: state.loading, reload };

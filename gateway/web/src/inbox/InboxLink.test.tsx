@@ -3,6 +3,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { setToken } from "../api";
 import { App } from "../App";
 import { inboxChanged } from "../answer/inboxEvents";
+import { CHANGES_URL } from "../changes";
+import { INBOX_COUNT_MS } from "./InboxLink";
 import { FakeEventSource, json, stubFetch, urls } from "../testutil/fetch";
 
 afterEach(() => {
@@ -41,6 +43,31 @@ describe("the top bar's Inbox", () => {
     await vi.waitFor(() => expect(screen.queryByTestId("inbox-count")).toBeNull());
     expect(urls(f).filter((u) => u.startsWith("/api/gateway/inbox")).length).toBe(asked + 1);
     expect(screen.getByTestId("inbox-link").textContent).toBe("Inbox");
+  });
+
+  it("counts again when the gateway says threads changed, not every INBOX_COUNT_MS, on the page's one change stream", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    try {
+      FakeEventSource.all = [];
+      let total = 1;
+      const f = signIn(() => json(200, { threads: [], total }));
+      render(<App />);
+      expect((await screen.findByTestId("inbox-count")).firstChild!.textContent).toBe("1");
+      // The machine list and the count listen to the same stream.
+      const streams = FakeEventSource.opened(CHANGES_URL);
+      expect(streams).toHaveLength(1);
+      const asked = () => urls(f).filter((u) => u.startsWith("/api/gateway/inbox")).length;
+      act(() => streams[0].emit("hello", { topics: ["machines", "threads", "triggers"] }));
+      await vi.waitFor(() => expect(asked()).toBe(2));
+      for (let i = 0; i < 3; i++) await act(async () => void (await vi.advanceTimersByTimeAsync(INBOX_COUNT_MS)));
+      expect(asked()).toBe(2);
+      total = 4;
+      act(() => streams[0].emit("threads", { machine: "laptop" }));
+      await vi.waitFor(() => expect(screen.getByTestId("inbox-count").firstChild!.textContent).toBe("4"));
+      expect(asked()).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("shows no count from a gateway without an inbox", async () => {

@@ -9,13 +9,14 @@ export const INBOX_COUNT_MS = 15_000;
 
 /**
  * InboxLink is the top bar's link to the inbox, with how many threads wait
- * for an answer (none: no count). The count is asked again every
- * INBOX_COUNT_MS, when an answer is taken here, and when the machines the
+ * for an answer (none: no count). The count is asked again when the
+ * gateway says a machine's threads changed (every INBOX_COUNT_MS while it
+ * cannot say), when an answer is taken here, and when the machines the
  * top bar lists change (fleet is the key of who is online: a machine that
  * comes or goes changes what waits). A gateway without an inbox shows no count.
  */
 export function InboxLink({ current, fleet }: { current: boolean; fleet: string }) {
-  const count = useApi(() => gateway.inbox({ limit: 1, offset: 0 }), [], INBOX_COUNT_MS);
+  const count = useApi(() => gateway.inbox({ limit: 1, offset: 0 }), [], INBOX_COUNT_MS, { topic: "threads" });
   const reload = count.reload;
   useEffect(() => onInboxChange(reload), [reload]);
   const seen = useRef(fleet);

@@ -1,5 +1,5 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ago, Answered, fmtTime, gateway, InboxThread, noMemory, useApi } from "../api";
+import { ago, Answered, fmtTime, gateway, InboxThread, noMemory, Push, useApi } from "../api";
 import { ANSWER_OFFLINE, AnsweredNote, Deadline, OfflineQuestion, QuestionPanel } from "../answer/QuestionPanel";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
@@ -10,8 +10,15 @@ import "./inbox.css";
 
 /** INBOX_PAGE is how many waiting threads a page shows. */
 export const INBOX_PAGE = 50;
-/** INBOX_POLL_MS is how often the inbox asks the gateway again. */
+/** INBOX_POLL_MS is how often the inbox asks the gateway again while the gateway does not push thread changes. */
 export const INBOX_POLL_MS = 10_000;
+/**
+ * INBOX_PUSH is the change hints the inbox reloads on: a thread waiting
+ * for a person, or no longer, is a change to its machine's threads; each
+ * row says whether its machine is online, which a machine coming or going
+ * changes.
+ */
+export const INBOX_PUSH: Push[] = [{ topic: "threads" }, { topic: "machines" }];
 /** QUESTION_LINES is how many of a question's lines a row shows. */
 export const QUESTION_LINES = 3;
 
@@ -56,7 +63,7 @@ export function InboxView() {
     setDraft(next.assignee);
     setOffsetState(next.offset);
   });
-  const list = useApi(() => gateway.inbox({ assignee: assignee || undefined, limit: INBOX_PAGE, offset }), [assignee, offset], INBOX_POLL_MS);
+  const list = useApi(() => gateway.inbox({ assignee: assignee || undefined, limit: INBOX_PAGE, offset }), [assignee, offset], INBOX_POLL_MS, INBOX_PUSH);
   // An answer taken here, or found given by someone else: the list is asked again at once.
   useEffect(() => onInboxChange(list.reload), [list.reload]);
   // The last answer taken here, said on after its row leaves the list.

@@ -1,17 +1,19 @@
 import { useEffect, useState } from "react";
 import { ago, Loadable, useApi } from "../api";
+import { usePushes } from "../changes";
 import { useReach } from "../reach";
 import { href } from "../route";
-import { loadMachineList, MachineEntry, MachineList } from "./machines";
+import { loadMachineList, MACHINES_PUSH, MachineEntry, MachineList } from "./machines";
 
 /**
- * Sidebar lists every machine the gateway knows (polled every 5 s): the
+ * Sidebar lists every machine the gateway knows (loaded again when the
+ * gateway says its machines changed, else every 5 s): the
  * online ones with their last heartbeat and version, the offline ones
  * greyed with when they were last seen. While the gateway's store does
  * not answer it says the list may be short.
  */
 export function Sidebar({ current, open }: { current: string | null; open: boolean }) {
-  const list = useApi(loadMachineList, [], 5000);
+  const list = useApi(loadMachineList, [], 5000, MACHINES_PUSH);
   return <SidebarView current={current} open={open} list={list} />;
 }
 
@@ -19,11 +21,14 @@ export function Sidebar({ current, open }: { current: string | null; open: boole
  * SidebarView is the sidebar of a machine list loaded elsewhere (the shell
  * loads it once, for the sidebar and for the pages that ask whether a
  * machine is known). While the gateway does not answer, no machine is
- * shown online or offline: their presence is unknown.
+ * shown online or offline: their presence is unknown. While the gateway
+ * pushes machine changes the list is not polled, so an online machine's
+ * heartbeat as last loaded would only grow old: it shows as online alone.
  */
 export function SidebarView({ current, open, list }: { current: string | null; open: boolean; list: Loadable<MachineList> }) {
   const machines = list.data?.machines;
   const reach = useReach();
+  const pushed = usePushes([MACHINES_PUSH.topic]);
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
@@ -47,19 +52,21 @@ export function SidebarView({ current, open, list }: { current: string | null; o
       {machines && machines.length === 0 && <p className="muted">No machines yet. Start <code>uncaged-workflow connect</code> on one.</p>}
       <ul className="machines">
         {(machines ?? []).map((m) => (
-          <MachineItem key={m.name} m={m} now={now} current={current === m.name} unknown={!reach.reachable} />
+          <MachineItem key={m.name} m={m} now={now} current={current === m.name} unknown={!reach.reachable} pushed={pushed} />
         ))}
       </ul>
     </aside>
   );
 }
 
-function MachineItem({ m, now, current, unknown }: { m: MachineEntry; now: number; current: boolean; unknown: boolean }) {
+function MachineItem({ m, now, current, unknown, pushed }: { m: MachineEntry; now: number; current: boolean; unknown: boolean; pushed: boolean }) {
   const status = unknown ? "unknown" : m.status;
   const meta = unknown
     ? `presence unknown${m.lastSeen ? ` · heard from ${ago(m.lastSeen, now)}` : ""}`
     : m.status === "online"
-      ? `online · ${ago(m.lastSeen, now)}`
+      ? pushed
+        ? "online"
+        : `online · ${ago(m.lastSeen, now)}`
       : m.lastSeen
         ? `offline · last seen ${ago(m.lastSeen, now)}`
         : "offline";

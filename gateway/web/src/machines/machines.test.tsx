@@ -1,6 +1,7 @@
-import { cleanup, render, screen } from "@testing-library/react";
+import { act, cleanup, render, screen } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { json, stubFetch } from "../testutil/fetch";
+import { CHANGES_URL } from "../changes";
+import { FakeEventSource, json, stubFetch, urls } from "../testutil/fetch";
 import { mergeMachines } from "./machines";
 import { Sidebar } from "./Sidebar";
 
@@ -77,5 +78,39 @@ describe("Sidebar", () => {
     render(<Sidebar current={null} open={false} />);
     expect((await screen.findByText("laptop")).closest("li")!.getAttribute("data-status")).toBe("online");
     expect(screen.queryByRole("alert")).toBeNull();
+  });
+
+  it("loads again when the gateway says machines changed, and then shows an online machine as online, without a heartbeat's age", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    vi.stubGlobal("EventSource", FakeEventSource);
+    FakeEventSource.all = [];
+    try {
+      let online = false;
+      const f = stubFetch([
+        ["/api/gateway/endpoints", () => json(200, online ? [{ name: "laptop", status: "online", lastHeartbeat: Date.now() - 60_000 }] : [])],
+        ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online, lastSeen: new Date(Date.now() - 60_000).toISOString() }] })],
+      ]);
+      const asked = () => urls(f).filter((u) => u === "/api/gateway/machines").length;
+      render(<Sidebar current={null} open={false} />);
+      const li = () => document.querySelector('li[data-machine="laptop"]')!;
+      await vi.waitFor(() => expect(li().getAttribute("data-status")).toBe("offline"));
+      const [stream] = FakeEventSource.opened(CHANGES_URL);
+      act(() => stream.emit("hello", { topics: ["machines"] }));
+      await vi.waitFor(() => expect(asked()).toBe(2));
+      for (let i = 0; i < 3; i++) await act(async () => void (await vi.advanceTimersByTimeAsync(5000)));
+      expect(asked()).toBe(2);
+      online = true;
+      act(() => stream.emit("machines", {}));
+      await vi.waitFor(() => expect(li().getAttribute("data-status")).toBe("online"));
+      expect(asked()).toBe(3);
+      expect(li().querySelector(".mmeta")!.textContent).toBe("online");
+      // The stream goes down: the list is polled again, and the heartbeat's age says how fresh it is.
+      act(() => stream.fail(true));
+      expect(li().querySelector(".mmeta")!.textContent).toMatch(/^online · \d+ (s|min) ago$/);
+      await act(async () => void (await vi.advanceTimersByTimeAsync(5000)));
+      await vi.waitFor(() => expect(asked()).toBe(4));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,7 +1,7 @@
 // The machines the dashboard lists: the gateway's live endpoints (who is
 // connected now) merged with its memory (every machine it ever saw), so a
 // machine that went away stays listed, offline, with when it was last seen.
-import { Endpoint, gateway, GatewayMachine, noMemory } from "../api";
+import { Endpoint, gateway, GatewayMachine, noMemory, Push } from "../api";
 
 /** MachineEntry is one machine in the sidebar. */
 export type MachineEntry = {
@@ -63,6 +63,12 @@ export async function loadMachineList(): Promise<MachineList> {
   ]);
   return { machines: mergeMachines(eps, known?.machines ?? null), degraded: known?.degraded || undefined };
 }
+
+/**
+ * MACHINES_PUSH is the change hint a machine list reloads on: it holds no
+ * thread, so only machines coming, going, added or forgotten change it.
+ */
+export const MACHINES_PUSH: Push = { topic: "machines" };
 
 /** loadAllMachines is loadMachineList's machines, for the views that only pick from them. */
 export async function loadAllMachines(): Promise<MachineEntry[]> {

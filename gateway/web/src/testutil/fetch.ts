@@ -28,15 +28,41 @@ export function params(f: ReturnType<typeof stubFetch>, prefix: string): Record<
   return Object.fromEntries(new URL(u, "http://x").searchParams);
 }
 
-/** FakeEventSource stands in for the browser's EventSource, which jsdom lacks. */
+/**
+ * FakeEventSource stands in for the browser's EventSource, which jsdom
+ * lacks. It keeps every instance (all: a test that reads it empties it
+ * first); a test sends its events (emit) and failures (fail).
+ */
 export class FakeEventSource {
+  static all: FakeEventSource[] = [];
   static CLOSED = 2;
   readyState = 1;
   onopen: (() => void) | null = null;
-  onerror: (() => void) | null = null;
-  constructor(public url: string) {}
-  addEventListener() {}
+  onerror: ((e?: Event) => void) | null = null;
+  onmessage: ((e: MessageEvent) => void) | null = null;
+  listeners: Record<string, ((e: MessageEvent) => void)[]> = {};
+  constructor(public url: string, public init?: EventSourceInit) {
+    FakeEventSource.all.push(this);
+  }
+  addEventListener(type: string, fn: (e: MessageEvent) => void) {
+    (this.listeners[type] ??= []).push(fn);
+  }
   close() {
     this.readyState = 2;
+  }
+  /** emit sends an event: type is its event name ("message" for none), data its JSON. */
+  emit(type: string, data: unknown) {
+    const e = new MessageEvent(type, { data: JSON.stringify(data) });
+    this.listeners[type]?.forEach((fn) => fn(e));
+    if (type === "message") this.onmessage?.(e);
+  }
+  /** fail is the stream failing: closed, as the browser gives up after an error status; else it reconnects by itself. */
+  fail(closed: boolean, e: Event = new Event("error")) {
+    this.readyState = closed ? 2 : 0;
+    this.onerror?.(e);
+  }
+  /** opened are the streams opened to url, the first one first. */
+  static opened(url: string): FakeEventSource[] {
+    return FakeEventSource.all.filter((s) => s.url === url);
   }
 }

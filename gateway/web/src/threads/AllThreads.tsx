@@ -2,6 +2,7 @@ import { useState } from "react";
 import { gateway, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
+import { MACHINES_PUSH } from "../machines/machines";
 import { useReach } from "../reach";
 import { href } from "../route";
 import { DEFAULT_SORT, ThreadTable } from "./ThreadTable";
@@ -14,11 +15,12 @@ import { ALL_LIMIT, loadMachines, mergeThreads, Sort, splitEndpoints } from "./t
  * machine that did not answer.
  */
 export function MergedThreads() {
-  const eps = useApi(gateway.endpoints, [], 5000);
+  const eps = useApi(gateway.endpoints, [], 5000, MACHINES_PUSH);
   const split = eps.data ? splitEndpoints(eps.data) : null;
   const online = split?.online ?? [];
   const key = online.join("\n");
-  const q = useApi(async () => (split ? mergeThreads(await loadMachines(online)) : null), [key, !!split], 5000);
+  // A machine coming or going changes key (through eps), which loads this again.
+  const q = useApi(async () => (split ? mergeThreads(await loadMachines(online)) : null), [key, !!split], 5000, { topic: "threads" });
   const data = q.data;
   const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
   const reach = useReach();

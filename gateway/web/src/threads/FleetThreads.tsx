@@ -1,10 +1,10 @@
 import { FormEvent, useEffect, useState } from "react";
-import { ago, FleetQuery, noMemory, useApi } from "../api";
+import { ago, FleetQuery, noMemory, Push, useApi } from "../api";
 import { dayStart } from "../common/days";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
 import { searchFleet } from "../fleet/fleetApi";
-import { loadAllMachines } from "../machines/machines";
+import { loadAllMachines, MACHINES_PUSH } from "../machines/machines";
 import { useReach } from "../reach";
 import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import { MergedThreads } from "./AllThreads";
@@ -42,6 +42,9 @@ export function fleetQuery(f: Filters, offset: number, limit = FLEET_PAGE): Flee
     offset,
   };
 }
+
+/** FLEET_PUSH is the change hints the fleet's threads reload on: any machine's threads, and machines coming or going. */
+export const FLEET_PUSH: Push[] = [{ topic: "threads" }, MACHINES_PUSH];
 
 const KEYS: (keyof Filters)[] = ["q", "machine", "workflow", "status", "since", "until"];
 
@@ -100,7 +103,7 @@ export function AllThreads() {
   const reach = useReach();
   // legacy: the gateway keeps no memory (an older one: 404; one without a store: 503); then nothing here polls.
   const [legacy, setLegacy] = useState(false);
-  const machines = useApi(loadAllMachines, [], legacy ? undefined : 5000);
+  const machines = useApi(loadAllMachines, [], legacy ? undefined : 5000, legacy ? undefined : MACHINES_PUSH);
   const q = useApi(
     () =>
       searchFleet({ ...fleetQuery(applied, offset), after: place.after }).catch((e: unknown) => {
@@ -109,6 +112,8 @@ export function AllThreads() {
       }),
     [applied, place],
     legacy ? undefined : 5000,
+    // Each row says whether its machine is online: a machine coming or going changes rows too.
+    legacy ? undefined : FLEET_PUSH,
   );
   if (legacy) return <MergedThreads />;
   const apply = (f: Filters) => {

@@ -19,7 +19,12 @@ export function ThreadList({ machine: m }: { machine: string }) {
   const [running, setRunning] = useState(false);
   const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
   const api = useMemo(() => machine(m), [m]);
-  const q = useApi(() => api.threads({ limit: PAGE, offset, status: status || undefined, workflow: workflow || undefined }), [m, status, workflow, offset], 5000);
+  const q = useApi(
+    () => api.threads({ limit: PAGE, offset, status: status || undefined, workflow: workflow || undefined }),
+    [m, status, workflow, offset],
+    5000,
+    { topic: "threads", machine: m },
+  );
   const wfs = useApi(api.workflows, [m]);
   const total = q.data?.total ?? 0;
   // Offline: the gateway answered from its memory (offline: true), or, a

@@ -3,7 +3,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { setToken } from "../api";
 import { App } from "../App";
 import { resetReach } from "../reach";
-import { FakeEventSource, json, params, stubFetch } from "../testutil/fetch";
+import { CHANGES_URL } from "../changes";
+import { FakeEventSource, json, params, stubFetch, urls } from "../testutil/fetch";
 import { AllThreads } from "./FleetThreads";
 import { ThreadList } from "./ThreadList";
 
@@ -55,6 +56,35 @@ describe("a machine's thread list", () => {
     await screen.findByText("O1");
     expect(headers()).toEqual(["Thread", "Status", "Workflow", "Started", "Updated", "Duration"]);
     await act(async () => {});
+  });
+
+  it("loads again on a hint for its machine, and does not poll while the gateway pushes them", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    try {
+      let threads = [summary("H1")];
+      const f = stubFetch([
+        ["/api/clients/laptop/threads", () => json(200, { threads, total: threads.length })],
+        ["/api/clients/laptop/workflows", () => json(200, { workflows: [] })],
+      ]);
+      const asked = () => urls(f).filter((u) => u.startsWith("/api/clients/laptop/threads")).length;
+      FakeEventSource.all = [];
+      render(<ThreadList machine="laptop" />);
+      await screen.findByText("H1");
+      const [stream] = FakeEventSource.opened(CHANGES_URL);
+      act(() => stream.emit("hello", { topics: ["machines", "threads"] }));
+      await vi.waitFor(() => expect(asked()).toBe(2));
+      for (let i = 0; i < 4; i++) await act(async () => void (await vi.advanceTimersByTimeAsync(5000)));
+      expect(asked()).toBe(2);
+      act(() => stream.emit("threads", { machine: "ci-box" }));
+      await act(async () => {});
+      expect(asked()).toBe(2);
+      threads = [summary("H2"), summary("H1")];
+      act(() => stream.emit("threads", { machine: "laptop" }));
+      await screen.findByText("H2");
+      expect(asked()).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("offers pausing among the statuses it filters by", async () => {

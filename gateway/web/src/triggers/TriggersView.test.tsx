@@ -2,9 +2,10 @@ import { act, cleanup, fireEvent, render, screen, within } from "@testing-librar
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { setToken } from "../api";
 import { App } from "../App";
+import { CHANGES_URL } from "../changes";
 import { FakeEventSource, json, params, stubFetch, urls } from "../testutil/fetch";
 import { CLI_EXAMPLES } from "./triggerForm";
-import { TriggersView } from "./TriggersView";
+import { TRIGGERS_POLL_MS, TriggersView } from "./TriggersView";
 
 const writeText = vi.fn(async (_: string) => {});
 
@@ -165,6 +166,35 @@ describe("TriggersView", () => {
     expect(panel.textContent).toContain("1h30m for ci-box to be online");
     expect(panel.textContent).toContain("Missed timesskipped");
     expect(panel.textContent).toContain("the trigger, machine, workflow and time, as JSON");
+  });
+
+  it("loads the list again on any trigger's change, and an opened trigger's runs on its own, without polling", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    vi.stubGlobal("EventSource", FakeEventSource);
+    FakeEventSource.all = [];
+    try {
+      window.location.hash = "#/triggers?trigger=trg_cron";
+      const f = stubFetch([
+        ["/api/gateway/triggers/trg_cron/runs", () => json(200, { runs: [], total: 0 })],
+        ["/api/gateway/triggers", () => json(200, { triggers: [webhook(), schedule()] })],
+      ]);
+      const lists = () => calls(f, "/api/gateway/triggers", "GET");
+      const runs = () => urls(f).filter((u) => u.startsWith("/api/gateway/triggers/trg_cron/runs")).length;
+      render(<TriggersView />);
+      await screen.findByTestId("runs-empty");
+      const [stream] = FakeEventSource.opened(CHANGES_URL);
+      act(() => stream.emit("hello", { topics: ["machines", "threads", "triggers"] }));
+      await vi.waitFor(() => expect([lists(), runs()]).toEqual([2, 2]));
+      for (let i = 0; i < 3; i++) await act(async () => void (await vi.advanceTimersByTimeAsync(TRIGGERS_POLL_MS)));
+      expect([lists(), runs()]).toEqual([2, 2]);
+      act(() => stream.emit("triggers", { trigger: "trg_web" }));
+      await vi.waitFor(() => expect(lists()).toBe(3));
+      expect(runs()).toBe(2);
+      act(() => stream.emit("triggers", { trigger: "trg_cron" }));
+      await vi.waitFor(() => expect([lists(), runs()]).toEqual([4, 3]));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("pauses and resumes at once, and shows the gateway's refusal", async () => {

@@ -12,7 +12,10 @@ import { NewTriggerDialog } from "./NewTriggerDialog";
 import { CLI_EXAMPLES, shortDuration, triggersFromHash } from "./triggerForm";
 import "./triggers.css";
 
-/** TRIGGERS_POLL_MS is how often the view asks the gateway again (runs move as machines come and go). */
+/**
+ * TRIGGERS_POLL_MS is how often the view asks the gateway again (runs move
+ * as machines come and go) while the gateway does not push trigger changes.
+ */
 export const TRIGGERS_POLL_MS = 10_000;
 /** RUNS_PAGE is how many of a trigger's runs its opened row shows. */
 export const RUNS_PAGE = 20;
@@ -34,7 +37,7 @@ function triggersToHash(open: string) {
 export function TriggersView() {
   const [open, setOpenState] = useState(() => triggersFromHash().open);
   useHashChange(() => setOpenState(triggersFromHash().open));
-  const list = useApi(gateway.triggers, [], TRIGGERS_POLL_MS);
+  const list = useApi(gateway.triggers, [], TRIGGERS_POLL_MS, { topic: "triggers" });
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<CreatedTrigger | null>(null);
   const block = useActionBlock();
@@ -289,7 +292,7 @@ function RemoveButton({ t, done }: { t: Trigger; done: () => void }) {
 function RunsPanel({ t, now }: { t: Trigger; now: number }) {
   const [state, setState] = useState("");
   const [offset, setOffset] = useState(0);
-  const runs = useApi(() => gateway.triggerRuns(t.id, { state: state || undefined, limit: RUNS_PAGE, offset }), [t.id, state, offset], TRIGGERS_POLL_MS);
+  const runs = useApi(() => gateway.triggerRuns(t.id, { state: state || undefined, limit: RUNS_PAGE, offset }), [t.id, state, offset], TRIGGERS_POLL_MS, { topic: "triggers", trigger: t.id });
   const rows = runs.data?.runs ?? (!state && offset === 0 ? t.runs ?? [] : []);
   const total = runs.data?.total ?? rows.length;
   const filter = (s: string) => {

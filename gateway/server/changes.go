@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/uncaged/workflow/gateway/cluster"
+	"github.com/uncaged/workflow/gateway/store"
+)
+
+// GET /api/gateway/changes tells the dashboard when what its views show
+// may have changed, so that a view reloads when told instead of polling
+// (the dashboard polls only while this stream is not up). It is a stream
+// of server-sent events, each a hint that carries no data of its own:
+//
+//	event: hello     data: {"topics":["machines","threads","triggers"]}
+//	                 first: the topics this gateway pushes (the others are
+//	                 polled); "threads" and "triggers" need a store.
+//	event: machines  data: {}                    a connector came or went (here or, in a
+//	                                             cluster, on another replica)
+//	event: threads   data: {"machine":"laptop"}  what the fleet's memory holds of that
+//	                                             machine's threads changed (the inbox too)
+//	event: triggers  data: {"trigger":"trg_…"}   a trigger or its runs changed (no trigger:
+//	                                             any, after missed changes)
+//
+// and a comment every changesPing. Hints of one topic and key are sent at
+// most once per changesCoalesce: a busy fleet costs each view a reload a
+// quarter-second at most. Changes made through any replica reach every
+// replica's streams through the store's notifications (threads, gathered
+// by the replica that synced them: threadHints) and the cluster's
+// presence (machines).
+
+const (
+	// changesPing keeps proxies from closing an idle stream.
+	changesPing = 15 * time.Second
+	// changesCoalesce is the least time between two hints of one topic and
+	// key on one stream.
+	changesCoalesce = 250 * time.Millisecond
+	// threadHintsEvery is how often a replica announces the machines
+	// whose threads it synced meanwhile.
+	threadHintsEvery = 250 * time.Millisecond
+)
+
+// Change-stream topics (the events' names).
+const (
+	topicMachines = "machines"
+	topicThreads  = "threads"
+	topicTriggers = "triggers"
+)
+
+// hintBus wakes the change streams of this replica when its connectors
+// come or go (presence.Registry.OnChange).
+type hintBus struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+// subscribe returns a channel that holds a token after each notify, and
+// the function that ends the subscription.
+func (b *hintBus) subscribe() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	b.mu.Lock()
+	if b.subs == nil {
+		b.subs = map[chan struct{}]struct{}{}
+	}
+	b.subs[c] = struct{}{}
+	b.mu.Unlock()
+	return c, func() {
+		b.mu.Lock()
+		delete(b.subs, c)
+		b.mu.Unlock()
+	}
+}
+
+// notify wakes every subscriber; it never blocks.
+func (b *hintBus) notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// threadHints gathers the machines whose threads the fleet's memory wrote
+// to the store, and announces them to every replica (store.ChangeThreads)
+// threadHintsEvery after the first: one notification for a burst of syncs
+// of any number of machines, none while nothing is written.
+type threadHints struct {
+	g     *Gateway
+	mu    sync.Mutex
+	names map[string]struct{}
+}
+
+// synced records that machine's threads were written.
+func (h *threadHints) synced(machine string) {
+	if h.g.opts.Store == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names == nil {
+		h.names = map[string]struct{}{}
+		time.AfterFunc(threadHintsEvery, h.announce)
+	}
+	h.names[machine] = struct{}{}
+}
+
+// announce tells the store's subscribers of the machines gathered.
+func (h *threadHints) announce() {
+	h.mu.Lock()
+	names := h.names
+	h.names = nil
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	ids := slices.Sorted(maps.Keys(names))
+	if err := h.g.opts.Store.Announce(ctx, store.Change{Kind: store.ChangeThreads, IDs: ids}); err != nil {
+		// The dashboard still shows them at its next reload; nothing is lost.
+		h.g.opts.Logger.Debug("the fleet's thread changes could not be announced", "machines", len(ids), "err", err.Error())
+	}
+}
+
+// hookHints makes presence changes wake the change streams.
+func (g *Gateway) hookHints() {
+	prev := g.presence.OnChange
+	g.presence.OnChange = func(name, status string) {
+		if prev != nil {
+			prev(name, status)
+		}
+		g.machineHints.notify()
+	}
+}
+
+// changeHint is one hint waiting to be sent on a stream.
+type changeHint struct{ topic, key string }
+
+// changeStream is one client's GET /api/gateway/changes.
+type changeStream struct {
+	res     *echo.Response
+	pending map[changeHint]struct{}
+	sent    map[changeHint]time.Time // when each was last sent
+}
+
+// changes is GET /api/gateway/changes.
+func (g *Gateway) changes(c echo.Context) error {
+	ctx := c.Request().Context()
+	topics := []string{topicMachines}
+	var stored <-chan store.Change
+	if g.opts.Store != nil {
+		if ch, err := g.opts.Store.Subscribe(ctx); err == nil {
+			stored = ch
+			topics = append(topics, topicThreads, topicTriggers)
+		}
+	}
+	local, unsubscribe := g.machineHints.subscribe()
+	defer unsubscribe()
+	var remote <-chan struct{}
+	var table string
+	if cl := g.opts.Cluster; cl != nil {
+		remote, table = cl.Changed(), g.clusterTable()
+	}
+	ending, done := g.streams.Own()
+	defer done()
+
+	res := c.Response()
+	h := res.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set(echo.HeaderCacheControl, "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx would hold the events back
+	res.WriteHeader(http.StatusOK)
+	st := &changeStream{res: res, pending: map[changeHint]struct{}{}, sent: map[changeHint]time.Time{}}
+	hello, _ := json.Marshal(map[string][]string{"topics": topics})
+	if err := st.write("hello", hello); err != nil {
+		return nil
+	}
+	ping := time.NewTicker(changesPing)
+	defer ping.Stop()
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ending:
+			return nil // the gateway stops: every event sent was whole
+		case <-ping.C:
+			if _, err := fmt.Fprint(res, ": ping\n\n"); err != nil || http.NewResponseController(res).Flush() != nil {
+				return nil
+			}
+			continue
+		case <-local:
+			st.add(topicMachines, "")
+		case <-remote:
+			remote = g.opts.Cluster.Changed()
+			// The others' table is announced again and again; only what a
+			// person sees (who is where, online or not) makes a hint.
+			if now := g.clusterTable(); now != table {
+				table = now
+				st.add(topicMachines, "")
+			}
+		case ch, ok := <-stored:
+			if !ok {
+				return nil // the store closed: the client reconnects, and polls meanwhile
+			}
+			st.addStored(ch)
+		case <-flush.C:
+		}
+		if wait := st.send(time.Now()); wait < 0 {
+			return nil
+		} else if wait > 0 {
+			flush.Reset(wait)
+		}
+	}
+}
+
+// add queues a hint.
+func (st *changeStream) add(topic, key string) {
+	st.pending[changeHint{topic, key}] = struct{}{}
+}
+
+// addStored queues the hints a store change makes.
+func (st *changeStream) addStored(ch store.Change) {
+	switch ch.Kind {
+	case store.ChangeThreads:
+		for _, m := range ch.IDs {
+			st.add(topicThreads, m)
+		}
+	case store.ChangeTrigger, store.ChangeRunState:
+		for _, id := range ch.IDs {
+			st.add(topicTriggers, id)
+		}
+	case store.ChangeRun:
+		st.add(topicTriggers, "") // its ids are machines
+	case store.ChangeReload:
+		// Changes were missed: every view that may show one reloads.
+		st.add(topicThreads, "")
+		st.add(topicTriggers, "")
+		st.add(topicMachines, "")
+	}
+}
+
+// send writes the pending hints that may go now, and returns how long
+// until the next may (0: none waits; -1: the client is gone).
+func (st *changeStream) send(now time.Time) time.Duration {
+	var wait time.Duration
+	wrote := false
+	for _, h := range slices.SortedFunc(maps.Keys(st.pending), compareHints) {
+		if last, ok := st.sent[h]; ok && now.Sub(last) < changesCoalesce {
+			if left := changesCoalesce - now.Sub(last); wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		delete(st.pending, h)
+		st.sent[h] = now
+		data := []byte("{}")
+		switch {
+		case h.topic == topicThreads && h.key != "":
+			data, _ = json.Marshal(map[string]string{"machine": h.key})
+		case h.topic == topicTriggers && h.key != "":
+			data, _ = json.Marshal(map[string]string{"trigger": h.key})
+		}
+		if _, err := fmt.Fprintf(st.res, "event: %s\ndata: %s\n\n", h.topic, data); err != nil {
+			return -1
+		}
+		wrote = true
+	}
+	if wrote && http.NewResponseController(st.res).Flush() != nil {
+		return -1
+	}
+	// What was sent long ago no longer holds anything back.
+	for h, last := range st.sent {
+		if now.Sub(last) >= changesCoalesce {
+			delete(st.sent, h)
+		}
+	}
+	return wait
+}
+
+// write sends one event at once.
+func (st *changeStream) write(event string, data []byte) error {
+	if _, err := fmt.Fprintf(st.res, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	return http.NewResponseController(st.res).Flush()
+}
+
+func compareHints(a, b changeHint) int {
+	if c := strings.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
+}
+
+// clusterTable is what a person sees of the other replicas' connectors:
+// who is where and whether online.
+func (g *Gateway) clusterTable() string {
+	var b strings.Builder
+	eps := g.opts.Cluster.Endpoints(nil)
+	slices.SortFunc(eps, func(x, y cluster.Endpoint) int { return strings.Compare(x.Name, y.Name) })
+	for _, e := range eps {
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\n", e.Name, e.Replica, e.Status)
+	}
+	return b.String()
+}
