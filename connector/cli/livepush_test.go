@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,24 +53,6 @@ func (r *gatedRun) Next(ctx context.Context) (*workflow.Output, *workflow.Comple
 
 func (r *gatedRun) Close() error { return nil }
 
-// syncBuffer is a bytes.Buffer a test may read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLiveFollowsTheHostsChanges: with an engine host running the thread,
 // live prints each step as the host tells of it, with no timer to look
 // by (both of live's timers are an hour): the change stream alone moves
@@ -106,7 +86,7 @@ func TestLiveFollowsTheHostsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out, errs syncBuffer
+	var out, errs testkit.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- Run([]string{"live", id}, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs,
