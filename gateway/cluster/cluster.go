@@ -616,14 +616,22 @@ func (c *Cluster) sweep() {
 			delete(c.seen, mac)
 		}
 	}
+	changed := false
 	for id, p := range c.peers {
 		silent := c.heardNow(now).Sub(p.lastSeen) // not this replica's own deafness
 		switch {
 		case silent >= forgetAfter:
 			delete(c.peers, id)
+			changed = true
 		case silent >= expiryIntervals*c.o.Interval && silent < (expiryIntervals+1)*c.o.Interval && !p.left:
 			c.o.Logger.Warn("replica silent: its connectors are offline until they reconnect elsewhere", "replica", id, "silent", silent.Round(time.Second).String())
+			changed = true
 		}
+	}
+	if changed {
+		// Its connectors went offline, or out of the table, with no
+		// message: those waiting on Changed look again.
+		c.tableChanged(message{})
 	}
 }
 

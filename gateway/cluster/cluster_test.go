@@ -501,7 +501,13 @@ func TestOnlyASilentReplicaIsLoggedSilent(t *testing.T) {
 		defer watcher.mu.RUnlock()
 		return !watcher.catch.lastHeard.Before(clock.Now())
 	})
+	changed := watcher.Changed()
 	watcher.sweep()
+	select {
+	case <-changed:
+	default:
+		t.Fatal("r3 falling silent did not wake those waiting on Changed: its connectors went offline")
+	}
 	silent := map[string]int{}
 	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
 		var l struct{ Msg, Replica string }
