@@ -32,19 +32,24 @@ import (
 //	event: triggers  data: {"trigger":"trg_…"}   a trigger or its runs changed (no trigger:
 //	                                             any, after missed changes)
 //
-// and a comment every changesPing. Hints of one topic and key are sent at
-// most once per changesCoalesce: a busy fleet costs each view a reload a
-// quarter-second at most. Changes made through any replica reach every
-// replica's streams through the store's notifications (threads, gathered
-// by the replica that synced them: threadHints) and the cluster's
-// presence (machines).
+// and a comment every changesPing. A hint after a quiet spell is sent at
+// once; what comes within changesCoalesce of a batch waits for the next,
+// the same hint once however often it came, and the threads of more than
+// maxThreadHints machines as one hint naming none: a busy fleet costs each
+// view two reloads a second at most, and each stream a few events.
+// Changes made through any replica reach every replica's streams through
+// the store's notifications (threads, gathered by the replica that synced
+// them: threadHints) and the cluster's presence (machines).
 
 const (
 	// changesPing keeps proxies from closing an idle stream.
 	changesPing = 15 * time.Second
-	// changesCoalesce is the least time between two hints of one topic and
-	// key on one stream.
-	changesCoalesce = 250 * time.Millisecond
+	// changesCoalesce is the least time between two batches of hints on
+	// one stream.
+	changesCoalesce = 500 * time.Millisecond
+	// maxThreadHints is how many machines' threads one batch names; past
+	// it, one hint for any machine's stands for them.
+	maxThreadHints = 16
 	// threadHintsEvery is how often a replica announces the machines
 	// whose threads it synced meanwhile.
 	threadHintsEvery = 250 * time.Millisecond
@@ -150,7 +155,7 @@ type changeHint struct{ topic, key string }
 type changeStream struct {
 	res     *echo.Response
 	pending map[changeHint]struct{}
-	sent    map[changeHint]time.Time // when each was last sent
+	last    time.Time // when the last batch was sent
 }
 
 // changes is GET /api/gateway/changes.
@@ -180,7 +185,7 @@ func (g *Gateway) changes(c echo.Context) error {
 	h.Set(echo.HeaderCacheControl, "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx would hold the events back
 	res.WriteHeader(http.StatusOK)
-	st := &changeStream{res: res, pending: map[changeHint]struct{}{}, sent: map[changeHint]time.Time{}}
+	st := &changeStream{res: res, pending: map[changeHint]struct{}{}}
 	hello, _ := json.Marshal(map[string][]string{"topics": topics})
 	if err := st.write("hello", hello); err != nil {
 		return nil
@@ -251,20 +256,31 @@ func (st *changeStream) addStored(ch store.Change) {
 	}
 }
 
-// send writes the pending hints that may go now, and returns how long
-// until the next may (0: none waits; -1: the client is gone).
+// send writes the pending hints as one batch if the last was long enough
+// ago, and returns how long until it may otherwise (0: nothing waits; -1:
+// the client is gone).
 func (st *changeStream) send(now time.Time) time.Duration {
-	var wait time.Duration
-	wrote := false
-	for _, h := range slices.SortedFunc(maps.Keys(st.pending), compareHints) {
-		if last, ok := st.sent[h]; ok && now.Sub(last) < changesCoalesce {
-			if left := changesCoalesce - now.Sub(last); wait == 0 || left < wait {
-				wait = left
-			}
-			continue
+	if len(st.pending) == 0 {
+		return 0
+	}
+	if since := now.Sub(st.last); !st.last.IsZero() && since < changesCoalesce {
+		return changesCoalesce - since
+	}
+	hints := slices.SortedFunc(maps.Keys(st.pending), compareHints)
+	clear(st.pending)
+	machines := 0
+	for _, h := range hints {
+		if h.topic == topicThreads {
+			machines++
 		}
-		delete(st.pending, h)
-		st.sent[h] = now
+	}
+	if machines > maxThreadHints {
+		hints = slices.DeleteFunc(hints, func(h changeHint) bool { return h.topic == topicThreads && h.key != "" })
+		if !slices.Contains(hints, changeHint{topicThreads, ""}) {
+			hints = append(hints, changeHint{topicThreads, ""})
+		}
+	}
+	for _, h := range hints {
 		data := []byte("{}")
 		switch {
 		case h.topic == topicThreads && h.key != "":
@@ -275,18 +291,12 @@ func (st *changeStream) send(now time.Time) time.Duration {
 		if _, err := fmt.Fprintf(st.res, "event: %s\ndata: %s\n\n", h.topic, data); err != nil {
 			return -1
 		}
-		wrote = true
 	}
-	if wrote && http.NewResponseController(st.res).Flush() != nil {
+	if http.NewResponseController(st.res).Flush() != nil {
 		return -1
 	}
-	// What was sent long ago no longer holds anything back.
-	for h, last := range st.sent {
-		if now.Sub(last) >= changesCoalesce {
-			delete(st.sent, h)
-		}
-	}
-	return wait
+	st.last = now
+	return 0
 }
 
 // write sends one event at once.

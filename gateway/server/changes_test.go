@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -131,13 +132,15 @@ func TestChangesNeedTheDashboard(t *testing.T) {
 	}
 }
 
-// TestChangeHintsAreCoalesced: one topic and key is sent at most once per
-// changesCoalesce, whatever comes meanwhile; others are not held back.
+// TestChangeHintsAreCoalesced: a hint after a quiet spell goes at once;
+// what comes within changesCoalesce of a batch waits for the next batch,
+// each hint once however often it came; the threads of more machines than
+// maxThreadHints go as one hint naming none; a reload hints at every topic.
 func TestChangeHintsAreCoalesced(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
 	res := echo.NewResponse(rec, echo.New())
-	st := &changeStream{res: res, pending: map[changeHint]struct{}{}, sent: map[changeHint]time.Time{}}
+	st := &changeStream{res: res, pending: map[changeHint]struct{}{}}
 	t0 := time.Unix(1800000000, 0)
 	sent := func() string {
 		s := rec.Body.String()
@@ -146,31 +149,53 @@ func TestChangeHintsAreCoalesced(t *testing.T) {
 	}
 	st.addStored(store.Change{Kind: store.ChangeThreads, IDs: []string{"laptop", "box"}})
 	if wait := st.send(t0); wait != 0 {
-		t.Fatalf("wait %v with nothing held back", wait)
+		t.Fatalf("wait %v after a quiet spell", wait)
 	}
 	if got := sent(); got != "event: threads\ndata: {\"machine\":\"box\"}\n\nevent: threads\ndata: {\"machine\":\"laptop\"}\n\n" {
-		t.Fatalf("first send: %q", got)
+		t.Fatalf("first batch: %q", got)
 	}
 	for i := range 50 {
 		st.add(topicThreads, "laptop")
-		if wait := st.send(t0.Add(time.Duration(i) * time.Millisecond)); wait != changesCoalesce-time.Duration(i)*time.Millisecond {
+		st.add(topicMachines, "")
+		at := time.Duration(i) * time.Millisecond
+		if wait := st.send(t0.Add(at)); wait != changesCoalesce-at {
 			t.Fatalf("burst %d: wait %v", i, wait)
 		}
 	}
-	st.add(topicMachines, "")
-	st.send(t0.Add(100 * time.Millisecond))
-	if got := sent(); got != "event: machines\ndata: {}\n\n" {
-		t.Fatalf("during laptop's hold: %q", got)
+	if got := sent(); got != "" {
+		t.Fatalf("sent within the window: %q", got)
 	}
 	if wait := st.send(t0.Add(changesCoalesce)); wait != 0 {
-		t.Fatalf("wait %v after the hold", wait)
+		t.Fatalf("wait %v after the window", wait)
 	}
-	if got := sent(); got != "event: threads\ndata: {\"machine\":\"laptop\"}\n\n" {
-		t.Fatalf("after laptop's hold, the burst is one hint: %q", got)
+	if got := sent(); got != "event: machines\ndata: {}\n\nevent: threads\ndata: {\"machine\":\"laptop\"}\n\n" {
+		t.Fatalf("the burst as one batch, each hint once: %q", got)
 	}
+	if wait := st.send(t0.Add(time.Hour)); wait != 0 || sent() != "" {
+		t.Fatal("an empty batch was sent")
+	}
+
+	for _, n := range []int{maxThreadHints, maxThreadHints + 1, 1000} {
+		var ids []string
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("m%04d", i))
+		}
+		st.addStored(store.Change{Kind: store.ChangeThreads, IDs: ids})
+		st.addStored(store.Change{Kind: store.ChangeTrigger, IDs: []string{"trg_a"}})
+		st.send(t0.Add(time.Duration(n) * time.Hour))
+		got := sent()
+		named, anyMachine := strings.Count(got, `"machine"`), strings.Count(got, "event: threads\ndata: {}\n")
+		if n <= maxThreadHints && (named != n || anyMachine != 0) || n > maxThreadHints && (named != 0 || anyMachine != 1) {
+			t.Fatalf("%d machines: %d named, %d for any machine", n, named, anyMachine)
+		}
+		if !strings.Contains(got, "event: triggers\ndata: {\"trigger\":\"trg_a\"}\n") {
+			t.Fatalf("%d machines: the trigger's hint is lost: %q", n, got)
+		}
+	}
+
 	st.addStored(store.Change{Kind: store.ChangeReload})
-	st.send(t0.Add(time.Hour))
-	if got := sent(); !strings.Contains(got, "event: machines") || !strings.Contains(got, "event: threads\ndata: {}") || !strings.Contains(got, "event: triggers\ndata: {}") {
+	st.send(t0.Add(2000 * time.Hour))
+	if got := sent(); got != "event: machines\ndata: {}\n\nevent: threads\ndata: {}\n\nevent: triggers\ndata: {}\n\n" {
 		t.Fatalf("a reload hints at everything: %q", got)
 	}
 }
