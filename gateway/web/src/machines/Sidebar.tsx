@@ -23,7 +23,8 @@ export function Sidebar({ current, open }: { current: string | null; open: boole
  * machine is known). While the gateway does not answer, no machine is
  * shown online or offline: their presence is unknown. While the gateway
  * pushes machine changes the list is not polled, so an online machine's
- * heartbeat as last loaded would only grow old: it shows as online alone.
+ * heartbeat as last loaded would only grow old: it shows since when it is
+ * connected instead, which a reconnection (a machine change) moves.
  */
 export function SidebarView({ current, open, list }: { current: string | null; open: boolean; list: Loadable<MachineList> }) {
   const machines = list.data?.machines;
@@ -65,7 +66,9 @@ function MachineItem({ m, now, current, unknown, pushed }: { m: MachineEntry; no
     ? `presence unknown${m.lastSeen ? ` · heard from ${ago(m.lastSeen, now)}` : ""}`
     : m.status === "online"
       ? pushed
-        ? "online"
+        ? m.connectedAt
+          ? `online · connected ${ago(m.connectedAt, now)}`
+          : "online"
         : `online · ${ago(m.lastSeen, now)}`
       : m.lastSeen
         ? `offline · last seen ${ago(m.lastSeen, now)}`

@@ -80,14 +80,14 @@ describe("Sidebar", () => {
     expect(screen.queryByRole("alert")).toBeNull();
   });
 
-  it("loads again when the gateway says machines changed, and then shows an online machine as online, without a heartbeat's age", async () => {
+  it("loads again when the gateway says machines changed, and then shows since when an online machine is connected, not a heartbeat's age", async () => {
     vi.useFakeTimers({ shouldAdvanceTime: true });
     vi.stubGlobal("EventSource", FakeEventSource);
     FakeEventSource.all = [];
     try {
       let online = false;
       const f = stubFetch([
-        ["/api/gateway/endpoints", () => json(200, online ? [{ name: "laptop", status: "online", lastHeartbeat: Date.now() - 60_000 }] : [])],
+        ["/api/gateway/endpoints", () => json(200, online ? [{ name: "laptop", status: "online", lastHeartbeat: Date.now() - 60_000, connectedAt: Date.now() - 180_000 }] : [])],
         ["/api/gateway/machines", () => json(200, { machines: [{ name: "laptop", online, lastSeen: new Date(Date.now() - 60_000).toISOString() }] })],
       ]);
       const asked = () => urls(f).filter((u) => u === "/api/gateway/machines").length;
@@ -103,7 +103,7 @@ describe("Sidebar", () => {
       act(() => stream.emit("machines", {}));
       await vi.waitFor(() => expect(li().getAttribute("data-status")).toBe("online"));
       expect(asked()).toBe(3);
-      expect(li().querySelector(".mmeta")!.textContent).toBe("online");
+      expect(li().querySelector(".mmeta")!.textContent).toMatch(/^online · connected 3 min ago$/);
       // The stream goes down: the list is polled again, and the heartbeat's age says how fresh it is.
       act(() => stream.fail(true));
       expect(li().querySelector(".mmeta")!.textContent).toMatch(/^online · \d+ (s|min) ago$/);

@@ -10,6 +10,8 @@ export type MachineEntry = {
   /** when it was last heard from (ms): its heartbeat, or the gateway's memory */
   lastSeen?: number;
   version?: string;
+  /** when its connection began (ms), for one online now */
+  connectedAt?: number;
   /** only in the gateway's memory: not an endpoint now */
   remembered: boolean;
 };
@@ -28,7 +30,7 @@ const ms = (s: string | undefined) => {
 export function mergeMachines(eps: Endpoint[], known: GatewayMachine[] | null): MachineEntry[] {
   const out = new Map<string, MachineEntry>();
   for (const ep of eps) {
-    out.set(ep.name, { name: ep.name, status: ep.status === "online" ? "online" : "offline", lastSeen: ep.lastHeartbeat || undefined, version: ep.version, remembered: false });
+    out.set(ep.name, { name: ep.name, status: ep.status === "online" ? "online" : "offline", lastSeen: ep.lastHeartbeat || undefined, version: ep.version, connectedAt: ep.connectedAt || undefined, remembered: false });
   }
   for (const m of known ?? []) {
     const seen = ms(m.lastSeen);
