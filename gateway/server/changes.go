@@ -15,6 +15,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/cluster"
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // GET /api/gateway/changes tells the dashboard when what its views show
@@ -62,39 +63,33 @@ const (
 	topicTriggers = "triggers"
 )
 
-// hintBus wakes the change streams of this replica when its connectors
-// come or go (presence.Registry.OnChange).
-type hintBus struct {
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
+// changeSignal tells the change streams of this replica that its
+// connectors came or went (presence.Registry.OnChange), as
+// cluster.Cluster.Changed tells of the other replicas': the channel
+// changed returns is closed at the next notify.
+type changeSignal struct {
+	mu sync.Mutex
+	c  chan struct{}
 }
 
-// subscribe returns a channel that holds a token after each notify, and
-// the function that ends the subscription.
-func (b *hintBus) subscribe() (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
-	b.mu.Lock()
-	if b.subs == nil {
-		b.subs = map[chan struct{}]struct{}{}
+// changed is closed the next time notify is called: a waiter takes it,
+// looks, and waits on it.
+func (s *changeSignal) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil {
+		s.c = make(chan struct{})
 	}
-	b.subs[c] = struct{}{}
-	b.mu.Unlock()
-	return c, func() {
-		b.mu.Lock()
-		delete(b.subs, c)
-		b.mu.Unlock()
-	}
+	return s.c
 }
 
-// notify wakes every subscriber; it never blocks.
-func (b *hintBus) notify() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for c := range b.subs {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
+// notify wakes every waiter; it never blocks.
+func (s *changeSignal) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil {
+		close(s.c)
+		s.c = nil
 	}
 }
 
@@ -169,8 +164,7 @@ func (g *Gateway) changes(c echo.Context) error {
 			topics = append(topics, topicThreads, topicTriggers)
 		}
 	}
-	local, unsubscribe := g.machineHints.subscribe()
-	defer unsubscribe()
+	local := g.machineHints.changed()
 	var remote <-chan struct{}
 	var table string
 	if cl := g.opts.Cluster; cl != nil {
@@ -187,7 +181,7 @@ func (g *Gateway) changes(c echo.Context) error {
 	res.WriteHeader(http.StatusOK)
 	st := &changeStream{res: res, pending: map[changeHint]struct{}{}}
 	hello, _ := json.Marshal(map[string][]string{"topics": topics})
-	if err := st.write("hello", hello); err != nil {
+	if st.write(fleet.AppendEvent(nil, fleet.Event{Name: "hello", Data: hello})) != nil {
 		return nil
 	}
 	ping := time.NewTicker(changesPing)
@@ -201,11 +195,12 @@ func (g *Gateway) changes(c echo.Context) error {
 		case <-ending:
 			return nil // the gateway stops: every event sent was whole
 		case <-ping.C:
-			if _, err := fmt.Fprint(res, ": ping\n\n"); err != nil || http.NewResponseController(res).Flush() != nil {
+			if st.write([]byte(fleet.Ping)) != nil {
 				return nil
 			}
 			continue
 		case <-local:
+			local = g.machineHints.changed()
 			st.add(topicMachines, "")
 		case <-remote:
 			remote = g.opts.Cluster.Changed()
@@ -280,6 +275,7 @@ func (st *changeStream) send(now time.Time) time.Duration {
 			hints = append(hints, changeHint{topicThreads, ""})
 		}
 	}
+	var batch []byte
 	for _, h := range hints {
 		data := []byte("{}")
 		switch {
@@ -288,20 +284,18 @@ func (st *changeStream) send(now time.Time) time.Duration {
 		case h.topic == topicTriggers && h.key != "":
 			data, _ = json.Marshal(map[string]string{"trigger": h.key})
 		}
-		if _, err := fmt.Fprintf(st.res, "event: %s\ndata: %s\n\n", h.topic, data); err != nil {
-			return -1
-		}
+		batch = fleet.AppendEvent(batch, fleet.Event{Name: h.topic, Data: data})
 	}
-	if http.NewResponseController(st.res).Flush() != nil {
+	if st.write(batch) != nil {
 		return -1
 	}
 	st.last = now
 	return 0
 }
 
-// write sends one event at once.
-func (st *changeStream) write(event string, data []byte) error {
-	if _, err := fmt.Fprintf(st.res, "event: %s\ndata: %s\n\n", event, data); err != nil {
+// write sends b (whole events, or a comment) to the client at once.
+func (st *changeStream) write(b []byte) error {
+	if _, err := st.res.Write(b); err != nil {
 		return err
 	}
 	return http.NewResponseController(st.res).Flush()

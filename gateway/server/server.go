@@ -252,7 +252,7 @@ type Gateway struct {
 	urlClients *urlClients
 	// machineHints and threadHints feed the dashboard's change streams
 	// (changes.go).
-	machineHints hintBus
+	machineHints changeSignal
 	threadHints  *threadHints
 	// fleet remembers the connectors' threads in Options.Store (fleet.go);
 	// nil without a store.
