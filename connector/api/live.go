@@ -20,6 +20,7 @@ import (
 	"github.com/uncaged/workflow/engine/host/wake"
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/threads"
+	"github.com/uncaged/workflow/shared/fleet"
 )
 
 // Live stream events.
@@ -142,7 +143,7 @@ type liveStream struct {
 	steps   []any            // role and result records of head
 	ended   bool             // steps end with the result
 	logFile os.FileInfo      // the debug log read so far, to notice a new file
-	buf     bytes.Buffer     // one event
+	buf     []byte           // one event
 	live    threads.Liveness // who ran the thread at the last step
 	// unsure is set by a step that could not read everything (the index,
 	// the chain, or what the engine runs): the next looks soon, whatever
@@ -179,7 +180,7 @@ func (st *liveStream) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-ping.C:
-				if _, err := io.WriteString(st.w, ": ping\n\n"); err != nil || st.flush() != nil {
+				if _, err := io.WriteString(st.w, fleet.Ping); err != nil || st.flush() != nil {
 					return
 				}
 			case <-waker.C:
@@ -453,9 +454,8 @@ func (st *liveStream) done(reason string) error {
 
 // event writes one event with the stream position as its id, and flushes.
 func (st *liveStream) event(name string, data []byte) error {
-	st.buf.Reset()
-	fmt.Fprintf(&st.buf, "id: %s\nevent: %s\ndata: %s\n\n", st.pos, name, data)
-	if _, err := st.w.Write(st.buf.Bytes()); err != nil {
+	st.buf = fleet.AppendEvent(st.buf[:0], fleet.Event{ID: st.pos.String(), Name: name, Data: data})
+	if _, err := st.w.Write(st.buf); err != nil {
 		return err
 	}
 	return st.flush()
