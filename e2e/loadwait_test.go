@@ -46,12 +46,21 @@ func (b *browser) untilShown(what, state string, also ...func() bool) {
 
 // withDrawing is state (see untilShown) followed, when something is
 // missing, by whether the page is visible and drawing; it asks for the
-// next animation frame, whose time the next evaluation reports.
+// next animation frame, whose time the next evaluation reports. A state
+// that throws counts as not shown yet, with the exception as what is
+// missing: a condition over a page that is still rendering meets elements
+// that are not there yet (a view's parts load in whatever order their
+// answers come), and a wait must wait through that, not end the test.
 func withDrawing(state string) string {
 	return `(() => {
 		const last = window.__e2eLastFrame;
 		requestAnimationFrame(() => { window.__e2eLastFrame = performance.now(); });
-		const missing = (` + state + `);
+		let missing;
+		try {
+			missing = (` + state + `);
+		} catch (e) {
+			missing = "the condition threw " + e;
+		}
 		if (!missing) return "";
 		const frames = last === undefined ? "no animation frame yet" : "last animation frame " + Math.round(performance.now() - last) + " ms ago";
 		return missing + " (page " + document.visibilityState + ", " + frames + ")";
@@ -139,4 +148,23 @@ func TestGraphWaitSaysWhenThePageDrawsNothing(t *testing.T) {
 	}
 	closeOther() // this tab is the window's only one again, and shown
 	b.untilShown("the crawl workflow's graph once the page draws", graphDrawn(8, 8, true, "retry"))
+}
+
+// TestWaitOutlastsAConditionThatThrows: a condition over parts of a view
+// that are not in the page yet throws (null.innerText); the wait reports
+// that as what is missing and goes on waiting, and holds once the part is
+// there.
+func TestWaitOutlastsAConditionThatThrows(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t, chromiumPath(t))
+	b.open("data:text/html,<title>later</title><p>first</p>")
+	cond := `document.querySelector("#later").innerText.includes("there")`
+	state := eval[string](b, withDrawing(holds(cond)))
+	if !strings.Contains(state, "the condition threw TypeError") {
+		t.Fatalf("state of a condition that throws: %q, want it to say what it threw", state)
+	}
+	// The element comes after the wait has started: the wait's first
+	// evaluations throw, as a view's do while its answers arrive.
+	eval[any](b, `setTimeout(() => { const p = document.createElement("p"); p.id = "later"; p.innerText = "there"; document.body.append(p); }, 300), null`)
+	b.until("the element that comes later", cond)
 }
