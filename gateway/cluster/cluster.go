@@ -216,7 +216,7 @@ func New(o Options) (*Cluster, error) {
 			Help: "Dashboard requests forwarded to the replica holding the connector, by result (unreached: the replica refused the connection, and the request waited for the connector to reconnect elsewhere).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{resultOK, resultError, resultUnreached} {
+	for _, r := range []string{resultOK, resultError, resultUnreached, resultNotHeld} {
 		c.forwarded.WithLabelValues(r)
 	}
 	c.signer = newSigner(c.key)

@@ -5,14 +5,12 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/uncaged/workflow/gateway/internal/eventstream"
@@ -37,6 +35,9 @@ const (
 	// resultUnreached: the holder refused the connection, and the request
 	// went on to wherever its connector went.
 	resultUnreached = "unreached"
+	// resultNotHeld: the holder no longer held the connector (it moved
+	// on), and the request went on to where the connector is.
+	resultNotHeld = "not_held"
 )
 
 type routeKey struct{}
@@ -68,6 +69,13 @@ func (c *Cluster) newProxy() *httputil.ReverseProxy {
 		// and the garbage collector's work under load.
 		BufferPool: proxybuf.Pool,
 		ModifyResponse: func(res *http.Response) error {
+			if res.Header.Get(NotHeldHeader) != "" {
+				res.Header.Del(NotHeldHeader) // the answer is the client's now, or not at all
+				a := res.Request.Context().Value(routeKey{}).(*attempt)
+				if a.again() {
+					return errNotHeld
+				}
+			}
 			c.forwarded.WithLabelValues(resultOK).Inc()
 			if c.o.Streams != nil && eventstream.Is(res.Header) {
 				res.Body = c.o.Streams.Wrap(res.Body)
@@ -80,57 +88,83 @@ func (c *Cluster) newProxy() *httputil.ReverseProxy {
 	}
 }
 
+// Outcome is what became of a forwarded request.
+type Outcome int
+
+const (
+	// Answered: the holder answered (or broke, and a 502 or 504 says
+	// so), and w has the answer.
+	Answered Outcome = iota
+	// Unreached: the holder could not be reached at all — its address
+	// refused the connection or the dial timed out. Nothing was sent and
+	// nothing written to w.
+	Unreached
+	// NotHeld: the holder answered that it does not hold the connector
+	// (NotHeldHeader): it moved away after this replica looked, or
+	// dropped. It did not act on the request, and nothing was written
+	// to w.
+	NotHeld
+)
+
+// NotHeldHeader marks the answer of a replica to a request forwarded to
+// it for a connector it does not hold (any more): the request was not
+// acted on, and the replica that forwarded it may send it to wherever
+// the connector is now. Only a hop's answer carries it.
+const NotHeldHeader = "X-Uncaged-Cluster-Not-Held"
+
 // Forward proxies r to the replica of route, unchanged but for the hop
 // header: that replica checks the dashboard's credentials itself. The
 // caller bounds r's context; a replica that does not answer is 502 or 504
 // JSON, never a hang.
 //
-// reached is false, and nothing is written to w, when the holder could
-// not be reached at all — its address refused the connection or the dial
-// timed out — and not a byte of r's body was read: r was never sent, so
-// the caller may send it, any method, to wherever the connector is now (a
-// replica killed outright: its connectors are reconnecting elsewhere).
-func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, route Route) (reached bool) {
+// When the request was not acted on where it went (Unreached, NotHeld),
+// nothing is written to w and the caller may send it, any method, to
+// wherever the connector is now: a replica killed outright (its
+// connectors reconnect elsewhere), or one the connector left between the
+// caller's look and the request's arrival. Its body goes again from the
+// first byte when the caller made it Replayable; any other body only
+// when not a byte of it was read (else the holder's answer is passed on).
+func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, route Route) Outcome {
 	a := &attempt{route: route}
 	if r.Body != nil && r.Body != http.NoBody {
+		p, ok := r.Body.(*Replay)
+		if !ok {
+			p = &Replay{src: r.Body} // keeps nothing: sent again only if unread
+		}
 		// The transport closes the body it was given, even when it never
-		// connected; the server closes r's own body when the handler ends,
-		// and until then a second attempt can still read it.
-		a.body = &untouchedBody{r: r.Body}
+		// connected; the server closes r's own body when the handler ends.
+		a.replay, a.body = p, p.attempt()
 		r = r.Clone(r.Context())
 		r.Body = a.body
 	}
 	c.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, a)))
-	return !a.unreached
+	return a.outcome
 }
 
-// attempt is one Forward: where it went, and whether it never got there.
+// attempt is one Forward: where it went, and what became of it.
 type attempt struct {
-	route     Route
-	body      *untouchedBody
-	unreached bool
+	route   Route
+	replay  *Replay
+	body    *replayReader
+	outcome Outcome
 }
 
-// untouchedBody is a request body that knows whether it was read, and
-// whose Close leaves it to be read again.
-type untouchedBody struct {
-	r    io.Reader
-	read atomic.Bool
+// again makes the attempt's body ready to be sent again; false when it
+// cannot be (more of it was read than was kept).
+func (a *attempt) again() bool {
+	return a.body == nil || a.replay.turnedAway(a.body)
 }
-
-func (b *untouchedBody) Read(p []byte) (int, error) {
-	b.read.Store(true)
-	return b.r.Read(p)
-}
-
-func (b *untouchedBody) Close() error { return nil }
 
 // neverSent says whether err is a failure to connect to the holder, with
 // nothing of the request read: it could not have been acted on.
 func (a *attempt) neverSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" && (a.body == nil || !a.body.read.Load())
+	return errors.As(err, &op) && op.Op == "dial" && (a.body == nil || !a.body.wasRead()) && a.again()
 }
+
+// errNotHeld is the proxy's error for a holder's NotHeldHeader answer
+// that the request can be sent again after.
+var errNotHeld = errors.New("the replica does not hold the connector")
 
 func (c *Cluster) rewrite(pr *httputil.ProxyRequest) {
 	route := pr.In.Context().Value(routeKey{}).(*attempt).route
@@ -166,9 +200,15 @@ func hopUser(h http.Header) string {
 
 func (c *Cluster) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	a := r.Context().Value(routeKey{}).(*attempt)
-	if a.neverSent(err) {
-		// Not answered here: the caller looks for the connector elsewhere.
-		a.unreached = true
+	// Neither is answered here: the caller looks for the connector again.
+	switch {
+	case errors.Is(err, errNotHeld):
+		a.outcome = NotHeld
+		c.forwarded.WithLabelValues(resultNotHeld).Inc()
+		c.o.Logger.Debug("replica no longer holds the connector: looking again", "replica", a.route.Replica)
+		return
+	case a.neverSent(err):
+		a.outcome = Unreached
 		c.forwarded.WithLabelValues(resultUnreached).Inc()
 		c.o.Logger.Debug("replica unreachable: waiting for its connector elsewhere", "replica", a.route.Replica, "err", err.Error())
 		return

@@ -143,7 +143,7 @@ func TestForwardToADeadReplicaSendsNothingAndSaysSo(t *testing.T) {
 			var reached bool
 			var after string
 			fr := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				reached = from.Forward(w, r, Route{Replica: "r2", Advertise: dead, Online: true})
+				reached = from.Forward(w, r, Route{Replica: "r2", Advertise: dead, Online: true}) == Answered
 				b, _ := io.ReadAll(r.Body)
 				after = string(b)
 				w.WriteHeader(299) // what the caller answers instead

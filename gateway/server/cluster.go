@@ -91,7 +91,7 @@ func (g *Gateway) shareRegistration(r legacy.Registration) {
 // handled is false when the local path is to serve the request: the
 // connector is here, nobody knows it (404 follows), or the request was
 // already forwarded once (it is never forwarded again).
-func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, err error) {
+func (g *Gateway) forwardInCluster(c echo.Context, name string, timed *deadlineBody) (handled bool, err error) {
 	cl := g.opts.Cluster
 	r := c.Request()
 	if r.Header.Get(cluster.HopHeader) != "" {
@@ -123,31 +123,39 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string) (handled bool, e
 		ctx, cancel = context.WithTimeout(ctx, g.opts.RequestTimeout)
 		defer cancel()
 	}
-	timed, _ := r.Body.(*deadlineBody)
-	if r.Body != nil && r.Body != http.NoBody {
-		// Counted here, where the request entered the cluster, and not
-		// by the replica it goes to (instrument).
-		r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
+	// Kept until the holder acts on it, to be sent again if it does not.
+	cluster.Replayable(r)
+	if hook := g.beforeForward.Load(); hook != nil {
+		(*hook)(name)
 	}
 	hold := time.Now().Add(ReconnectHold)
-	for !cl.Forward(interim{c.Response()}, r.WithContext(ctx), route) {
-		// The holder is gone (killed: nothing answers at its address),
-		// and the request never left: its connector is reconnecting
-		// through another replica, maybe this one. Wait for it there.
+	for {
+		outcome := cl.Forward(interim{c.Response()}, r.WithContext(ctx), route)
+		if outcome == cluster.Answered {
+			break
+		}
+		// Not acted on: the holder is gone (killed: nothing answers at
+		// its address; its connector is reconnecting through another
+		// replica, maybe this one), or the connector left it after this
+		// replica looked (a move). Wait for the connector where it goes.
 		switch {
 		case r.Context().Err() != nil:
 			return true, nil // the client went away: nobody to answer
+		case ctx.Err() != nil && outcome == cluster.NotHeld:
+			return true, echo.NewHTTPError(http.StatusGatewayTimeout,
+				fmt.Sprintf("connector %s left replica %s and did not reach another in time", name, route.Replica))
 		case ctx.Err() != nil:
 			return true, echo.NewHTTPError(http.StatusGatewayTimeout,
 				fmt.Sprintf("connector %s did not reconnect in time: replica %s that held it is unreachable", name, route.Replica))
-		}
-		if !time.Now().Before(hold) {
+		case !time.Now().Before(hold) && outcome == cluster.NotHeld:
+			return true, g.connectorOffline(c, name)
+		case !time.Now().Before(hold):
 			return true, echo.NewHTTPError(http.StatusBadGateway,
 				fmt.Sprintf("replica %s holding connector %s is unreachable, and the connector did not reconnect elsewhere within %s", route.Replica, name, ReconnectHold))
 		}
 		var here bool
-		if route, here = g.awaitReconnect(ctx, name, route.Replica, hold); here {
-			return false, nil
+		if route, here = g.awaitReconnect(ctx, name, route.Replica, hold, outcome == cluster.NotHeld); here {
+			return false, nil // r's body reads from its first byte again
 		}
 		if !route.Online {
 			return true, g.connectorOffline(c, name)
@@ -170,11 +178,13 @@ const ReconnectHold = 5 * time.Second
 const reconnectPoll = 20 * time.Millisecond
 
 // awaitReconnect waits, until hold or ctx's end, for name to be online
-// here (here) or on a replica other than gone (route). When hold comes
+// here (here) or on a replica other than gone (route), or, when left
+// (gone said it no longer holds name, and is alive to announce what
+// became of it), for the cluster to know name offline. When hold comes
 // first, route is where the cluster places name then, which may be gone
 // again (back, or not yet known dead): one last attempt decides. Not
 // online: nowhere.
-func (g *Gateway) awaitReconnect(ctx context.Context, name, gone string, hold time.Time) (route cluster.Route, here bool) {
+func (g *Gateway) awaitReconnect(ctx context.Context, name, gone string, hold time.Time, left bool) (route cluster.Route, here bool) {
 	cl := g.opts.Cluster
 	ctx, cancel := context.WithDeadline(ctx, hold)
 	defer cancel()
@@ -186,7 +196,7 @@ func (g *Gateway) awaitReconnect(ctx context.Context, name, gone string, hold ti
 			return cluster.Route{}, true
 		}
 		route, _ = cl.Lookup(name)
-		if route.Online && route.Replica != gone {
+		if (route.Online && route.Replica != gone) || (left && !route.Online) {
 			return route, false
 		}
 		select {

@@ -123,10 +123,12 @@ func TestClusterForwardsToTheReplicaHoldingTheConnector(t *testing.T) {
 		t.Fatal(err)
 	}
 	hop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r3.Forward(w, r, cluster.Route{Replica: "r2", Advertise: r2.srv.URL, Online: true})
+		if out := r3.Forward(w, r, cluster.Route{Replica: "r2", Advertise: r2.srv.URL, Online: true}); out != cluster.Answered {
+			w.WriteHeader(290 + int(out)) // r2 said it does not hold laptop: 292
+		}
 	}))
 	defer hop.Close()
-	if resp, body := (&fixture{t: t, srv: hop}).do("GET", "/api/clients/laptop/workflows", r2.dash, nil); resp.StatusCode != 404 {
+	if resp, body := (&fixture{t: t, srv: hop}).do("GET", "/api/clients/laptop/workflows", r2.dash, nil); resp.StatusCode != 290+int(cluster.NotHeld) {
 		t.Fatalf("forwarded twice: %d %s", resp.StatusCode, body)
 	}
 

@@ -250,6 +250,9 @@ type Gateway struct {
 	// Both nil when not configured.
 	cors       *corsPolicy
 	urlClients *urlClients
+	// beforeForward, set by tests only, runs between a request's look
+	// at the cluster and its forward: where a connector moves under it.
+	beforeForward atomic.Pointer[func(name string)]
 	// machineHints and threadHints feed the dashboard's change streams
 	// (changes.go).
 	machineHints changeSignal
@@ -669,23 +672,33 @@ func (g *Gateway) forward(c echo.Context) error {
 	// holding it. A hop that does not verify is refused below
 	// (forwardInCluster) before anything is sent.
 	proxiedUser(c, hopped)
+	r := c.Request()
+	timed, _ := r.Body.(*deadlineBody)
+	if counted && r.Body != nil && r.Body != http.NoBody {
+		// Counted once, as it is read, whichever replica it goes to.
+		r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
+	}
 	// A tunnel retired while this request looked (its connector moved to
 	// another replica, move.go) is looked past once: the connector is
 	// where the cluster now says. A request forwarded here already is
-	// never forwarded again, so it is told to retry.
+	// never forwarded again: it is answered that the connector is not
+	// held here, and the replica that forwarded it looks again.
 	var conn presence.Conn
 	for attempt := 0; conn == nil; attempt++ {
 		if g.opts.Cluster != nil && (attempt == 0 || !hopped) {
-			if handled, err := g.forwardInCluster(c, name); handled {
+			if handled, err := g.forwardInCluster(c, name, timed); handled {
 				return err
 			}
 		}
-		found, err := g.localConn(c, name)
+		found, err := g.localConn(c, name, hopped)
 		if err != nil {
 			return err
 		}
 		if t, ok := found.(*tracked); ok && !t.enter() {
-			if attempt > 0 || hopped {
+			switch {
+			case hopped:
+				return g.notHeld(c, name, "it is moving to another replica")
+			case attempt > 0:
 				c.Response().Header().Set("Retry-After", "1")
 				return echo.NewHTTPError(http.StatusServiceUnavailable, "connector "+name+" is moving to another gateway replica; retry")
 			}
@@ -701,16 +714,11 @@ func (g *Gateway) forward(c echo.Context) error {
 		}
 		defer t.release()
 	}
-	r := c.Request()
 	if r.ContentLength > g.opts.MaxBody {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large")
 	}
-	timed, _ := r.Body.(*deadlineBody)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, g.opts.MaxBody)
-		if counted {
-			r.Body = &countingBody{ReadCloser: r.Body, m: g.metrics}
-		}
 	}
 	ctx := r.Context()
 	if _, timed := ctx.Deadline(); !timed && !isStream(r) {
@@ -752,8 +760,9 @@ const offlineRetryAfter = "5"
 
 // localConn is this replica's connection for name, or an original
 // client's registered URL; else the answer for a connector that is
-// offline or unknown.
-func (g *Gateway) localConn(c echo.Context, name string) (presence.Conn, error) {
+// offline or unknown, or, to a request another replica forwarded here
+// (hopped), that this replica does not hold it.
+func (g *Gateway) localConn(c echo.Context, name string, hopped bool) (presence.Conn, error) {
 	conn, online, known := g.presence.Get(name)
 	if !online { // an original client registered with a URL (legacyurl.go)
 		uc, err := g.urlConn(c.Request().Context(), name, known)
@@ -765,12 +774,26 @@ func (g *Gateway) localConn(c echo.Context, name string) (presence.Conn, error) 
 		}
 	}
 	switch {
+	case hopped && !online:
+		// The forwarding replica looked before the connector left here
+		// (or dropped): it has not answered its client, and looks again.
+		return nil, g.notHeld(c, name, "it is not connected here")
 	case !known:
 		return nil, g.unknownConnector(c, name)
 	case !online:
 		return nil, g.connectorOffline(c, name)
 	}
 	return conn, nil
+}
+
+// notHeld answers a forwarded request for a connector this replica does
+// not hold (any more) — 503 with cluster.NotHeldHeader, its body unread —
+// so that the replica that forwarded it sends it to wherever the
+// connector is now. A replica from before the header passes the 503 on.
+func (g *Gateway) notHeld(c echo.Context, name, why string) error {
+	c.Response().Header().Set(cluster.NotHeldHeader, "1")
+	c.Response().Header().Set("Retry-After", "1")
+	return echo.NewHTTPError(http.StatusServiceUnavailable, "connector "+name+" is not held by this gateway replica: "+why)
 }
 
 // connectorOffline is the 503 for a connector that is offline.

@@ -197,7 +197,7 @@ func TestUserHeaderAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitBound)
 	defer cancel()
 	rec := httptest.NewRecorder()
-	if !cl.Forward(rec, req.WithContext(ctx), route) {
+	if cl.Forward(rec, req.WithContext(ctx), route) != cluster.Answered {
 		t.Fatal("r1 unreached")
 	}
 	var got map[string][]string
