@@ -25,7 +25,7 @@
 //	GET    /api/workflows/:name/history     {"name","history":[{hash,timestamp,current}]}
 //	GET    /api/workflows/:name/versions/:hash  WorkflowVersion
 //	POST   /api/workflows/:name/rollback    {"hash"?} → {"name","hash","timestamp"}
-//	GET    /api/bundles/:hash               BundleDetail (a thread's bundle: source, descriptor, workflows)
+//	GET    /api/bundles/:hash               BundleDetail (a thread's bundle: source with its agents' env and args hidden, descriptor, workflows)
 //	GET    /api/threads                     {"threads":[ThreadSummary],"total"}
 //	GET    /api/threads/running             {"threads":[RunningSummary]}
 //	POST   /api/threads                     {"workflow","prompt"} → 201 {"threadId"}; Idempotency-Key:

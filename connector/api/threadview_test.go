@@ -97,12 +97,12 @@ func TestBundleTruncated(t *testing.T) {
 	if err := os.MkdirAll(f.l.BundlesDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(f.l.YAMLWorkflowFile(hash), []byte(big), 0o644); err != nil {
+	if err := os.WriteFile(f.l.BundleFile(hash), []byte(big), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var b BundleDetail
 	f.want(http.MethodGet, "/api/bundles/"+hash, "", http.StatusOK, &b)
-	if b.Kind != "yaml" || !b.Truncated || len(b.Source) != maxBundleSource || b.Size != int64(len(big)) || b.Descriptor != nil || len(b.Workflows) != 0 {
+	if b.Kind != "js" || !b.Truncated || len(b.Source) != maxBundleSource || b.Size != int64(len(big)) || b.Descriptor != nil || len(b.Workflows) != 0 {
 		t.Errorf("big bundle: kind %s truncated %v len %d size %d", b.Kind, b.Truncated, len(b.Source), b.Size)
 	}
 }

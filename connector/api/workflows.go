@@ -256,11 +256,19 @@ type BundleDetail struct {
 	// Workflows are the registered workflows that have this version,
 	// current or older (none once every one moved past it and was removed).
 	Workflows []BundleWorkflow `json:"workflows"`
-	// Source is the stored file's text, its first maxBundleSource bytes.
+	// Source is the stored file's text, its first maxBundleSource bytes;
+	// a YAML workflow's with its agents' env values and args hidden
+	// (yamlwf.RedactSecrets), since a page shows it to whoever may look
+	// at the machine's workflows.
 	Source string `json:"source"`
 	// Truncated says Source was cut; Size is the whole file's size.
 	Truncated bool  `json:"truncated"`
 	Size      int64 `json:"size"`
+	// Hidden are the paths of the values hidden in Source.
+	Hidden []string `json:"hidden,omitempty"`
+	// Withheld says why Source is empty: a stored YAML workflow that does
+	// not parse cannot be told safe to show.
+	Withheld string `json:"withheld,omitempty"`
 	// Descriptor is the descriptor stored beside it, null when missing.
 	Descriptor *workflow.Descriptor `json:"descriptor"`
 	// RoleAgents are a YAML workflow's roles' agents (null for "js").
@@ -299,11 +307,29 @@ func (s *server) getBundle(c echo.Context) error {
 	if err != nil {
 		return s.internal(c, err)
 	}
-	src, err := io.ReadAll(io.LimitReader(f, maxBundleSource))
+	limit := int64(maxBundleSource)
+	if out.Kind == "yaml" {
+		limit = yamlwf.MaxInput + 1 // read whole, to find its secrets
+	}
+	src, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
 		return s.internal(c, err)
 	}
-	out.Source, out.Size, out.Truncated = string(src), fi.Size(), fi.Size() > int64(len(src))
+	out.Size = fi.Size()
+	if out.Kind == "yaml" {
+		shown, hidden, err := yamlwf.RedactSecrets(src)
+		if err != nil {
+			s.log.Warn("a stored YAML workflow does not parse: its source is not shown", "bundle", hash, "err", err)
+			out.Withheld = "the stored workflow does not parse, so what in it may be secret cannot be told: " + err.Error()
+			shown = nil
+		}
+		src, out.Hidden = shown, hidden
+	}
+	out.Truncated = len(src) > maxBundleSource || (out.Kind == "js" && fi.Size() > int64(len(src)))
+	if len(src) > maxBundleSource {
+		src = src[:maxBundleSource]
+	}
+	out.Source = string(src)
 	out.Descriptor = s.descriptor(hash)
 	if out.Kind == "yaml" {
 		out.RoleAgents = s.roleAgents(hash)

@@ -92,9 +92,9 @@ var roleNameRule = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 // bare strings and shown in error messages.
 var agentNameRule = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 
-// maxInput bounds a workflow file: it is configuration, and every role
+// MaxInput bounds a workflow file: it is configuration, and every role
 // schema is compiled when it is added.
-const maxInput = 4 << 20
+const MaxInput = 4 << 20
 
 // Parse reads and validates a YAML workflow. Malformed YAML gives yaml.v3's
 // error with the line where it fails (syntaxError); every other problem is reported at once, as an
@@ -103,8 +103,8 @@ const maxInput = 4 << 20
 // fail a thread (route keys that cannot be checked) is in the Definition's
 // Warnings.
 func Parse(data []byte) (*Definition, error) {
-	if len(data) > maxInput {
-		return nil, &Error{Msg: fmt.Sprintf("workflow file is larger than %d bytes", maxInput)}
+	if len(data) > MaxInput {
+		return nil, &Error{Msg: fmt.Sprintf("workflow file is larger than %d bytes", MaxInput)}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node

@@ -49,27 +49,39 @@ func ResolvePaths(data []byte, baseDir string) ([]byte, error) {
 			}
 		}
 	}
-	for _, top := range pairs(doc.Content[0]) {
+	eachAgentSpec(doc.Content[0], func(spec *yaml.Node, _ string) { fix(spec) })
+	if !changed {
+		return data, nil
+	}
+	return encode(doc)
+}
+
+// eachAgentSpec calls fn with every agent spec a workflow writes (under
+// agents:, the default agent:, a role's agent:) and its path; an agent
+// named rather than written is not one.
+func eachAgentSpec(root *yaml.Node, fn func(spec *yaml.Node, path string)) {
+	for _, top := range pairs(root) {
 		switch top[0].Value {
 		case "agent":
-			fix(top[1])
+			fn(top[1], "agent")
 		case "agents":
 			for _, a := range pairs(top[1]) {
-				fix(a[1])
+				fn(a[1], join("agents", a[0].Value))
 			}
 		case "roles":
 			for _, r := range pairs(top[1]) {
 				for _, f := range pairs(r[1]) {
 					if f[0].Value == "agent" {
-						fix(f[1])
+						fn(f[1], join("roles", r[0].Value)+".agent")
 					}
 				}
 			}
 		}
 	}
-	if !changed {
-		return data, nil
-	}
+}
+
+// encode renders a workflow document again, comments kept.
+func encode(doc *yaml.Node) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

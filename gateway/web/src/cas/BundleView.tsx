@@ -13,6 +13,10 @@ export type Bundle = {
   truncated: boolean;
   size: number;
   descriptor: Descriptor | null;
+  /** hidden are the paths of the values hidden in a YAML workflow's source (its agents' env values and args). */
+  hidden?: string[];
+  /** withheld says why the source is not shown (a stored YAML workflow that does not parse). */
+  withheld?: string;
 };
 
 /** loadBundle asks a machine for a bundle's source and descriptor. */
@@ -74,7 +78,18 @@ export function BundleView({ machine: m, hash }: { machine: string; hash: string
           )}
           <details className="card" open>
             <summary>Source{b.truncated ? ` (the first ${b.source.length.toLocaleString("en-US")} bytes)` : ""}</summary>
-            <pre className="bundle-source" data-testid="bundle-source">{b.source}</pre>
+            {b.withheld ? (
+              <p className="muted" data-testid="bundle-withheld">Not shown: {b.withheld}</p>
+            ) : (
+              <>
+                {b.hidden && b.hidden.length > 0 && (
+                  <p className="muted" data-testid="bundle-hidden" title={b.hidden.join("\n")}>
+                    {b.hidden.length === 1 ? "One value is" : `${b.hidden.length} values are`} hidden: agents' env values and arguments, which may hold keys and tokens.
+                  </p>
+                )}
+                <pre className="bundle-source" data-testid="bundle-source">{b.source}</pre>
+              </>
+            )}
           </details>
         </>
       )}
