@@ -103,7 +103,7 @@ const (
 var auditActions = []string{ActionStart, ActionKill, ActionPause, ActionResume, ActionAnswer, ActionFork, ActionRollback,
 	ActionCASDelete, ActionCASPut, ActionGC, ActionOther, ActionLogin, ActionLogout, ActionTokenCreate, ActionTokenRevoke,
 	ActionConnect, ActionReplace, ActionTakeover, ActionConnectRefused, ActionRegister, ActionUnregister, ActionRefused,
-	ActionTriggerCreate, ActionTriggerDelete, ActionTriggerPause, ActionTriggerResume, ActionTriggerRun}
+	ActionTriggerCreate, ActionTriggerDelete, ActionTriggerPause, ActionTriggerResume, ActionTriggerRotateSecret, ActionTriggerRun}
 
 // Reasons an audit entry is lost (the dropped metric's label).
 const (

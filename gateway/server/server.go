@@ -413,6 +413,7 @@ func (g *Gateway) routes() *echo.Echo {
 	dash.DELETE("/gateway/triggers/:id", g.deleteTrigger)
 	dash.POST("/gateway/triggers/:id/pause", g.pauseTrigger(true))
 	dash.POST("/gateway/triggers/:id/resume", g.pauseTrigger(false))
+	dash.POST("/gateway/triggers/:id/secret", g.rotateSecret)
 	dash.GET("/gateway/triggers/:id/runs", g.listRuns)
 	e.POST("/hooks/:id", g.hook)
 	for _, prefix := range []string{"/clients/:name", "/agents/:name"} {

@@ -27,11 +27,12 @@ import (
 //	DELETE /api/gateway/triggers/:id            remove it and its runs
 //	POST   /api/gateway/triggers/:id/pause      stop it firing (queued runs wait)
 //	POST   /api/gateway/triggers/:id/resume
+//	POST   /api/gateway/triggers/:id/secret     a webhook's new secret, shown once; the old one accepted for {keepPrevious} (24h)
 //	GET    /api/gateway/triggers/:id/runs       its runs, newest first (?state=&limit=&offset=)
 //	POST   /hooks/:id                           a webhook's delivery: 202 {runId}
 //
 // The changes are audited (trigger-create, trigger-delete, trigger-pause,
-// trigger-resume); a run a trigger started is audited as trigger-run by
+// trigger-resume, trigger-rotate-secret); a run a trigger started is audited as trigger-run by
 // the replica that sent it (triggerruns.go).
 
 // Audit actions of triggers.
@@ -40,6 +41,8 @@ const (
 	ActionTriggerDelete = "trigger-delete"
 	ActionTriggerPause  = "trigger-pause"
 	ActionTriggerResume = "trigger-resume"
+	// ActionTriggerRotateSecret is a webhook given a new secret.
+	ActionTriggerRotateSecret = "trigger-rotate-secret"
 	// ActionTriggerRun is a thread a trigger started; its target is the
 	// thread, its actor the trigger.
 	ActionTriggerRun = "trigger-run"
@@ -77,6 +80,9 @@ type TriggerJSON struct {
 	Paused    bool    `json:"paused"`
 	CreatedAt string  `json:"createdAt"`
 	CreatedBy string  `json:"createdBy,omitempty"`
+	// PreviousSecretUntil is, while a webhook's replaced secret is still
+	// accepted beside its new one, until when.
+	PreviousSecretUntil *string `json:"previousSecretUntil,omitempty"`
 	// Runs are the most recent runs, newest first (the list only).
 	Runs []RunJSON `json:"runs,omitempty"`
 }
@@ -104,6 +110,9 @@ func (g *Gateway) triggerJSON(c echo.Context, t store.Trigger) TriggerJSON {
 		CreatedAt: isoTime(t.CreatedAt), CreatedBy: t.CreatedBy}
 	if t.Kind == store.TriggerWebhook {
 		j.URL = g.hookURL(c, t.ID)
+		if t.PreviousSecret != "" && t.PreviousUntil != nil && g.triggerNow().Before(*t.PreviousUntil) {
+			j.PreviousSecretUntil = isoTimePtr(*t.PreviousUntil)
+		}
 	}
 	if t.LastFired != nil {
 		j.LastFired = isoTimePtr(*t.LastFired)
@@ -273,6 +282,54 @@ func (g *Gateway) deleteTrigger(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"removed": id})
 }
 
+// rotateSecret is POST /api/gateway/triggers/:id/secret, {"keepPrevious":
+// "24h"} (optional; "0s" ends the old secret at once, for one that
+// leaked): 200 {trigger, secret} — the new secret only now, never again.
+// The webhook's old secret stays accepted for keepPrevious, so that its
+// sender can be given the new one without a delivery refused.
+func (g *Gateway) rotateSecret(c echo.Context) error {
+	st, err := g.triggerStore()
+	if err != nil {
+		return err
+	}
+	var req struct {
+		KeepPrevious *string `json:"keepPrevious"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := decodeStrict(c.Request().Body, 4<<10, &req); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "body: "+err.Error())
+		}
+	}
+	keep := trigger.DefaultKeepPrevious
+	if req.KeepPrevious != nil {
+		d, err := time.ParseDuration(*req.KeepPrevious)
+		if err != nil || d < 0 || d > trigger.MaxKeepPrevious {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("keepPrevious: %q is not a duration from 0s to %s", *req.KeepPrevious, trigger.MaxKeepPrevious))
+		}
+		keep = d
+	}
+	var until *time.Time
+	if keep > 0 {
+		u := g.triggerNow().Add(keep)
+		until = &u
+	}
+	id := c.Param("id")
+	t, err := st.RotateTriggerSecret(c.Request().Context(), id, trigger.NewSecret(), until)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, "no trigger "+cleanTarget(id))
+	case errors.Is(err, store.ErrInvalid):
+		return echo.NewHTTPError(http.StatusBadRequest, "trigger "+cleanTarget(id)+" is a schedule: only a webhook has a secret")
+	case err != nil:
+		return g.storeUnavailable("changing the trigger's secret", err)
+	}
+	g.recordAudit(c, ActionTriggerRotateSecret, t.Machine, id, http.StatusOK)
+	return c.JSON(http.StatusOK, struct {
+		Trigger TriggerJSON `json:"trigger"`
+		Secret  string      `json:"secret"`
+	}{g.triggerJSON(c, t), t.Secret})
+}
+
 // pauseTrigger is POST /api/gateway/triggers/:id/pause and /resume.
 func (g *Gateway) pauseTrigger(paused bool) echo.HandlerFunc {
 	action := ActionTriggerResume
@@ -384,7 +441,7 @@ func (g *Gateway) hook(c echo.Context) error {
 	if len(body) > hookMaxBody {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("a delivery's body is at most %d bytes", hookMaxBody))
 	}
-	if err := trigger.Verify(t.Secret, c.Request().Header, body); err != nil {
+	if err := trigger.VerifyDelivery(t, g.triggerNow(), c.Request().Header, body); err != nil {
 		reason := "bad"
 		if errors.Is(err, trigger.ErrNoSignature) {
 			reason = "missing"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -482,4 +483,115 @@ func TestBadDeliveriesHoldBackOnlyTheirSender(t *testing.T) {
 	if code, out := f.deliver(b, body, signed(secretB, body, "")); code != http.StatusAccepted {
 		t.Fatalf("a signed delivery after the guesses: %d %v", code, out)
 	}
+}
+
+// A webhook's secret is replaced through the API and shown once; the old
+// one keeps being accepted until the time the rotation chose (a day by
+// default), so deliveries go on while the sender is given the new one,
+// and not a moment after; a rotation for a leaked secret ends the old one
+// at once. What cannot be rotated is refused and changes nothing.
+func TestRotateAWebhooksSecret(t *testing.T) {
+	t.Parallel()
+	f := newTriggerFixture(t, nil, nil)
+	f.connector("build-box", newStartingConnector())
+	id, _, first := f.create(`{"machine":"build-box","workflow":"deploy","webhook":true}`)
+	sched, _, _ := f.create(`{"machine":"build-box","workflow":"nightly","schedule":"0 3 * * *"}`)
+	delivery := 0
+	deliver := func(secret string) int {
+		t.Helper()
+		delivery++
+		body := fmt.Sprintf(`{"n":%d}`, delivery)
+		code, _ := f.deliver(id, body, signed(secret, body, fmt.Sprintf("d-%d", delivery)))
+		return code
+	}
+	rotate := func(body string) (int, TriggerJSON, string) {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		resp, out := f.do("POST", "/api/gateway/triggers/"+id+"/secret", f.dash, r)
+		var got struct {
+			Trigger TriggerJSON
+			Secret  string
+		}
+		_ = json.Unmarshal([]byte(out), &got)
+		return resp.StatusCode, got.Trigger, got.Secret
+	}
+	listed := func() TriggerJSON {
+		t.Helper()
+		resp, out := f.do("GET", "/api/gateway/triggers", f.dash, nil)
+		var got struct{ Triggers []TriggerJSON }
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("list: %d %s", resp.StatusCode, out)
+		}
+		for _, tr := range got.Triggers {
+			if tr.ID == id {
+				return tr
+			}
+		}
+		t.Fatalf("webhook %s not listed: %s", id, out)
+		return TriggerJSON{}
+	}
+
+	code, tr, second := rotate("")
+	until := f.clock.now().Add(trigger.DefaultKeepPrevious)
+	if code != 200 || len(second) != 64 || second == first || tr.PreviousSecretUntil == nil || *tr.PreviousSecretUntil != isoTime(until) {
+		t.Fatalf("rotation: %d %+v %q", code, tr, second)
+	}
+	if l := listed(); l.PreviousSecretUntil == nil || *l.PreviousSecretUntil != isoTime(until) {
+		t.Fatalf("listed: %+v", l)
+	}
+	if a, b := deliver(first), deliver(second); a != http.StatusAccepted || b != http.StatusAccepted {
+		t.Fatalf("during the day after: old secret %d, new %d; want both accepted", a, b)
+	}
+	f.clock.set(until)
+	if a, b := deliver(first), deliver(second); a != http.StatusUnauthorized || b != http.StatusAccepted {
+		t.Fatalf("once the day is over: old secret %d, new %d; want only the new accepted", a, b)
+	}
+	if l := listed(); l.PreviousSecretUntil != nil {
+		t.Fatalf("listed after the previous secret ended: %+v", l)
+	}
+
+	// A leak: the old one ends at once.
+	code, tr, third := rotate(`{"keepPrevious":"0s"}`)
+	if code != 200 || len(third) != 64 || tr.PreviousSecretUntil != nil {
+		t.Fatalf("rotation ending the old secret: %d %+v", code, tr)
+	}
+	if a, b := deliver(second), deliver(third); a != http.StatusUnauthorized || b != http.StatusAccepted {
+		t.Fatalf("after a rotation for a leak: old secret %d, new %d", a, b)
+	}
+
+	for _, bad := range []struct {
+		path, body string
+		code       int
+	}{
+		{id, `{"keepPrevious":"-1s"}`, 400},
+		{id, `{"keepPrevious":"721h"}`, 400},
+		{id, `{"keepPrevious":"a day"}`, 400},
+		{id, `{"keepPrevious":24}`, 400},
+		{id, `{"keep":"1h"}`, 400},
+		{id, `{"keepPrevious":"1h"} {}`, 400},
+		{sched, ``, 400},
+		{"trg_aaaaaaaaaaaaaaaaaaaaaaaaaa", ``, 404},
+	} {
+		var r io.Reader
+		if bad.body != "" {
+			r = strings.NewReader(bad.body)
+		}
+		if resp, out := f.do("POST", "/api/gateway/triggers/"+bad.path+"/secret", f.dash, r); resp.StatusCode != bad.code || strings.Contains(out, `"secret"`) {
+			t.Errorf("rotate %s with %s: %d %s, want %d", bad.path, bad.body, resp.StatusCode, out, bad.code)
+		}
+	}
+	if b := deliver(third); b != http.StatusAccepted {
+		t.Fatalf("refused rotations changed the secret: %d", b)
+	}
+	// Written behind the answers: waited for.
+	testkit.WaitFor(t, "the audit of the two rotations", func() error {
+		resp, out := f.do("GET", "/api/gateway/audit?action=trigger-rotate-secret", f.dash, nil)
+		if resp.StatusCode != 200 || strings.Count(out, `"trigger-rotate-secret"`) != 2 {
+			return fmt.Errorf("audit: %d %s", resp.StatusCode, out)
+		}
+		return nil
+	})
 }

@@ -86,6 +86,10 @@ type Trigger struct {
 	// Secret is a webhook's HMAC secret: required for webhooks, empty for
 	// schedules. The store keeps it; the API layer never shows it.
 	Secret string
+	// PreviousSecret is the secret Secret replaced (RotateTriggerSecret),
+	// still accepted until PreviousUntil; "" and nil when there is none.
+	PreviousSecret string
+	PreviousUntil  *time.Time
 	// Schedule is a schedule's cron expression, as given: the server
 	// parses and validates it, the store only bounds it.
 	Schedule string
@@ -488,6 +492,11 @@ type Triggers interface {
 	// SetTriggerPaused pauses or resumes a trigger and returns it
 	// (ErrNotFound). A paused trigger's queued runs stay queued.
 	SetTriggerPaused(ctx context.Context, id string, paused bool) (Trigger, error)
+	// RotateTriggerSecret gives a webhook a new secret and returns it
+	// (ErrNotFound; ErrInvalid for a schedule or a secret Check refuses).
+	// The secret it had stays accepted until previousUntil, nil ending it
+	// at once; one before that is forgotten.
+	RotateTriggerSecret(ctx context.Context, id, secret string, previousUntil *time.Time) (Trigger, error)
 	// AddRun records a new run of r.TriggerID in state queued (ID,
 	// Machine, Workflow, CreatedAt, ExpiresAt filled from the trigger when
 	// empty/zero; State, ThreadID, Error, Attempts and UpdatedAt are the
@@ -530,14 +539,14 @@ type Triggers interface {
 	CountRuns(ctx context.Context) (RunCounts, error)
 }
 
-const triggerCols = "id, kind, machine, workflow, prompt, note, secret, schedule, time_zone, missed, expire_ns, paused, created_at, created_by, last_fired"
+const triggerCols = "id, kind, machine, workflow, prompt, note, secret, schedule, time_zone, missed, expire_ns, paused, created_at, created_by, last_fired, previous_secret, previous_until"
 
 func scanTrigger(row scanner) (Trigger, error) {
 	var t Trigger
 	var kind, missed string
 	var expire int64
 	err := row.Scan(&t.ID, &kind, &t.Machine, &t.Workflow, &t.Prompt, &t.Note, &t.Secret, &t.Schedule, &t.TimeZone, &missed,
-		&expire, &t.Paused, timeDest{&t.CreatedAt}, &t.CreatedBy, nullTimeDest{&t.LastFired})
+		&expire, &t.Paused, timeDest{&t.CreatedAt}, &t.CreatedBy, nullTimeDest{&t.LastFired}, &t.PreviousSecret, nullTimeDest{&t.PreviousUntil})
 	t.Kind, t.Missed, t.Expire = TriggerKind(kind), MissedPolicy(missed), time.Duration(expire)
 	return t, err
 }
@@ -577,7 +586,7 @@ func (s *sqlStore) CreateTrigger(ctx context.Context, t Trigger) error {
 	t = t.withDefaults(s.now())
 	return s.write(ctx, "create trigger "+t.ID, func(tx *sql.Tx) ([]Change, error) {
 		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO triggers (`+triggerCols+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING`),
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '', NULL) ON CONFLICT (id) DO NOTHING`),
 			t.ID, string(t.Kind), t.Machine, t.Workflow, t.Prompt, t.Note, t.Secret, t.Schedule, t.TimeZone, string(t.Missed),
 			int64(t.Expire), t.Paused, s.tv(t.CreatedAt), t.CreatedBy, s.tvp(t.LastFired))
 		if err != nil {
@@ -657,6 +666,43 @@ func (s *sqlStore) SetTriggerPaused(ctx context.Context, id string, paused bool)
 			return nil, err
 		}
 		out = t
+		return []Change{{Kind: ChangeTrigger, IDs: []string{id}}}, nil
+	})
+	if err != nil {
+		return Trigger{}, err
+	}
+	return out, nil
+}
+
+// RotateTriggerSecret implements Triggers.
+func (s *sqlStore) RotateTriggerSecret(ctx context.Context, id, secret string, previousUntil *time.Time) (Trigger, error) {
+	if secret == "" {
+		return Trigger{}, fmt.Errorf("store: rotate trigger secret: %w", invalid("trigger", "secret", errors.New("empty: a webhook needs the secret its deliveries are signed with")))
+	}
+	if err := checkLine(secret, MaxTriggerSecretBytes, true); err != nil {
+		return Trigger{}, fmt.Errorf("store: rotate trigger secret: %w", invalid("trigger", "secret", err))
+	}
+	var out Trigger
+	err := s.write(ctx, "rotate the secret of trigger "+id, func(tx *sql.Tx) ([]Change, error) {
+		t, err := scanTrigger(tx.QueryRowContext(ctx, s.q(`SELECT `+triggerCols+` FROM triggers WHERE id = $1`+s.lockRows("FOR UPDATE")), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
+		if t.Kind != TriggerWebhook {
+			return nil, invalid("trigger", "secret", errors.New("only webhooks have one"))
+		}
+		previous := t.Secret
+		if previousUntil == nil {
+			previous = ""
+		}
+		out, err = scanTrigger(tx.QueryRowContext(ctx, s.q(`UPDATE triggers SET secret = $1, previous_secret = $2, previous_until = $3 WHERE id = $4 RETURNING `+triggerCols),
+			secret, previous, s.tvp(previousUntil), id))
+		if err != nil {
+			return nil, err
+		}
 		return []Change{{Kind: ChangeTrigger, IDs: []string{id}}}, nil
 	})
 	if err != nil {

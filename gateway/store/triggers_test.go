@@ -246,6 +246,64 @@ func randomTrigger(rng *rand.Rand, created time.Time) store.Trigger {
 	return tr
 }
 
+// RotateTriggerSecret replaces a webhook's secret, keeps the one before
+// until the time given (or not at all), forgets any older one, and
+// refuses schedules, unknown triggers and secrets a webhook may not have,
+// changing nothing then.
+func TestRotateTriggerSecret(t *testing.T) {
+	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
+		ctx := context.Background()
+		s := open(t, cfg)
+		hook := createTrigger(t, s, newWebhook("alpha"))
+		sched := createTrigger(t, s, newSchedule("beta"))
+		until := clk.Now().Add(24 * time.Hour)
+
+		got, err := s.RotateTriggerSecret(ctx, hook.ID, "second", &until)
+		want := hook
+		want.Secret, want.PreviousSecret, want.PreviousUntil = "second", "s3cret", &until
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("first rotation = %+v, %v; want %+v", got, err, want)
+		}
+		if stored, _ := s.GetTrigger(ctx, hook.ID); !reflect.DeepEqual(stored, want) {
+			t.Fatalf("stored %+v, want %+v", stored, want)
+		}
+		// Again: the first secret is forgotten, the second kept.
+		later := until.Add(time.Hour)
+		got, err = s.RotateTriggerSecret(ctx, hook.ID, "third", &later)
+		want.Secret, want.PreviousSecret, want.PreviousUntil = "third", "second", &later
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("second rotation = %+v, %v; want %+v", got, err, want)
+		}
+		// At once: no previous secret at all.
+		got, err = s.RotateTriggerSecret(ctx, hook.ID, "fourth", nil)
+		want.Secret, want.PreviousSecret, want.PreviousUntil = "fourth", "", nil
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("rotation ending the old secret at once = %+v, %v; want %+v", got, err, want)
+		}
+
+		for _, bad := range []struct {
+			name, id, secret string
+			want             error
+		}{
+			{"a schedule", sched.ID, "x", store.ErrInvalid},
+			{"unknown", "trg_nope", "x", store.ErrNotFound},
+			{"empty secret", hook.ID, "", store.ErrInvalid},
+			{"long secret", hook.ID, strings.Repeat("s", store.MaxTriggerSecretBytes+1), store.ErrInvalid},
+			{"control character", hook.ID, "a\nb", store.ErrInvalid},
+		} {
+			if _, err := s.RotateTriggerSecret(ctx, bad.id, bad.secret, &until); !errors.Is(err, bad.want) {
+				t.Errorf("%s: %v, want %v", bad.name, err, bad.want)
+			}
+		}
+		if stored, _ := s.GetTrigger(ctx, hook.ID); !reflect.DeepEqual(stored, want) {
+			t.Fatalf("refused rotations changed the webhook: %+v, want %+v", stored, want)
+		}
+		if stored, _ := s.GetTrigger(ctx, sched.ID); !reflect.DeepEqual(stored, sched) {
+			t.Fatalf("a refused rotation changed the schedule: %+v", stored)
+		}
+	})
+}
+
 func TestTriggerRandomRoundTrip(t *testing.T) {
 	each(t, func(t *testing.T, cfg store.Config, clk *clock) {
 		s := open(t, cfg)

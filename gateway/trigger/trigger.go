@@ -102,6 +102,28 @@ func Verify(secret string, h http.Header, body []byte) error {
 	return nil
 }
 
+// Bounds of how long a webhook's replaced secret stays accepted
+// (RotateTriggerSecret's previousUntil).
+const (
+	// DefaultKeepPrevious leaves a day to give the sender the new secret.
+	DefaultKeepPrevious = 24 * time.Hour
+	// MaxKeepPrevious bounds it: two secrets that both work are a secret
+	// nobody rotated.
+	MaxKeepPrevious = 30 * 24 * time.Hour
+)
+
+// VerifyDelivery checks a delivery to webhook t: signed with its secret,
+// or, until t.PreviousUntil, with the secret that one replaced, so that
+// deliveries keep working while the sender is given the new one.
+func VerifyDelivery(t store.Trigger, now time.Time, h http.Header, body []byte) error {
+	err := Verify(t.Secret, h, body)
+	if errors.Is(err, ErrBadSignature) && t.PreviousSecret != "" && t.PreviousUntil != nil && now.Before(*t.PreviousUntil) &&
+		Verify(t.PreviousSecret, h, body) == nil {
+		return nil
+	}
+	return err
+}
+
 // DeliveryID is the request's delivery id ("" when it has none), or an
 // error when the one it has is not printable ASCII of at most
 // MaxDeliveryID bytes, or when the two headers disagree.

@@ -25,8 +25,8 @@ import (
 // change takes effect without a restart, on every replica.
 
 func triggerCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "trigger", Short: "Create, list, pause, resume and remove the webhooks and schedules that start threads"}
-	cmd.AddCommand(triggerCreateCmd(), triggerListCmd(), triggerRemoveCmd(), triggerPauseCmd(true), triggerPauseCmd(false))
+	cmd := &cobra.Command{Use: "trigger", Short: "Create, list, pause, resume and remove the webhooks and schedules that start threads; give a webhook a new secret"}
+	cmd.AddCommand(triggerCreateCmd(), triggerListCmd(), triggerRemoveCmd(), triggerPauseCmd(true), triggerPauseCmd(false), triggerRotateCmd())
 	return cmd
 }
 
@@ -277,6 +277,64 @@ func triggerPauseCmd(pause bool) *cobra.Command {
 			})
 		},
 	}
+	st.register(cmd)
+	return cmd
+}
+
+func triggerRotateCmd() *cobra.Command {
+	var st storeFlags
+	var keep time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rotate-secret ID [--keep-previous 24h]",
+		Short: "Give a webhook a new secret, shown once; the old one keeps working for --keep-previous",
+		Long: `Give webhook ID a new secret and print it, this once. The secret it had
+stays accepted for --keep-previous (24h by default), so that the sender can
+be given the new one without a delivery refused; --keep-previous 0 ends it
+at once, for a secret that leaked. Rotating again forgets the older one.`,
+		Args:    exactTriggerID,
+		PreRunE: fromEnv,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keep < 0 || keep > trigger.MaxKeepPrevious {
+				return fmt.Errorf("--keep-previous %s: from 0 to %s", keep, trigger.MaxKeepPrevious)
+			}
+			return withStore(cmd, &st, false, func(ctx context.Context, s store.Store) error {
+				t, err := getTrigger(ctx, s, args[0])
+				if err != nil {
+					return err
+				}
+				if t.Kind != store.TriggerWebhook {
+					return fmt.Errorf("trigger %s is a schedule: only a webhook has a secret", t.ID)
+				}
+				var until *time.Time
+				if keep > 0 {
+					u := time.Now().Add(keep)
+					until = &u
+				}
+				if t, err = s.RotateTriggerSecret(ctx, t.ID, trigger.NewSecret(), until); err != nil {
+					return err
+				}
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-rotate-secret", t)
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), struct {
+						ID            string     `json:"id"`
+						Secret        string     `json:"secret"`
+						PreviousUntil *time.Time `json:"previousUntil,omitempty"`
+					}{t.ID, t.Secret, until})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "trigger %s: %s on %s\nsecret: %s\n", t.ID, t.Workflow, t.Machine, t.Secret)
+				fmt.Fprintln(cmd.ErrOrStderr(), "the secret is shown only now: give it to the sender")
+				if until != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "the previous secret is accepted until %s\n", until.Format(time.RFC3339))
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), "the previous secret is no longer accepted")
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&keep, "keep-previous", trigger.DefaultKeepPrevious, "how long the old secret stays accepted beside the new one (0: not at all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {id, secret, previousUntil} as JSON")
 	st.register(cmd)
 	return cmd
 }

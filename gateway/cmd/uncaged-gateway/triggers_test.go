@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/trigger"
@@ -69,6 +70,36 @@ func TestTriggerCreateListPauseRemove(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 || listed[0].Secret != "" || strings.Contains(out, made.Secret) {
 		t.Fatalf("list --json: %v\n%s", err, out)
 	}
+	// A new secret, printed once: both verify for the day after, only the
+	// new one once that is over; the old one can also end at once, and is
+	// never kept for longer than MaxKeepPrevious.
+	out, _, err = runTrigger(t, dir, "rotate-secret", made.ID, "--json")
+	var rotated struct {
+		ID, Secret    string
+		PreviousUntil *time.Time
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rotated) != nil || rotated.ID != made.ID || len(rotated.Secret) != 64 || rotated.Secret == made.Secret || rotated.PreviousUntil == nil {
+		t.Fatalf("rotate-secret: %v\n%s", err, out)
+	}
+	st, err = store.Open(context.Background(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err = st.GetTrigger(context.Background(), made.ID)
+	_ = st.Close()
+	newSigned := http.Header{}
+	newSigned.Set(trigger.SignatureHeader, trigger.Sign(rotated.Secret, body))
+	now := time.Now()
+	if err != nil || trigger.VerifyDelivery(stored, now, newSigned, body) != nil || trigger.VerifyDelivery(stored, now, h, body) != nil ||
+		trigger.VerifyDelivery(stored, rotated.PreviousUntil.Add(time.Second), h, body) == nil {
+		t.Fatalf("after rotate-secret the stored webhook verifies the wrong signatures: %v, %+v", err, stored)
+	}
+	if _, _, err = runTrigger(t, dir, "rotate-secret", made.ID, "--keep-previous", "0"); err != nil {
+		t.Fatalf("rotate-secret --keep-previous 0: %v", err)
+	}
+	if _, _, err = runTrigger(t, dir, "rotate-secret", made.ID, "--keep-previous", "9999h"); err == nil {
+		t.Fatal("rotate-secret kept the previous secret for over a year")
+	}
 	if out, _, err = runTrigger(t, dir, "pause", made.ID); err != nil || !strings.HasPrefix(out, "paused trigger "+made.ID) {
 		t.Fatalf("pause: %v %q", err, out)
 	}
@@ -94,7 +125,7 @@ func TestTriggerCreateListPauseRemove(t *testing.T) {
 	for _, e := range page.Entries {
 		actions = append(actions, e.Action)
 	}
-	if got := strings.Join(actions, ","); got != "trigger-delete,trigger-resume,trigger-pause,trigger-create" {
+	if got := strings.Join(actions, ","); got != "trigger-delete,trigger-resume,trigger-pause,trigger-rotate-secret,trigger-rotate-secret,trigger-create" {
 		t.Fatalf("audit: %s", got)
 	}
 }
