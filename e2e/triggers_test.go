@@ -335,4 +335,24 @@ func TestDashboardTriggers(t *testing.T) {
 	if n := threadCount(t, root); n != 1 {
 		t.Fatalf("build-box has %d threads, want 1", n)
 	}
+
+	// Rotated from its row, keeping the old secret for a day: the new one
+	// is shown once, both sign deliveries the gateway takes, and the row
+	// says until when the old one is accepted.
+	b.click(row + ` [data-testid=trigger-rotate]`)
+	b.click(`[role=dialog] [data-testid=confirm]`)
+	b.until("the webhook's new secret", `document.querySelector("[data-testid=trigger-rotated] [data-testid=trigger-secret]") && document.querySelector("[data-testid=trigger-old-secret]")`)
+	b.shot("trigger-rotated")
+	rotated := eval[string](b, `document.querySelector("[data-testid=trigger-rotated] [data-testid=trigger-secret]").innerText`)
+	if len(rotated) != 64 || rotated == secret {
+		t.Fatalf("the rotated secret %q (was %q)", rotated, secret)
+	}
+	b.click(`[data-testid=trigger-rotated-done]`)
+	b.until("the row to say until when the old secret works", fmt.Sprintf(`!document.querySelector("[data-testid=trigger-rotated]") && document.querySelector(%q)`, row+` [data-testid=trigger-previous-until]`))
+	for i, sig := range []string{secret, rotated} {
+		ping := fmt.Sprintf(`{"action":"opened","issue":{"number":%d,"title":"after the rotation"}}`, 10+i)
+		if code, body := deliverLikeGitHub(t, g.addr, id, ping, githubSign(sig, ping), fmt.Sprintf("5555555%d-ffff", i)); code != http.StatusAccepted {
+			t.Fatalf("a delivery signed with the %s secret after the rotation: %d %s", []string{"old", "new"}[i], code, body)
+		}
+	}
 }

@@ -115,7 +115,7 @@ func TestReplayGivesAnAbandonedAttemptsLastReadToTheNext(t *testing.T) {
 		if !p.turnedAway(a) {
 			t.Fatalf("could not turn away an attempt that read %d bytes", first)
 		}
-		go func() { _, _ = feed.Write(body[first:]); feed.Close() }()
+		go func() { _, _ = feed.Write(body[first:]); _ = feed.Close() }()
 		wg.Wait()
 		if n != 0 || !errors.Is(err, errAttemptCut) {
 			t.Fatalf("the abandoned attempt's last read: %d, %v", n, err)

@@ -265,6 +265,8 @@ export type Trigger = {
   paused: boolean;
   createdAt: string;
   createdBy?: string;
+  /** while a webhook's rotated-out secret is still accepted beside its new one, until when */
+  previousSecretUntil?: string;
   /** the most recent runs, newest first */
   runs?: TriggerRun[];
 };
@@ -495,6 +497,13 @@ export const gateway = {
   createTrigger: (spec: TriggerSpec) => api<CreatedTrigger>("/api/gateway/triggers", { method: "POST", body: spec }),
   /** pauseTrigger stops a trigger firing (paused) or starts it again; its queued runs wait meanwhile. */
   pauseTrigger: (id: string, paused: boolean) => api<{ trigger: Trigger }>(`/api/gateway/triggers/${seg(id)}/${paused ? "pause" : "resume"}`, { method: "POST" }),
+  /**
+   * rotateSecret gives a webhook a new secret, in this answer only;
+   * keepPrevious (a Go duration, "0s" for none) is how long the old one is
+   * still accepted.
+   */
+  rotateSecret: (id: string, keepPrevious: string) =>
+    api<{ trigger: Trigger; secret: string }>(`/api/gateway/triggers/${seg(id)}/secret`, { method: "POST", body: { keepPrevious } }),
   /** removeTrigger removes a trigger and its runs. */
   removeTrigger: (id: string) => api<{ removed: string }>(`/api/gateway/triggers/${seg(id)}`, { method: "DELETE" }),
   async login(token: string) {

@@ -9,7 +9,7 @@ import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import "./audit.css";
 
 /** ACTIONS are the actions the gateway records, for the filter. */
-export const ACTIONS = ["start", "answer", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "trigger-create", "trigger-pause", "trigger-resume", "trigger-delete", "trigger-run", "other"];
+export const ACTIONS = ["start", "answer", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "trigger-create", "trigger-pause", "trigger-resume", "trigger-rotate-secret", "trigger-delete", "trigger-run", "other"];
 /** AUDIT_PAGE is how many entries a page shows. */
 export const AUDIT_PAGE = 50;
 

@@ -298,6 +298,149 @@ describe("TriggersView", () => {
     expect(screen.queryByText("s3cret-value")).toBeNull();
   });
 
+  /** rotating is a gateway whose webhook trg_web answers a rotation with answer, the list showing what the last answer made of it. */
+  function rotating(answer: (keepPrevious: string) => [number, { trigger?: ReturnType<typeof webhook>; secret?: string; error?: string }]) {
+    let now = webhook();
+    const f = stubFetch([
+      ["/api/gateway/triggers/trg_web/secret", (_, method) => {
+        if (method !== "POST") return json(405, { error: "method" });
+        const [status, body] = answer((bodyOf(f, "/api/gateway/triggers/trg_web/secret", "POST") as { keepPrevious: string }).keepPrevious);
+        if (body.trigger) now = body.trigger;
+        return json(status, body);
+      }],
+      ["/api/gateway/triggers", () => json(200, { triggers: [now, schedule()] })],
+    ]);
+    return f;
+  }
+  const SECRET_URL = "/api/gateway/triggers/trg_web/secret";
+
+  it("rotates a webhook's secret keeping the old one a day: the new one shows once, with until when the old one works", async () => {
+    const kept = iso(24 * H - 60_000);
+    const f = rotating((keep) => [200, { trigger: webhook({ previousSecretUntil: keep === "24h" ? kept : undefined }), secret: "n3w-secret" }]);
+    render(<TriggersView />);
+    fireEvent.click(await screen.findByRole("button", { name: "Rotate the secret of webhook trg_web" }));
+    const dialog = screen.getByRole("dialog");
+    expect(dialog.textContent).toMatch(/trg_web gets a new secret, shown once/);
+    expect((within(dialog).getByLabelText("keeps working for 24 hours") as HTMLInputElement).checked).toBe(true);
+    expect((within(dialog).getByLabelText("ends now (it may have leaked)") as HTMLInputElement).checked).toBe(false);
+    expect(calls(f, SECRET_URL, "POST")).toBe(0);
+    const lists = calls(f, "/api/gateway/triggers", "GET");
+    fireEvent.click(within(dialog).getByTestId("confirm"));
+
+    const shown = await screen.findByTestId("trigger-rotated");
+    expect(screen.queryByRole("dialog")).toBeNull();
+    expect(calls(f, SECRET_URL, "POST")).toBe(1);
+    expect(bodyOf(f, SECRET_URL, "POST")).toEqual({ keepPrevious: "24h" });
+    expect(shown.dataset.trigger).toBe("trg_web");
+    expect(within(shown).getByRole("heading").textContent).toBe("New secret of webhook trg_web");
+    expect(within(shown).getByRole("alert").textContent).toMatch(/^Copy the secret now: it will not be shown again\./);
+    expect(within(shown).getByTestId("trigger-secret").textContent).toBe("n3w-secret");
+    expect(within(shown).getByTestId("trigger-url").textContent).toBe(URL_OF("trg_web"));
+    expect(within(shown).getByTestId("trigger-old-secret").textContent).toBe(`The old secret is still accepted until ${new Date(kept).toLocaleString()} (in 23 h): deliveries signed with either one are taken until then.`);
+    // The secret shows at the top of the page, and takes the focus there from the row.
+    expect(document.activeElement).toBe(shown);
+    fireEvent.click(within(shown).getByRole("button", { name: "Copy the secret of webhook trg_web" }));
+    await vi.waitFor(() => expect(writeText).toHaveBeenCalledWith("n3w-secret"));
+
+    // The list is asked again, and says until when the old secret works; the secret is only in the note.
+    await vi.waitFor(() => expect(within(rowOf("trg_web")).queryByTestId("trigger-previous-until")).toBeTruthy());
+    expect(calls(f, "/api/gateway/triggers", "GET")).toBeGreaterThan(lists);
+    expect(rowOf("trg_web").textContent).not.toContain("n3w-secret");
+    fireEvent.click(within(shown).getByTestId("trigger-rotated-done"));
+    expect(screen.queryByTestId("trigger-rotated")).toBeNull();
+    expect(document.body.textContent).not.toContain("n3w-secret");
+  });
+
+  it("rotates a secret that may have leaked, ending the old one at once", async () => {
+    const f = rotating((keep) => [200, { trigger: webhook({ previousSecretUntil: keep === "24h" ? iso(24 * H) : undefined }), secret: "n3w-secret" }]);
+    render(<TriggersView />);
+    fireEvent.click(await screen.findByRole("button", { name: "Rotate the secret of webhook trg_web" }));
+    const dialog = screen.getByRole("dialog");
+    fireEvent.click(within(dialog).getByLabelText("ends now (it may have leaked)"));
+    fireEvent.click(within(dialog).getByTestId("confirm"));
+    const shown = await screen.findByTestId("trigger-rotated");
+    expect(bodyOf(f, SECRET_URL, "POST")).toEqual({ keepPrevious: "0s" });
+    expect(within(shown).getByTestId("trigger-secret").textContent).toBe("n3w-secret");
+    expect(within(shown).getByTestId("trigger-old-secret").textContent).toBe("The old secret is refused from now on.");
+    expect(shown.textContent).not.toMatch(/accepted until/);
+    await vi.waitFor(() => expect(calls(f, "/api/gateway/triggers", "GET")).toBeGreaterThan(1));
+    expect(within(rowOf("trg_web")).queryByTestId("trigger-previous-until")).toBeNull();
+
+    // Asked again, the dialog offers the default once more.
+    fireEvent.click(within(shown).getByTestId("trigger-rotated-done"));
+    fireEvent.click(screen.getByRole("button", { name: "Rotate the secret of webhook trg_web" }));
+    expect((within(screen.getByRole("dialog")).getByLabelText("keeps working for 24 hours") as HTMLInputElement).checked).toBe(true);
+  });
+
+  it("offers no rotation for a schedule, which has no secret", async () => {
+    stubFetch([["/api/gateway/triggers", () => json(200, { triggers: [webhook(), schedule()] })]]);
+    render(<TriggersView />);
+    await screen.findAllByTestId("trigger-row");
+    expect(within(rowOf("trg_web")).getAllByTestId("trigger-rotate")).toHaveLength(1);
+    expect(within(rowOf("trg_cron")).queryByTestId("trigger-rotate")).toBeNull();
+    expect(within(rowOf("trg_cron")).queryByRole("button", { name: /Rotate/ })).toBeNull();
+  });
+
+  it("shows the gateway's refusal of a rotation in the dialog, and no secret", async () => {
+    const f = rotating(() => [503, { error: "the store does not answer: rotating the secret" }]);
+    render(<TriggersView />);
+    fireEvent.click(await screen.findByRole("button", { name: "Rotate the secret of webhook trg_web" }));
+    const dialog = screen.getByRole("dialog");
+    fireEvent.click(within(dialog).getByTestId("confirm"));
+    expect((await within(dialog).findByRole("alert")).textContent).toBe("the store does not answer: rotating the secret");
+    expect(screen.getByRole("dialog")).toBe(dialog);
+    expect(screen.queryByTestId("trigger-rotated")).toBeNull();
+    expect(screen.queryByTestId("trigger-secret")).toBeNull();
+    expect(calls(f, SECRET_URL, "POST")).toBe(1);
+    fireEvent.click(within(dialog).getByRole("button", { name: "Cancel" }));
+    expect(screen.queryByRole("dialog")).toBeNull();
+  });
+
+  it("keeps a new trigger's secret on the page while another webhook's is rotated", async () => {
+    let made = false;
+    stubFetch([
+      ["/api/gateway/triggers/trg_web/secret", () => json(200, { trigger: webhook({ previousSecretUntil: iso(24 * H) }), secret: "n3w-secret" })],
+      ["/api/gateway/triggers", (_, method) => {
+        if (method === "POST") {
+          made = true;
+          return json(201, { trigger: webhook({ id: "trg_new", url: URL_OF("trg_new"), runs: undefined }), url: URL_OF("trg_new"), secret: "s3cret-value" });
+        }
+        return json(200, { triggers: made ? [webhook(), webhook({ id: "trg_new", url: URL_OF("trg_new") })] : [webhook()] });
+      }],
+    ]);
+    render(<TriggersView />);
+    await screen.findByTestId("trigger-row");
+    fireEvent.click(screen.getByTestId("new-trigger"));
+    const form = screen.getByRole("dialog");
+    fireEvent.change(within(form).getByLabelText("Machine"), { target: { value: "laptop" } });
+    fireEvent.change(within(form).getByLabelText("Workflow"), { target: { value: "review" } });
+    fireEvent.click(within(form).getByTestId("trigger-submit"));
+    const created = await screen.findByTestId("trigger-created");
+    fireEvent.click(screen.getByRole("button", { name: "Rotate the secret of webhook trg_web" }));
+    fireEvent.click(screen.getByTestId("confirm"));
+    const rotated = await screen.findByTestId("trigger-rotated");
+    expect(within(created).getByTestId("trigger-secret").textContent).toBe("s3cret-value");
+    expect(within(rotated).getByTestId("trigger-secret").textContent).toBe("n3w-secret");
+    // Two notes, each named by its own heading.
+    expect([created, rotated].map((r) => screen.getByRole("region", { name: r.querySelector("h2")!.textContent! }))).toEqual([created, rotated]);
+    expect(screen.getAllByRole("region").filter((r) => r.classList.contains("trigger-created"))).toEqual([rotated, created]);
+  });
+
+  it("says in the list until when a webhook's previous secret is still accepted", async () => {
+    const kept = iso(5 * H + 60_000);
+    stubFetch([["/api/gateway/triggers", () => json(200, { triggers: [webhook({ previousSecretUntil: kept }), webhook({ id: "trg_old", previousSecretUntil: iso(-60_000) }), webhook({ id: "trg_one" }), schedule()] })]]);
+    render(<TriggersView />);
+    await screen.findAllByTestId("trigger-row");
+    const note = within(rowOf("trg_web")).getByTestId("trigger-previous-until");
+    expect(note.textContent).toBe(`previous secret accepted until ${new Date(kept).toLocaleString()} (in 5 h)`);
+    expect(note.querySelector("time")!.getAttribute("dateTime")).toBe(kept);
+    expect(note.classList.contains("muted")).toBe(true);
+    // A time already past (the list is older than it) and a webhook with one secret say nothing.
+    expect(within(rowOf("trg_old")).queryByTestId("trigger-previous-until")).toBeNull();
+    expect(within(rowOf("trg_one")).queryByTestId("trigger-previous-until")).toBeNull();
+    expect(within(rowOf("trg_cron")).queryByTestId("trigger-previous-until")).toBeNull();
+  });
+
   it("creates a schedule, keeping the form and saying what the gateway refused", async () => {
     let tries = 0;
     const f = stubFetch([

@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useId, useRef, useState } from "react";
 import { ago, ApiError, CreatedTrigger, fmtTime, gateway, noMemory, Trigger, TRIGGER_RUN_STATES, TriggerRun, until, useApi } from "../api";
 import { ErrorBox } from "../common/ErrorBox";
 import { Loading } from "../common/Loading";
@@ -9,6 +9,7 @@ import { useActionBlock } from "../machines/scope";
 import { href, replaceQuery, useHashChange } from "../route";
 import { Copyable } from "./Copyable";
 import { NewTriggerDialog } from "./NewTriggerDialog";
+import { END_PREVIOUS, RotateButton, RotatedSecret } from "./RotateSecret";
 import { CLI_EXAMPLES, shortDuration, triggersFromHash } from "./triggerForm";
 import "./triggers.css";
 
@@ -27,19 +28,34 @@ function triggersToHash(open: string) {
 }
 
 /**
+ * SecretNote is an answer that holds what the gateway shows once: a new
+ * trigger (a webhook's URL and secret), or a webhook's rotated secret with
+ * how long its old one was kept (keepPrevious).
+ */
+type SecretNote = { answer: CreatedTrigger; rotated?: { keepPrevious: string } };
+
+/**
  * TriggersView is the webhooks and schedules that start threads by
  * themselves (GET /api/gateway/triggers), oldest first: what fires each,
  * which workflow it starts on which machine, and how its last runs went; a
  * row opens to all its runs. Triggers are paused, resumed and removed here,
  * and made with the New trigger form, whose answer shows a webhook's
- * secret once.
+ * secret once; a webhook's secret is rotated here too, the new one shown
+ * once the same way.
  */
 export function TriggersView() {
   const [open, setOpenState] = useState(() => triggersFromHash().open);
   useHashChange(() => setOpenState(triggersFromHash().open));
   const list = useApi(gateway.triggers, [], TRIGGERS_POLL_MS, { topic: "triggers" });
   const [creating, setCreating] = useState(false);
-  const [created, setCreated] = useState<CreatedTrigger | null>(null);
+  // Every secret shown stays until dismissed: a second answer does not
+  // replace the first one's secret, except a newer one of the same trigger.
+  const [notes, setNotes] = useState<SecretNote[]>([]);
+  const show = (n: SecretNote) => setNotes((ns) => [n, ...ns.filter((o) => o.answer.trigger.id !== n.answer.trigger.id)]);
+  const rotated = (r: RotatedSecret, keepPrevious: string) => {
+    show({ answer: r, rotated: { keepPrevious } });
+    list.reload();
+  };
   const block = useActionBlock();
   const toggle = (id: string) => {
     const next = open === id ? "" : id;
@@ -59,13 +75,14 @@ export function TriggersView() {
         </button>
       </div>
       <p className="muted lead-in">Webhooks and schedules that start a workflow's thread on a machine; a run for an offline machine waits for it.</p>
-      {created && (
+      {notes.map((n) => (
         <CreatedNote
-          c={created}
+          key={`${n.answer.trigger.id} ${n.answer.secret ?? ""}`}
+          n={n}
           now={now}
-          onDone={() => setCreated(null)}
+          onDone={() => setNotes((ns) => ns.filter((o) => o !== n))}
         />
-      )}
+      ))}
       {unavailable && <NoTriggers error={list.error as ApiError} />}
       {list.error && !unavailable && <ErrorBox error={list.error} retry={list.reload} />}
       {!list.data && list.loading && <Loading what="the triggers" />}
@@ -88,7 +105,7 @@ export function TriggersView() {
             </thead>
             <tbody>
               {rows.map((t) => (
-                <TriggerRow key={t.id} t={t} now={now} open={open === t.id} toggle={() => toggle(t.id)} changed={list.reload} />
+                <TriggerRow key={t.id} t={t} now={now} open={open === t.id} toggle={() => toggle(t.id)} changed={list.reload} rotated={rotated} />
               ))}
             </tbody>
           </table>
@@ -99,7 +116,7 @@ export function TriggersView() {
           onClose={() => setCreating(false)}
           onCreated={(c) => {
             setCreating(false);
-            setCreated(c);
+            show({ answer: c });
             list.reload();
           }}
         />
@@ -133,24 +150,44 @@ function EmptyTriggers() {
 }
 
 /**
- * CreatedNote is the answer to New trigger. For a webhook it holds the URL
- * and the secret, which the gateway shows this once: it stays until
- * dismissed, so a stray click cannot lose it.
+ * CreatedNote is the answer to New trigger, or to a webhook's rotation. For
+ * a webhook it holds the URL and the secret, which the gateway shows this
+ * once: it stays until dismissed, so a stray click cannot lose it, and it
+ * takes the focus, as it shows at the top of the page while a rotation is
+ * asked for in a row that may be far below.
  */
-function CreatedNote({ c, now, onDone }: { c: CreatedTrigger; now: number; onDone: () => void }) {
+function CreatedNote({ n, now, onDone }: { n: SecretNote; now: number; onDone: () => void }) {
+  const c = n.answer;
   const t = c.trigger;
   const url = c.url ?? t.url ?? "";
+  const title = useId();
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => ref.current?.focus(), []);
+  const testid = n.rotated ? "trigger-rotated" : "trigger-created";
   return (
-    <div className="card trigger-created" role="region" aria-labelledby="trigger-created-title" data-testid="trigger-created" data-trigger={t.id}>
-      <h2 id="trigger-created-title">
-        {t.kind === "webhook" ? "Webhook" : "Schedule"} <span className="mono">{t.id}</span> created
+    <div className="card trigger-created" role="region" aria-labelledby={title} data-testid={testid} data-trigger={t.id} tabIndex={-1} ref={ref}>
+      <h2 id={title}>
+        {n.rotated ? (
+          <>New secret of webhook <span className="mono">{t.id}</span></>
+        ) : (
+          <>{t.kind === "webhook" ? "Webhook" : "Schedule"} <span className="mono">{t.id}</span> created</>
+        )}
       </h2>
       {c.secret ? (
         <>
           <p className="secret-warning" role="alert">
-            <strong>Copy the secret now: it will not be shown again.</strong> Paste the URL and the secret into the webhook settings of what will deliver to it
-            (GitHub: payload URL, content type application/json, secret). Deliveries must be signed with it, in X-Hub-Signature-256 or X-Uncaged-Signature.
+            <strong>Copy the secret now: it will not be shown again.</strong>{" "}
+            {n.rotated ? (
+              <>Paste it into the webhook settings of what delivers to the URL (GitHub: secret), in place of the old one.</>
+            ) : (
+              <>
+                Paste the URL and the secret into the webhook settings of what will deliver to it (GitHub: payload URL, content type application/json,
+                secret).
+              </>
+            )}{" "}
+            Deliveries must be signed with it, in X-Hub-Signature-256 or X-Uncaged-Signature.
           </p>
+          {n.rotated && <OldSecret keepPrevious={n.rotated.keepPrevious} until={t.previousSecretUntil} now={now} />}
           <dl className="kv">
             <dt>URL</dt>
             <dd><Copyable text={url} testid="trigger-url" label={`Copy the URL of webhook ${t.id}`} /></dd>
@@ -164,9 +201,36 @@ function CreatedNote({ c, now, onDone }: { c: CreatedTrigger; now: number; onDon
         </p>
       )}
       <div className="row end">
-        <button className="primary" onClick={onDone} data-testid="trigger-created-done">{c.secret ? "I have saved the secret" : "Done"}</button>
+        <button className="primary" onClick={onDone} data-testid={`${testid}-done`}>{c.secret ? "I have saved the secret" : "Done"}</button>
       </div>
     </div>
+  );
+}
+
+/**
+ * OldSecret says how long a rotated webhook's old secret is still accepted:
+ * until the time the gateway answered, or no longer when it was ended at
+ * once. A kept secret the answer gives no time for (an older gateway) is
+ * not guessed at.
+ */
+function OldSecret({ keepPrevious, until: at, now }: { keepPrevious: string; until?: string; now: number }) {
+  if (keepPrevious === END_PREVIOUS) return <p data-testid="trigger-old-secret">The old secret is refused from now on.</p>;
+  if (!at) return null;
+  return (
+    <p data-testid="trigger-old-secret">
+      The old secret is still accepted until <LocalTime at={at} now={now} />: deliveries signed with either one are taken until then.
+    </p>
+  );
+}
+
+/** LocalTime is a time in the browser's own zone, with how far it is ahead (or "… ago") beside it. */
+function LocalTime({ at, now }: { at: string; now: number }) {
+  const t = Date.parse(at);
+  return (
+    <>
+      <time dateTime={at}>{fmtTime(at)}</time>
+      {Number.isFinite(t) && ` (${t > now ? until(t, now) : ago(t, now)})`}
+    </>
   );
 }
 
@@ -184,7 +248,14 @@ function RunBadge({ r }: { r: TriggerRun }) {
   return <span className={`badge ${RUN_CLASS[r.state] ?? ""}`}>{r.state}</span>;
 }
 
-function TriggerRow({ t, now, open, toggle, changed }: { t: Trigger; now: number; open: boolean; toggle: () => void; changed: () => void }) {
+function TriggerRow({ t, now, open, toggle, changed, rotated }: {
+  t: Trigger;
+  now: number;
+  open: boolean;
+  toggle: () => void;
+  changed: () => void;
+  rotated: (r: RotatedSecret, keepPrevious: string) => void;
+}) {
   const panel = `runs-${t.id}`;
   const last = t.runs?.[0];
   return (
@@ -206,6 +277,7 @@ function TriggerRow({ t, now, open, toggle, changed }: { t: Trigger; now: number
               {open ? "Hide runs" : "Runs"}
             </button>
             <PauseButton t={t} done={changed} />
+            {t.kind === "webhook" && <RotateButton t={t} onRotated={rotated} />}
             <RemoveButton t={t} done={changed} />
           </div>
         </td>
@@ -221,12 +293,25 @@ function TriggerRow({ t, now, open, toggle, changed }: { t: Trigger; now: number
   );
 }
 
-/** TriggerWhen says what fires a trigger: a webhook's URL, or a schedule, its zone and its next time. */
+/**
+ * TriggerWhen says what fires a trigger: a webhook's URL (and, after a
+ * rotation, until when its previous secret is still accepted), or a
+ * schedule, its zone and its next time.
+ */
 function TriggerWhen({ t, now }: { t: Trigger; now: number }) {
+  // The list may be older than the previous secret's end: a past one is not shown.
+  const previous = t.previousSecretUntil && Date.parse(t.previousSecretUntil) > now ? t.previousSecretUntil : "";
   return (
     <div className="stack when">
       {t.kind === "webhook" ? (
-        <Copyable text={t.url ?? ""} testid="trigger-url" label={`Copy the URL of webhook ${t.id}`} />
+        <>
+          <Copyable text={t.url ?? ""} testid="trigger-url" label={`Copy the URL of webhook ${t.id}`} />
+          {previous && (
+            <span className="small muted" data-testid="trigger-previous-until">
+              previous secret accepted until <LocalTime at={previous} now={now} />
+            </span>
+          )}
+        </>
       ) : (
         <>
           <span>
