@@ -16,6 +16,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/envflag"
 )
@@ -235,7 +236,7 @@ goes to standard error (or, with --json, everything to standard output).`,
 			if err := s.CreateToken(ctx, rec); err != nil {
 				return err
 			}
-			audit(ctx, s, cmd.ErrOrStderr(), "token-create", rec)
+			audit(ctx, s, cmd.ErrOrStderr(), server.ActionTokenCreate, rec)
 			if role == auth.RoleDashboard && ttl == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning: this dashboard token never expires (--ttl 0); revoke it with `uncaged-gateway token revoke "+rec.ID+"` when it is no longer needed")
 			}
@@ -400,7 +401,7 @@ was revoked; revoking nothing is an error.`,
 				}
 			}
 			for _, t := range revoked {
-				audit(ctx, s, cmd.ErrOrStderr(), "token-revoke", t)
+				audit(ctx, s, cmd.ErrOrStderr(), server.ActionTokenRevoke, t)
 				note := ""
 				if t.Note != "" {
 					note = ", " + oneLine(t.Note)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/uncaged/workflow/gateway/notify"
 	"github.com/uncaged/workflow/gateway/presence"
+	"github.com/uncaged/workflow/gateway/server"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/gateway/trigger"
 	"github.com/uncaged/workflow/shared/envflag"
@@ -131,7 +132,7 @@ A run for a machine that is offline waits for it, in order, for --expire
 				if err := s.CreateTrigger(ctx, t); err != nil {
 					return err
 				}
-				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-create", t)
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), server.ActionTriggerCreate, t)
 				return nil
 			}); err != nil {
 				return err
@@ -241,7 +242,7 @@ func triggerRemoveCmd() *cobra.Command {
 				if err := s.DeleteTrigger(ctx, t.ID); err != nil {
 					return err
 				}
-				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-delete", t)
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), server.ActionTriggerDelete, t)
 				fmt.Fprintf(cmd.OutOrStdout(), "removed trigger %s (%s on %s)\n", t.ID, t.Workflow, t.Machine)
 				return nil
 			})
@@ -253,9 +254,9 @@ func triggerRemoveCmd() *cobra.Command {
 
 func triggerPauseCmd(pause bool) *cobra.Command {
 	var st storeFlags
-	verb, action, short := "resume", "trigger-resume", "Resume a paused trigger"
+	verb, action, short := "resume", server.ActionTriggerResume, "Resume a paused trigger"
 	if pause {
-		verb, action, short = "pause", "trigger-pause", "Pause a trigger: its webhook refuses deliveries (409) and its schedule does not fire; queued runs wait"
+		verb, action, short = "pause", server.ActionTriggerPause, "Pause a trigger: its webhook refuses deliveries (409) and its schedule does not fire; queued runs wait"
 	}
 	cmd := &cobra.Command{
 		Use:     verb + " ID",
@@ -314,7 +315,7 @@ at once, for a secret that leaked. Rotating again forgets the older one.`,
 				if t, err = s.RotateTriggerSecret(ctx, t.ID, trigger.NewSecret(), until); err != nil {
 					return err
 				}
-				auditTrigger(ctx, s, cmd.ErrOrStderr(), "trigger-rotate-secret", t)
+				auditTrigger(ctx, s, cmd.ErrOrStderr(), server.ActionTriggerRotateSecret, t)
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), struct {
 						ID            string     `json:"id"`

@@ -8,8 +8,12 @@ import { loadAllMachines } from "../machines/machines";
 import { hashQuery, href, replaceQuery, useHashChange } from "../route";
 import "./audit.css";
 
-/** ACTIONS are the actions the gateway records, for the filter. */
-export const ACTIONS = ["start", "answer", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "trigger-create", "trigger-pause", "trigger-resume", "trigger-rotate-secret", "trigger-delete", "trigger-run", "other"];
+/**
+ * ACTIONS are the actions the gateway records, for the filter: exactly the
+ * gateway's own list (a Go test, TestTheDashboardFiltersOnEveryAuditAction,
+ * holds the two together).
+ */
+export const ACTIONS = ["start", "answer", "kill", "pause", "resume", "fork", "rollback", "cas-delete", "cas-put", "gc", "login", "logout", "token-create", "token-revoke", "connect", "replace", "takeover", "connect-refused", "register", "unregister", "refused", "trigger-create", "trigger-pause", "trigger-resume", "trigger-rotate-secret", "trigger-delete", "trigger-run", "other"];
 /** AUDIT_PAGE is how many entries a page shows. */
 export const AUDIT_PAGE = 50;
 
