@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	home, err := privateHome()
+	home, err := testkit.PrivateHome("uncaged-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "making the tests' home:", err)
 		os.Exit(1)
@@ -48,36 +49,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// privateHome gives every process the tests start a home directory of its
-// own, so that nothing a test runs reads or writes the home of whoever
-// runs the tests (a gateway's record of itself under ~/.uncaged/run, a
-// default data directory, a user service's unit). Go's own directories
-// stay where they are, so a build a test makes reuses the cache.
-func privateHome() (string, error) {
-	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env: %w", err)
-	}
-	dirs := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(dirs) != 3 {
-		return "", fmt.Errorf("go env: %q", out)
-	}
-	home, err := os.MkdirTemp("", "uncaged-e2e-home-")
-	if err != nil {
-		return "", err
-	}
-	for k, v := range map[string]string{
-		"GOCACHE": dirs[0], "GOMODCACHE": dirs[1], "GOPATH": dirs[2], "HOME": home,
-		"XDG_CONFIG_HOME": filepath.Join(home, ".config"), "XDG_DATA_HOME": filepath.Join(home, ".local", "share"),
-		"XDG_CACHE_HOME": filepath.Join(home, ".cache"), "XDG_STATE_HOME": filepath.Join(home, ".local", "state"),
-	} {
-		if err := os.Setenv(k, v); err != nil {
-			return "", err
-		}
-	}
-	return home, nil
 }
 
 type result struct {

@@ -42,6 +42,7 @@ import (
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/threads"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 func main() {
@@ -51,6 +52,8 @@ func main() {
 	only := flag.String("only", "", "run one section: cli (CLI start), steps (bundle load and per-step overhead), run (the real binary's `run`), scale (threads of one workflow together) or live (live-stream latency and idle CPU)")
 	cliRounds := flag.Int("cli-rounds", 21, "rounds of the CLI start figures")
 	flag.Parse()
+	// Nothing it starts reads or writes the home of whoever runs it.
+	defer testkit.PrivateHomeFor("enginebench")()
 	switch *only {
 	case "", "cli", "steps", "run", "scale", "live":
 	default:

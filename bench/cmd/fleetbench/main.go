@@ -56,6 +56,7 @@ import (
 	"github.com/uncaged/workflow/bench/loadgen"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/fleet"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -68,6 +69,8 @@ func main() {
 	dir := flag.String("dir", "", "work directory (default: a temporary one, removed afterwards); a history an earlier run left there is reused")
 	databaseURL := flag.String("database-url", "", "measure PostgreSQL at this URL (an empty database, or one an earlier run filled) instead of SQLite")
 	flag.Parse()
+	// Nothing it starts reads or writes the home of whoever runs it.
+	defer testkit.PrivateHomeFor("fleetbench")()
 
 	work := *dir
 	if work == "" {

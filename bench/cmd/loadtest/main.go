@@ -75,6 +75,7 @@ import (
 	"github.com/uncaged/workflow/gateway/auth"
 	"github.com/uncaged/workflow/gateway/store"
 	"github.com/uncaged/workflow/shared/profiling"
+	"github.com/uncaged/workflow/shared/testkit"
 )
 
 // config is one run's shape.
@@ -129,6 +130,8 @@ func main() {
 	idleConnectors := flag.Int("idle-connectors", 10000, "connect this many connectors with no load and print the gateway's CPU per idle connector per minute (0: skip)")
 	databaseURL := flag.String("database-url", os.Getenv("UNCAGED_GATEWAY_DATABASE_URL"), "PostgreSQL the cluster run's replicas share (cluster mode needs one; default: $UNCAGED_GATEWAY_DATABASE_URL; without one the cluster run is skipped)")
 	flag.Parse()
+	// Nothing it starts reads or writes the home of whoever runs it.
+	defer testkit.PrivateHomeFor("loadtest")()
 	// UNCAGED_CPUPROFILE=DIR profiles this process, and the gateways too.
 	defer profiling.Start()()
 

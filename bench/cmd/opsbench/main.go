@@ -51,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
@@ -64,6 +65,8 @@ func main() {
 	streams := flag.Int("streams", 6, "live streams followed at once")
 	keep := flag.Bool("keep", false, "keep the logs' directory")
 	flag.Parse()
+	// Nothing it starts reads or writes the home of whoever runs it.
+	removeHome := testkit.PrivateHomeFor("opsbench")
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
@@ -83,6 +86,7 @@ func main() {
 	} else if dir != "" {
 		_ = os.RemoveAll(dir) // a temporary directory: nothing in it is wanted
 	}
+	removeHome()
 	switch {
 	case err != nil:
 		os.Exit(2)

@@ -54,6 +54,7 @@ import (
 	"github.com/uncaged/workflow/engine/node"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/shared/gctune"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/tunnel"
 )
 
@@ -91,6 +92,8 @@ func main() {
 		serveSkeletonConnector(carrier, tunnelAddr)
 		return
 	}
+	// Nothing it starts reads or writes the home of whoever runs it.
+	defer testkit.PrivateHomeFor("tunnelbench")()
 	work, err := os.MkdirTemp("", "tunnelbench-")
 	check(err)
 	defer func() { check(os.RemoveAll(work)) }()

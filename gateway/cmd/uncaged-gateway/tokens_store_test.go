@@ -9,10 +9,19 @@ import (
 	"testing"
 
 	"github.com/uncaged/workflow/gateway/store"
+	"github.com/uncaged/workflow/shared/testkit"
 	"github.com/uncaged/workflow/shared/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain gives the tests a home of their own: the commands they run
+// (serve records itself under ~/.uncaged/run) must not write into the
+// home of whoever runs the tests.
+func TestMain(m *testing.M) {
+	removeHome := testkit.PrivateHomeFor("uncaged-gateway-tests")
+	code := pgtest.Main(m)
+	removeHome()
+	os.Exit(code)
+}
 
 // runTokenWith runs `token args...` with storeArgs naming the store.
 func runTokenWith(t *testing.T, storeArgs []string, args ...string) (string, string, error) {
