@@ -41,6 +41,17 @@ func (f *fixture) runGated(workflow, gate string) string {
 	return id
 }
 
+// waitAtGate waits until step of a runGated thread is in flight, waiting
+// at gate: the role is announced and the step not yet written, which is
+// not the case between steps.
+func (f *fixture) waitAtGate(gate string, step int) {
+	f.t.Helper()
+	testkit.WaitUntil(f.t, fmt.Sprintf("step %d to wait at the gate", step), func() bool {
+		_, err := os.Stat(fmt.Sprintf("%s.waiting-%d", gate, step))
+		return err == nil
+	})
+}
+
 // listed is thread id as GET /api/threads lists it.
 func (f *fixture) listed(q, id string) ThreadSummary {
 	f.t.Helper()
@@ -87,8 +98,9 @@ func TestAPausedThreadIsPausingUntilItsRoleFinishes(t *testing.T) {
 	f.startHost()
 	gate := filepath.Join(t.TempDir(), "gate")
 	id := f.runGated("slow", gate)
-	testkit.WaitUntil(t, "the first step", func() bool { return len(f.detail(id).roles()) == 1 })
-	// The second role now waits for the gate.
+	// The second role waits for the gate: it is in flight (not merely
+	// step 1 written), so the pause waits for it to finish its step.
+	f.waitAtGate(gate, 2)
 	f.want(http.MethodPost, "/api/threads/"+id+"/pause", "", http.StatusOK, nil)
 	if got := f.detail(id).status(); got != "pausing" {
 		t.Fatalf("view: %s, want pausing", got)
@@ -218,8 +230,11 @@ func TestAKilledThreadsResultSaysWhereAndWho(t *testing.T) {
 	f := newFixture(t)
 	f.register("slow", "slow.esm.js")
 	f.startHost()
-	id := f.runGated("slow", filepath.Join(t.TempDir(), "never"))
-	testkit.WaitUntil(t, "the first step", func() bool { return len(f.detail(id).roles()) == 1 })
+	gate := filepath.Join(t.TempDir(), "never")
+	id := f.runGated("slow", gate)
+	// Step 2 in flight, not only step 1 written: between the two the
+	// thread is "after step 1", which is what a kill then says.
+	f.waitAtGate(gate, 2)
 	f.want(http.MethodPost, "/api/threads/"+id+"/kill", "", http.StatusOK, nil)
 	res := f.waitStatus(id, "killed").result()
 	want := fmt.Sprintf("thread aborted: killed during step 2 (role two) by the connector's API (the dashboard or another client of it; pid %d)", os.Getpid())

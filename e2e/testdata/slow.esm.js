@@ -2,7 +2,9 @@
 // host in the middle. With SLOW_GATE set in the thread's environment, every
 // step after the first also waits until that file exists: a test opens the
 // gate when it is done with the thread's middle, however slow the machine.
-import { existsSync } from "node:fs";
+// A step that waits there first writes SLOW_GATE + ".waiting-" + its number,
+// so a test can act while that step is in flight rather than between steps.
+import { existsSync, writeFileSync } from "node:fs";
 import { createWorkflow, buildDescriptor, START, END } from "@uncaged/workflow-runtime";
 
 const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -22,7 +24,10 @@ export const run = createWorkflow(definition, {
   adapter: () => async (ctx) => {
     await delay(400);
     const gate = process.env.SLOW_GATE;
-    while (gate && ctx.steps.length > 0 && !existsSync(gate)) await delay(20);
+    if (gate && ctx.steps.length > 0 && !existsSync(gate)) {
+      writeFileSync(gate + ".waiting-" + (ctx.steps.length + 1), "");
+      while (!existsSync(gate)) await delay(20);
+    }
     return { meta: { step: ctx.steps.length + 1 }, childThread: null };
   },
   overrides: null,

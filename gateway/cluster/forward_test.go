@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -35,7 +36,7 @@ func pair(t testing.TB) (from, to *Cluster) {
 }
 
 // h2cServer serves h the way a replica does: HTTP/1 and unencrypted HTTP/2.
-func h2cServer(t *testing.T, h http.Handler) *httptest.Server {
+func h2cServer(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -288,6 +289,57 @@ func BenchmarkForward(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkForwardBody is a forwarded POST of a small JSON body (a thread
+// start) and of a 64 KiB one, with its body kept to be sent again
+// (Replayable, as the gateway forwards) against one that is not: what
+// keeping the body costs a forward, as a ratio within the same run.
+func BenchmarkForwardBody(b *testing.B) {
+	from, to := pair(b)
+	peer := h2cServer(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := to.VerifyHop(r); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"threadId":"t"}`)
+	}))
+	route := Route{Replica: "r2", Advertise: peer.URL, Online: true}
+	for _, size := range []int{200, 64 << 10} {
+		body := strings.Repeat("x", size)
+		for _, keep := range []bool{false, true} {
+			name := fmt.Sprintf("%dB/kept=%v", size, keep)
+			b.Run(name, func(b *testing.B) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if keep {
+						Replayable(r)
+					}
+					from.Forward(w, r, route)
+				}))
+				defer srv.Close()
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						resp, err := client.Post(srv.URL+"/api/clients/laptop/threads", "application/json", strings.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							b.Errorf("status %d", resp.StatusCode)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
 }
 
 // A stream forwarded to another replica ends at an event's end when the
