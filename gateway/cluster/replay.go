@@ -32,11 +32,48 @@ type Replay struct {
 	// may still be in a read when the next attempt catches up with it.
 	srcMu sync.Mutex
 
-	mu      sync.Mutex
-	kept    []byte // the first total bytes of src, while keeping
-	total   int    // bytes read from src
+	mu sync.Mutex
+	// kept are the first total bytes of src, while keeping, in chunks of
+	// keepChunk bytes from chunkPool (Release gives them back): a
+	// forwarded body costs a copy, not an allocation.
+	kept    []*[]byte
+	total   int // bytes read from src
 	keeping bool
 	current *replayReader
+}
+
+// keepChunk is the size of the chunks a Replay keeps a body in.
+const keepChunk = 32 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, keepChunk); return &b }}
+
+// keep appends b to what is kept (p.mu held).
+func (p *Replay) keep(b []byte) {
+	for len(b) > 0 {
+		off := p.total % keepChunk
+		if off == 0 {
+			p.kept = append(p.kept, chunkPool.Get().(*[]byte))
+		}
+		n := copy((*p.kept[len(p.kept)-1])[off:], b)
+		b = b[n:]
+		p.total += n
+	}
+}
+
+// drop gives back what is kept and keeps nothing more (p.mu held).
+func (p *Replay) drop() {
+	for _, c := range p.kept {
+		chunkPool.Put(c)
+	}
+	p.kept, p.keeping = nil, false
+}
+
+// Release gives back what the body kept, once nothing is to send it
+// again; a reader that needed it fails from then on.
+func (p *Replay) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop()
 }
 
 type replayReader struct {
@@ -121,12 +158,12 @@ func (r *replayReader) Read(b []byte) (int, error) {
 	if n > 0 {
 		// A cut attempt's bytes are kept whatever the bound: they were
 		// promised to the next attempt when this one was cut.
-		if p.keeping && (len(p.kept)+n <= replayKeep || r.cut) {
-			p.kept = append(p.kept, b[:n]...)
+		if p.keeping && (p.total+n <= replayKeep || r.cut) {
+			p.keep(b[:n])
 		} else {
-			p.keeping, p.kept = false, nil
+			p.drop()
+			p.total += n
 		}
-		p.total += n
 	}
 	if r.cut {
 		return 0, errAttemptCut
@@ -150,7 +187,8 @@ func (r *replayReader) fromKept(b []byte) (n int, done bool, err error) {
 		// (it cannot be sent again; nothing starts one then).
 		return 0, true, errAttemptCut
 	case r.pos < p.total:
-		n = copy(b, p.kept[r.pos:])
+		chunk, off := r.pos/keepChunk, r.pos%keepChunk
+		n = copy(b, (*p.kept[chunk])[off:min(keepChunk, p.total-chunk*keepChunk)])
 		r.pos += n
 		r.read = r.read || n > 0
 		return n, true, nil

@@ -63,6 +63,11 @@ func TestReplaySendsTheBodyWholeAfterAnyTurnedAwayAttempts(t *testing.T) {
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("round %d (%d bytes, %d turned away): read %d bytes, %v; want the body whole", round, size, turnedAway, len(got), err)
 		}
+		// Given back: nothing reads what was kept any more.
+		p.Release()
+		if n, err := p.attempt().Read(make([]byte, 10)); n != 0 || !errors.Is(err, errAttemptCut) {
+			t.Fatalf("round %d: an attempt after Release read %d bytes, %v", round, n, err)
+		}
 	}
 }
 

@@ -124,7 +124,15 @@ func (g *Gateway) forwardInCluster(c echo.Context, name string, timed *deadlineB
 		defer cancel()
 	}
 	// Kept until the holder acts on it, to be sent again if it does not.
-	cluster.Replayable(r)
+	// What is kept is given back once this replica has answered; served
+	// here instead (the connector came here), the body is read from it.
+	if rp := cluster.Replayable(r); rp != nil {
+		defer func() {
+			if handled {
+				rp.Release()
+			}
+		}()
+	}
 	if hook := g.beforeForward.Load(); hook != nil {
 		(*hook)(name)
 	}
