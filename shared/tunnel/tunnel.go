@@ -412,7 +412,9 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 	// a stream to end; non-strict, the client conn reports itself unusable
 	// and the request failed at once (a 502 under a burst of load).
 	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
-	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: true, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10}
+	t := &http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: true, DisableCompression: true, MaxEncoderHeaderTableSize: headerTableSize, MaxDecoderHeaderTableSize: headerTableSize, MaxReadFrameSize: 256 << 10,
+		//lint:ignore SA1019 the one hook the transport has where the connector's GOAWAY can close an idle connection (closeWhenDeadAndIdle)
+		ConnPool: closeWhenDeadAndIdle{}}
 	watched := &watchedConn{Conn: conn, onClose: stop}
 	//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	cc, err := t.NewClientConn(watched)
@@ -426,6 +428,30 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// closeWhenDeadAndIdle is the pool of the one connection a Client has:
+// there is nothing to get from it, and a connection the transport marks
+// dead — the connector said GOAWAY, as it does when it stops — is closed
+// at once when no request is on it. The transport closes a connection
+// after GOAWAY only when its last request ends; with none, it kept it open
+// until the connector's server gave up waiting for the gateway to close
+// (a second), and the connector was seen offline that much later.
+type closeWhenDeadAndIdle struct{}
+
+//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
+func (closeWhenDeadAndIdle) GetClientConn(*http.Request, string) (*http2.ClientConn, error) {
+	return nil, errors.New("tunnel: a Client has one connection and no pool")
+}
+
+//lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
+func (closeWhenDeadAndIdle) MarkDead(cc *http2.ClientConn) {
+	// Not on the transport's read loop, which calls this.
+	go func() {
+		if st := cc.State(); st.StreamsActive == 0 && st.StreamsReserved == 0 && st.StreamsPending == 0 {
+			_ = cc.Close() // what it could report, the WebSocket's Close does
+		}
+	}()
 }
 
 // watchedConn reports when the HTTP/2 client closes its connection (after a

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/uncaged/workflow/shared/testkit"
 )
 
@@ -250,5 +252,65 @@ func TestStoppingDrainsRequestsInFlight(t *testing.T) {
 	case <-c.Done():
 	case <-time.After(testkit.WaitBound):
 		t.Fatal("tunnel not closed after draining")
+	}
+}
+
+// TestAConnectorsGoAwayClosesAnIdleTunnel: a connector that stops sends
+// GOAWAY and waits for the gateway to close the connection. With nothing
+// in flight the gateway's client closes it at once — here against a
+// connector that never closes by itself, so only the gateway's close
+// ends it (a real connector's server gives up after a second, which is
+// how much later the connector was seen offline).
+func TestAConnectorsGoAwayClosesAnIdleTunnel(t *testing.T) {
+	t.Parallel()
+	server, client := wsPair(t)
+	peer := newWSConn(server, 0)
+	closed := make(chan error, 1)
+	go func() {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(peer, preface); err != nil || string(preface) != http2.ClientPreface {
+			closed <- fmt.Errorf("client preface %q: %v", preface, err)
+			return
+		}
+		fr := http2.NewFramer(peer, peer)
+		if err := fr.WriteSettings(); err != nil {
+			closed <- err
+			return
+		}
+		for sentGoAway := false; ; {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				closed <- err // the gateway closed the connection
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					closed <- err
+					return
+				}
+				if !sentGoAway {
+					sentGoAway = true
+					if err := fr.WriteGoAway(0, http2.ErrCodeNo, nil); err != nil {
+						closed <- err
+						return
+					}
+				}
+			}
+		}
+	}()
+	c, err := NewClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case err := <-closed:
+		t.Fatalf("the connector's side ended before the gateway's client closed: %v", err)
+	case <-time.After(testkit.WaitBound):
+		t.Fatal("the gateway kept an idle tunnel open after the connector's GOAWAY")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://connector/x", nil)
+	if _, err := c.RoundTrip(req); err == nil {
+		t.Fatal("a request went out on a tunnel the connector is leaving")
 	}
 }
