@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/executor"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/ids"
-	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/engine/workflow/workflowtest"
 	"github.com/uncaged/workflow/shared/fleet"
 	"github.com/uncaged/workflow/shared/testkit"
 )
@@ -232,45 +231,6 @@ func TestEventsFollowTheHostsChangesAlone(t *testing.T) {
 	}
 }
 
-// steppedFlow is a workflow written in Go whose every step, and its end,
-// waits for a token on next: a thread another program runs, moved on by
-// the test.
-type steppedFlow struct {
-	roles []string
-	next  chan struct{}
-}
-
-func (s steppedFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
-
-func (s steppedFlow) Start(_ context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
-	return &steppedRun{f: s, h: h, i: len(tc.Steps)}, nil
-}
-
-type steppedRun struct {
-	f steppedFlow
-	h workflow.Host
-	i int
-}
-
-func (r *steppedRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completion, error) {
-	select {
-	case <-r.f.next:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-	if r.i == len(r.f.roles) {
-		return nil, &workflow.Completion{Summary: "done"}, nil
-	}
-	h, err := r.h.CAS().Put(fmt.Sprintf("step %d", r.i+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	r.i++
-	return &workflow.Output{Role: r.f.roles[r.i-1], ContentHash: h, Meta: canonyaml.Map{}, Refs: []string{h}}, nil, nil
-}
-
-func (r *steppedRun) Close() error { return nil }
-
 // A thread the original engine's worker runs on a shared root changes
 // with no word from this engine's host: the live stream and the feed
 // find its steps and its end by their slow poll, whether a host runs or
@@ -303,14 +263,14 @@ func TestAThreadAnotherProgramRunsIsFollowedBySlowPoll(t *testing.T) {
 				testkit.WaitUntil(t, "the change stream to open", func() bool { return f.changeStreamOpen() == 1 })
 			}
 
-			flow := steppedFlow{roles: []string{"one", "two", "three"}, next: make(chan struct{})}
+			flow := workflowtest.Stepped{Roles: []string{"one", "two", "three"}, Next: make(chan struct{})}
 			ran := make(chan error, 1)
 			go func() {
 				_, err := runner.Run(context.Background(), flow, th, executor.Env{})
 				ran <- err
 			}()
-			for _, role := range flow.roles {
-				flow.next <- struct{}{}
+			for _, role := range flow.Roles {
+				flow.Next <- struct{}{}
 				for {
 					ev, err := r.next()
 					if err != nil {
@@ -321,7 +281,7 @@ func TestAThreadAnotherProgramRunsIsFollowedBySlowPoll(t *testing.T) {
 					}
 				}
 			}
-			flow.next <- struct{}{}
+			flow.Next <- struct{}{}
 			if err := <-ran; err != nil {
 				t.Fatal(err)
 			}

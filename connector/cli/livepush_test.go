@@ -7,51 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uncaged/workflow/engine/canonyaml"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/registry"
 	"github.com/uncaged/workflow/engine/storage"
 	"github.com/uncaged/workflow/engine/workflow"
+	"github.com/uncaged/workflow/engine/workflow/workflowtest"
 	"github.com/uncaged/workflow/shared/testkit"
 )
-
-// gatedFlow is a workflow whose every role waits for a token on next.
-type gatedFlow struct {
-	roles []string
-	next  chan struct{}
-}
-
-func (f gatedFlow) Descriptor() workflow.Descriptor { return workflow.Descriptor{} }
-
-func (f gatedFlow) Start(_ context.Context, tc workflow.ThreadContext, h workflow.Host) (workflow.Run, error) {
-	return &gatedRun{f: f, h: h, i: len(tc.Steps)}, nil
-}
-
-type gatedRun struct {
-	f gatedFlow
-	h workflow.Host
-	i int
-}
-
-func (r *gatedRun) Next(ctx context.Context) (*workflow.Output, *workflow.Completion, error) {
-	select {
-	case <-r.f.next:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-	if r.i >= len(r.f.roles) {
-		return nil, &workflow.Completion{Summary: "all roles spoke"}, nil
-	}
-	role := r.f.roles[r.i]
-	r.i++
-	h, err := r.h.CAS().Put("words of " + role)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &workflow.Output{Role: role, Meta: canonyaml.Map{}, ContentHash: h}, nil, nil
-}
-
-func (r *gatedRun) Close() error { return nil }
 
 // TestLiveFollowsTheHostsChanges: with an engine host running the thread,
 // live prints each step as the host tells of it, with no timer to look
@@ -61,7 +23,7 @@ func TestLiveFollowsTheHostsChanges(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	l := storage.Layout{Root: c.root}
-	flow := gatedFlow{roles: []string{"scout", "planner", "coder", "reviewer"}, next: make(chan struct{})}
+	flow := workflowtest.Stepped{Roles: []string{"scout", "planner", "coder", "reviewer"}, Next: make(chan struct{})}
 	if err := registry.Update(l.RegistryFile(), func(r *registry.Registry) error {
 		r.Register("gated", "GATED00000000", 1)
 		return nil
@@ -93,13 +55,13 @@ func TestLiveFollowsTheHostsChanges(t *testing.T) {
 			Getenv:       func(k string) string { return c.env[k] },
 			liveSlowPoll: time.Hour, livePolledEvery: time.Hour})
 	}()
-	for i, role := range flow.roles {
-		flow.next <- struct{}{}
+	for i, role := range flow.Roles {
+		flow.Next <- struct{}{}
 		testkit.WaitUntil(t, fmt.Sprintf("live to print step %d (%s)", i+1, role), func() bool {
-			return strings.Contains(out.String(), "words of "+role)
+			return strings.Contains(out.String(), fmt.Sprintf("step %d: %s", i+1, role))
 		})
 	}
-	flow.next <- struct{}{}
+	flow.Next <- struct{}{}
 	select {
 	case got := <-code:
 		if got != 0 {
@@ -108,7 +70,7 @@ func TestLiveFollowsTheHostsChanges(t *testing.T) {
 	case <-time.After(testkit.WaitBound):
 		t.Fatalf("live did not end with the thread\nstdout: %s", out.String())
 	}
-	if text := out.String(); !strings.HasSuffix(text, "completed: returnCode=0 — all roles spoke\n") {
+	if text := out.String(); !strings.HasSuffix(text, "completed: returnCode=0 — every role spoke\n") {
 		t.Fatalf("live's last line:\n%s", text)
 	}
 }

@@ -19,6 +19,7 @@ var testOnlyPackages = []string{
 	"github.com/uncaged/workflow/gateway/internal/natstest",
 	"github.com/uncaged/workflow/shared/testkit/pgtest",
 	"github.com/uncaged/workflow/shared/testkit/nginxconf",
+	"github.com/uncaged/workflow/engine/workflow/workflowtest",
 }
 
 // TestOnlyTestFilesImportTestSupport walks the module's Go files and fails
@@ -44,7 +45,8 @@ func TestOnlyTestFilesImportTestSupport(t *testing.T) {
 		// The test-only packages' own files are their implementation.
 		dir := filepath.ToSlash(filepath.Dir(path))
 		if strings.HasSuffix(dir, "shared/testkit") || strings.HasSuffix(dir, "shared/testkit/pgtest") ||
-			strings.HasSuffix(dir, "shared/testkit/nginxconf") || strings.HasSuffix(dir, "gateway/internal/natstest") {
+			strings.HasSuffix(dir, "shared/testkit/nginxconf") || strings.HasSuffix(dir, "gateway/internal/natstest") ||
+			strings.HasSuffix(dir, "engine/workflow/workflowtest") {
 			return nil
 		}
 		if rel, _ := filepath.Rel(root, path); strings.HasPrefix(filepath.ToSlash(rel), "bench/") {
