@@ -24,7 +24,14 @@ func startHost(t *testing.T, c *cli) {
 		t.Fatal(err)
 	}
 	load := (&app{env: Env{Getenv: func(k string) string { return c.env[k] }}}).workflowLoader(l)
-	h, err := host.Open(host.Options{Layout: l, Load: load, Getenv: os.Getenv})
+	serveHost(t, host.Options{Layout: l, Load: load, Getenv: os.Getenv})
+}
+
+// serveHost runs an engine host with opts until the test ends, once it
+// answers on its socket.
+func serveHost(t *testing.T, opts host.Options) *host.Host {
+	t.Helper()
+	h, err := host.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +45,13 @@ func startHost(t *testing.T, c *cli) {
 		}
 	})
 	testkit.WaitUntil(t, "the host answers", func() bool {
-		cl, err := host.Dial(l)
+		cl, err := host.Dial(opts.Layout)
 		if err == nil {
 			cl.Close()
 		}
 		return err == nil
 	})
+	return h
 }
 
 // addYAML registers a YAML workflow written to a file of its own.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -30,19 +29,7 @@ func TestLiveFollowsTheHostsChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.Open(host.Options{Layout: l, Load: func(string) (workflow.Workflow, error) { return flow, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("host: %v", err)
-		}
-	})
+	h := serveHost(t, host.Options{Layout: l, Load: func(string) (workflow.Workflow, error) { return flow, nil }})
 	id, err := h.Run(host.RunRequest{Workflow: "gated", Prompt: "go"})
 	if err != nil {
 		t.Fatal(err)

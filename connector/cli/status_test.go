@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"github.com/uncaged/workflow/connector/link"
 	"github.com/uncaged/workflow/engine/host"
 	"github.com/uncaged/workflow/engine/storage"
-	"github.com/uncaged/workflow/shared/testkit"
 )
 
 func statusJSON(t *testing.T, c *cli) Status {
@@ -85,26 +83,7 @@ func TestStatusShowsARunningEngineHost(t *testing.T) {
 	t.Parallel()
 	c := fixtureCLI(t)
 	l := storage.Layout{Root: c.root}
-	h, err := host.Open(host.Options{Layout: l, MaxThreads: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine host: %v", err)
-		}
-	}()
-	testkit.WaitUntil(t, "the host answers", func() bool {
-		cl, err := host.Dial(l)
-		if err == nil {
-			cl.Close()
-		}
-		return err == nil
-	})
+	serveHost(t, host.Options{Layout: l, MaxThreads: 3})
 	out := c.ok("status")
 	if want := fmt.Sprintf("engine host   running, pid %d, up since ", os.Getpid()); !strings.Contains(out, want) {
 		t.Fatalf("status lacks %q:\n%s", want, out)
