@@ -157,6 +157,11 @@ func (s *server) roleAgents(hash string) RoleAgents {
 		s.log.Debug("no role agents: the YAML workflow does not parse", "bundle", hash, "err", err)
 		return nil
 	}
+	return namedAgents(def)
+}
+
+// namedAgents names the agent of each role of a parsed YAML workflow.
+func namedAgents(def *yamlwf.Definition) RoleAgents {
 	out := RoleAgents{}
 	for _, r := range def.Roles {
 		a := r.Agent
@@ -317,11 +322,12 @@ func (s *server) getBundle(c echo.Context) error {
 	}
 	out.Size = fi.Size()
 	if out.Kind == "yaml" {
-		shown, hidden, err := yamlwf.RedactSecrets(src)
+		shown, hidden, def, err := yamlwf.RedactSecrets(src)
 		if err != nil {
 			s.log.Warn("a stored YAML workflow does not parse: its source is not shown", "bundle", hash, "err", err)
 			out.Withheld = "the stored workflow does not parse, so what in it may be secret cannot be told: " + err.Error()
-			shown = nil
+		} else {
+			out.RoleAgents = namedAgents(def)
 		}
 		src, out.Hidden = shown, hidden
 	}
@@ -331,9 +337,6 @@ func (s *server) getBundle(c echo.Context) error {
 	}
 	out.Source = string(src)
 	out.Descriptor = s.descriptor(hash)
-	if out.Kind == "yaml" {
-		out.RoleAgents = s.roleAgents(hash)
-	}
 	reg, err := s.registry(c)
 	if err != nil {
 		return err

@@ -21,23 +21,25 @@ const Hidden = "(hidden)"
 //
 // Only a file that parses is redacted: the secrets' places are known only
 // in a workflow's structure. An alias to a hidden value is hidden with it.
-func RedactSecrets(src []byte) (out []byte, hidden []string, err error) {
-	if _, err := Parse(src); err != nil {
-		return nil, nil, err
+// def is the workflow as Parse reads src, for a caller that shows more of
+// it: the redaction has parsed it already.
+func RedactSecrets(src []byte) (out []byte, hidden []string, def *Definition, err error) {
+	if def, err = Parse(src); err != nil {
+		return nil, nil, nil, err
 	}
 	doc, err := canonyaml.ParseYAML(src)
 	if err != nil {
-		return nil, nil, err // Parse read it: not reached
+		return nil, nil, nil, err // Parse read it: not reached
 	}
 	r := redactor{seen: map[*yaml.Node]bool{}}
 	eachAgentSpec(doc.Content[0], r.spec)
 	if len(r.hidden) == 0 {
-		return src, nil, nil
+		return src, nil, def, nil
 	}
 	if out, err = encode(doc); err != nil {
-		return nil, nil, fmt.Errorf("re-rendering the workflow: %w", err)
+		return nil, nil, nil, fmt.Errorf("re-rendering the workflow: %w", err)
 	}
-	return out, r.hidden, nil
+	return out, r.hidden, def, nil
 }
 
 type redactor struct {

@@ -84,7 +84,7 @@ func TestRedactSecretsHidesEveryEnvValueAndArg(t *testing.T) {
 		src += "  second:\n    description: Two\n    prompt: Go on.\n    agent: named\n"
 		src += "graph:\n  __start__: first\n  first: second\n  second: __end__\n"
 
-		out, hidden, err := RedactSecrets([]byte(src))
+		out, hidden, _, err := RedactSecrets([]byte(src))
 		if err != nil {
 			t.Fatalf("round %d: %v\n%s", round, err, src)
 		}
@@ -173,7 +173,7 @@ graph:
   r: s
   s: __end__
 `
-	out, hidden, err := RedactSecrets([]byte(src))
+	out, hidden, _, err := RedactSecrets([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,18 +186,18 @@ graph:
 	}
 	assertSameButHidden(t, src, out)
 
-	out, hidden, err = RedactSecrets([]byte(validYAML))
+	out, hidden, _, err = RedactSecrets([]byte(validYAML))
 	if err != nil || !slices.Equal(hidden, []string{"roles.coder.agent.args[0]", "roles.coder.agent.args[1]"}) || strings.Contains(string(out), "echo") {
 		t.Fatalf("the reference workflow: %v %v\n%s", hidden, err, out)
 	}
 	assertSameButHidden(t, validYAML, out)
 	plain := strings.Replace(validYAML, `agent: {type: exec, command: sh, args: [-c, "echo '{}'"]}`, "agent: writer", 1)
-	if out, hidden, err := RedactSecrets([]byte(plain)); err != nil || hidden != nil || string(out) != plain {
+	if out, hidden, _, err := RedactSecrets([]byte(plain)); err != nil || hidden != nil || string(out) != plain {
 		t.Fatalf("nothing to hide: changed (%v, %v):\n%s", hidden, err, out)
 	}
 	for _, bad := range []string{"", "version: 1\n", "not: [yaml", "version: 1\ndescription: x\nroles: {}\ngraph: {}\nagents: {a: {type: exec, env: {K: [1]}}}\n"} {
-		if out, hidden, err := RedactSecrets([]byte(bad)); err == nil || out != nil || hidden != nil {
-			t.Errorf("RedactSecrets(%q) = %q, %v, %v; want an error and nothing shown", bad, out, hidden, err)
+		if out, hidden, def, err := RedactSecrets([]byte(bad)); err == nil || out != nil || hidden != nil || def != nil {
+			t.Errorf("RedactSecrets(%q) = %q, %v, %v, %v; want an error and nothing shown", bad, out, hidden, def, err)
 		}
 	}
 }
