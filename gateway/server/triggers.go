@@ -302,16 +302,13 @@ func (g *Gateway) rotateSecret(c echo.Context) error {
 	}
 	keep := trigger.DefaultKeepPrevious
 	if req.KeepPrevious != nil {
-		d, err := time.ParseDuration(*req.KeepPrevious)
-		if err != nil || d < 0 || d > trigger.MaxKeepPrevious {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("keepPrevious: %q is not a duration from 0s to %s", *req.KeepPrevious, trigger.MaxKeepPrevious))
+		if keep, err = time.ParseDuration(*req.KeepPrevious); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("keepPrevious: %q is not a duration such as 24h", *req.KeepPrevious))
 		}
-		keep = d
 	}
-	var until *time.Time
-	if keep > 0 {
-		u := g.triggerNow().Add(keep)
-		until = &u
+	until, err := trigger.PreviousUntil(keep, g.triggerNow())
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "keepPrevious: "+err.Error())
 	}
 	id := c.Param("id")
 	t, err := st.RotateTriggerSecret(c.Request().Context(), id, trigger.NewSecret(), until)

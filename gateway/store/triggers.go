@@ -234,10 +234,7 @@ func (t Trigger) Check() error {
 		}
 	}
 	if t.Kind == TriggerWebhook {
-		if t.Secret == "" {
-			return bad("secret", errors.New("empty: a webhook needs the secret its deliveries are signed with"))
-		}
-		if err := checkLine(t.Secret, MaxTriggerSecretBytes, true); err != nil {
+		if err := checkSecret(t.Secret); err != nil {
 			return bad("secret", err)
 		}
 		for _, f := range [][2]string{{"schedule", t.Schedule}, {"timeZone", t.TimeZone}, {"missed", string(t.Missed)}} {
@@ -674,12 +671,17 @@ func (s *sqlStore) SetTriggerPaused(ctx context.Context, id string, paused bool)
 	return out, nil
 }
 
+// checkSecret refuses a webhook secret the store does not keep.
+func checkSecret(secret string) error {
+	if secret == "" {
+		return errors.New("empty: a webhook needs the secret its deliveries are signed with")
+	}
+	return checkLine(secret, MaxTriggerSecretBytes, true)
+}
+
 // RotateTriggerSecret implements Triggers.
 func (s *sqlStore) RotateTriggerSecret(ctx context.Context, id, secret string, previousUntil *time.Time) (Trigger, error) {
-	if secret == "" {
-		return Trigger{}, fmt.Errorf("store: rotate trigger secret: %w", invalid("trigger", "secret", errors.New("empty: a webhook needs the secret its deliveries are signed with")))
-	}
-	if err := checkLine(secret, MaxTriggerSecretBytes, true); err != nil {
+	if err := checkSecret(secret); err != nil {
 		return Trigger{}, fmt.Errorf("store: rotate trigger secret: %w", invalid("trigger", "secret", err))
 	}
 	var out Trigger

@@ -112,6 +112,20 @@ const (
 	MaxKeepPrevious = 30 * 24 * time.Hour
 )
 
+// PreviousUntil is until when a rotated-out secret stays accepted when it
+// is kept for keep from now: nil for 0 (not at all), an error outside 0 to
+// MaxKeepPrevious.
+func PreviousUntil(keep time.Duration, now time.Time) (*time.Time, error) {
+	if keep < 0 || keep > MaxKeepPrevious {
+		return nil, fmt.Errorf("%s is not from 0s to %s", keep, MaxKeepPrevious)
+	}
+	if keep == 0 {
+		return nil, nil
+	}
+	until := now.Add(keep)
+	return &until, nil
+}
+
 // VerifyDelivery checks a delivery to webhook t: signed with its secret,
 // or, until t.PreviousUntil, with the secret that one replaced, so that
 // deliveries keep working while the sender is given the new one.

@@ -296,8 +296,9 @@ at once, for a secret that leaked. Rotating again forgets the older one.`,
 		Args:    exactTriggerID,
 		PreRunE: fromEnv,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if keep < 0 || keep > trigger.MaxKeepPrevious {
-				return fmt.Errorf("--keep-previous %s: from 0 to %s", keep, trigger.MaxKeepPrevious)
+			until, err := trigger.PreviousUntil(keep, time.Now())
+			if err != nil {
+				return fmt.Errorf("--keep-previous %w", err)
 			}
 			return withStore(cmd, &st, false, func(ctx context.Context, s store.Store) error {
 				t, err := getTrigger(ctx, s, args[0])
@@ -306,11 +307,6 @@ at once, for a secret that leaked. Rotating again forgets the older one.`,
 				}
 				if t.Kind != store.TriggerWebhook {
 					return fmt.Errorf("trigger %s is a schedule: only a webhook has a secret", t.ID)
-				}
-				var until *time.Time
-				if keep > 0 {
-					u := time.Now().Add(keep)
-					until = &u
 				}
 				if t, err = s.RotateTriggerSecret(ctx, t.ID, trigger.NewSecret(), until); err != nil {
 					return err
