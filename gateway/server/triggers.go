@@ -110,7 +110,7 @@ func (g *Gateway) triggerJSON(c echo.Context, t store.Trigger) TriggerJSON {
 		CreatedAt: isoTime(t.CreatedAt), CreatedBy: t.CreatedBy}
 	if t.Kind == store.TriggerWebhook {
 		j.URL = g.hookURL(c, t.ID)
-		if t.PreviousSecret != "" && t.PreviousUntil != nil && g.triggerNow().Before(*t.PreviousUntil) {
+		if trigger.PreviousAccepted(t, g.triggerNow()) {
 			j.PreviousSecretUntil = isoTimePtr(*t.PreviousUntil)
 		}
 	}

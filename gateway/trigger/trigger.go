@@ -131,11 +131,16 @@ func PreviousUntil(keep time.Duration, now time.Time) (*time.Time, error) {
 // deliveries keep working while the sender is given the new one.
 func VerifyDelivery(t store.Trigger, now time.Time, h http.Header, body []byte) error {
 	err := Verify(t.Secret, h, body)
-	if errors.Is(err, ErrBadSignature) && t.PreviousSecret != "" && t.PreviousUntil != nil && now.Before(*t.PreviousUntil) &&
-		Verify(t.PreviousSecret, h, body) == nil {
+	if errors.Is(err, ErrBadSignature) && PreviousAccepted(t, now) && Verify(t.PreviousSecret, h, body) == nil {
 		return nil
 	}
 	return err
+}
+
+// PreviousAccepted says whether webhook t's rotated-out secret is still
+// accepted at now.
+func PreviousAccepted(t store.Trigger, now time.Time) bool {
+	return t.PreviousSecret != "" && t.PreviousUntil != nil && now.Before(*t.PreviousUntil)
 }
 
 // DeliveryID is the request's delivery id ("" when it has none), or an
