@@ -337,8 +337,9 @@ describe("TriggersView", () => {
     expect(within(shown).getByTestId("trigger-secret").textContent).toBe("n3w-secret");
     expect(within(shown).getByTestId("trigger-url").textContent).toBe(URL_OF("trg_web"));
     expect(within(shown).getByTestId("trigger-old-secret").textContent).toBe(`The old secret is still accepted until ${new Date(kept).toLocaleString()} (in 23 h): deliveries signed with either one are taken until then.`);
-    // The secret shows at the top of the page, and takes the focus there from the row.
-    expect(document.activeElement).toBe(shown);
+    // The secret shows at the top of the page, and takes the focus there from the row
+    // (in an effect, which runs after the panel is in the page: waited for).
+    await vi.waitFor(() => expect(document.activeElement).toBe(shown));
     fireEvent.click(within(shown).getByRole("button", { name: "Copy the secret of webhook trg_web" }));
     await vi.waitFor(() => expect(writeText).toHaveBeenCalledWith("n3w-secret"));
 
