@@ -102,6 +102,9 @@ func TestAuditRecordsProxiedChanges(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	f := newStoreFixture(t, st, testRegistrationKey, func(o *Options) { o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
 	f.connector("laptop", connectorAnswers())
+	// The connection's entry is queued just after the connector is let
+	// on: the requests below wait for it, so it is the oldest.
+	f.waitAudit(1)
 	dashP, err := f.auth.Verify(f.dash, auth.RoleDashboard, "")
 	if err != nil {
 		t.Fatal(err)
