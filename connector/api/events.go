@@ -240,9 +240,11 @@ func (f *feed) filesMoved() bool {
 func (f *feed) refresh() {
 	f.refreshMu.Lock()
 	defer f.refreshMu.Unlock()
-	// The engine is asked first, as the live route does: a thread it no
-	// longer runs has written its last state by the time the index is read.
-	running, engErr := f.s.running()
+	// The engine is asked first, as the live route does (host.Sighting): a
+	// thread it no longer runs has written its last state by the time the
+	// index is read.
+	seen := host.Sight(f.s.running)
+	running, engErr := seen.Running(), seen.Err()
 	if engErr != nil {
 		f.s.log.Warn("events: engine host did not say which threads run", "err", engErr)
 	}
@@ -289,7 +291,7 @@ func (f *feed) refresh() {
 	if len(listed) == 0 && !moved {
 		return // nothing on disk or in the engine changed
 	}
-	f.apply(listed, changed, running, liveKnown, moved)
+	f.apply(listed, changed, seen, liveKnown, moved)
 }
 
 // sameRunning says whether the engine runs the same threads, in the same
@@ -310,7 +312,7 @@ func sameRunning(last map[string]threads.Status, now map[string]host.RunningThre
 // read) and, when the engine's answer moved, the liveness of every active
 // thread; a thread whose head, source or liveness moved gets a new change
 // number.
-func (f *feed) apply(listed []string, recs []threads.Record, running map[string]host.RunningThread, liveKnown, liveMoved bool) {
+func (f *feed) apply(listed []string, recs []threads.Record, sighting *host.Sighting, liveKnown, liveMoved bool) {
 	type update struct {
 		rec    threads.Record
 		live   threads.Liveness
@@ -327,7 +329,7 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 	for _, r := range recs {
 		seen[r.ThreadID] = true
 		e := f.entries[r.ThreadID]
-		live := host.Liveness(f.s.opts.Layout, running, r)
+		live := sighting.Liveness(f.s.opts.Layout, r)
 		switch {
 		case r.Source != threads.SourceActive:
 			// A finished thread's status does not depend on the engine,
@@ -347,7 +349,7 @@ func (f *feed) apply(listed []string, recs []threads.Record, running map[string]
 			if seen[e.rec.ThreadID] || gone[e.rec.BundleHash] || e.rec.Source != threads.SourceActive {
 				continue
 			}
-			if live := host.Liveness(f.s.opts.Layout, running, e.rec); live != e.live {
+			if live := sighting.Liveness(f.s.opts.Layout, e.rec); live != e.live {
 				updates = append(updates, update{rec: e.rec, live: live, e: e})
 			}
 		}

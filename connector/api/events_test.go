@@ -305,7 +305,7 @@ func TestAFinishedThreadIsNotResentWhenTheEngineLetsGoOfIt(t *testing.T) {
 		{finished.ThreadID: {Status: threads.StatusPaused}},
 		{},
 	} {
-		f.apply([]string{"B"}, []threads.Record{finished}, running, true, true)
+		f.apply([]string{"B"}, []threads.Record{finished}, host.Sight(func() (map[string]host.RunningThread, error) { return running, nil }), true, true)
 	}
 	if _, changes, _ := f.since(0); changes != 1 {
 		t.Fatalf("the finished thread was recorded as %d changes, want 1", changes)

@@ -140,7 +140,13 @@ func (f *fixture) priceModel() {
 
 func (f *fixture) startHost() {
 	f.t.Helper()
-	h, err := host.Open(host.Options{Layout: f.l, Load: loader(f.l)})
+	f.startHostLoading(loader(f.l))
+}
+
+// startHostLoading is startHost with the host loading workflows by load.
+func (f *fixture) startHostLoading(load func(string) (workflow.Workflow, error)) {
+	f.t.Helper()
+	h, err := host.Open(host.Options{Layout: f.l, Load: load})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -264,12 +264,12 @@ func (st *liveStream) pollEvery() time.Duration {
 }
 
 // step sends whatever is new and reports whether the stream is over. The
-// engine is asked what runs before the head is read: a thread it no longer
-// runs has written its last state by then, so "not running" and "no
-// __end__ in what was read" together mean it really stopped unfinished.
+// engine is asked what runs before the head is read (host.Sighting): a
+// thread it no longer runs has written its last state by then, so "not
+// running" and "no __end__ in what was read" together mean it really
+// stopped unfinished.
 func (st *liveStream) step() (done bool, err error) {
-	running, engErr := st.s.running()
-	st.unsure = engErr != nil
+	seen := host.Sight(st.s.running)
 	rec, err := st.reread()
 	switch {
 	case errors.Is(err, threads.ErrNotFound): // removed meanwhile
@@ -282,13 +282,12 @@ func (st *liveStream) step() (done bool, err error) {
 	st.rec = rec
 	// The engine's word on the thread (running, paused, gone) and its head:
 	// when either moves, so may the status and head the start record shows.
-	shown := rec.Head + " " + string(running[rec.ThreadID].Status)
-	if _, ok := running[rec.ThreadID]; !ok {
-		shown += "-"
-	}
+	live := seen.Liveness(st.s.opts.Layout, rec)
+	st.unsure = seen.Err() != nil
+	shown := fmt.Sprintf("%s %d", rec.Head, live)
 	if st.pos.records == 0 || st.sent != shown {
 		// Also on a reconnect's first poll: the client's copy may be old.
-		status, damage := host.ThreadStatus(st.s.store, rec, running)
+		status, damage := seen.Status(st.s.store, rec)
 		start := st.s.threadStart(rec, status, damage)
 		if st.pos.records == 0 {
 			err = st.record(start)
@@ -330,8 +329,8 @@ func (st *liveStream) step() (done bool, err error) {
 	if err := st.info(); err != nil {
 		return true, err
 	}
-	st.live = host.Liveness(st.s.opts.Layout, running, rec)
-	stopped := engErr == nil && st.live == threads.NotExecuting
+	st.live = live
+	stopped := !st.unsure && st.live == threads.NotExecuting
 	switch {
 	case st.ended:
 		return true, st.done(DoneCompleted)

@@ -55,15 +55,7 @@ func (f *fixture) waitAtGate(gate string, step int) {
 // listed is thread id as GET /api/threads lists it.
 func (f *fixture) listed(q, id string) ThreadSummary {
 	f.t.Helper()
-	var l ThreadList
-	f.want(http.MethodGet, "/api/threads"+q, "", http.StatusOK, &l)
-	for _, th := range l.Threads {
-		if th.ThreadID == id {
-			return th
-		}
-	}
-	f.t.Fatalf("GET /api/threads%s does not list %s: %+v", q, id, l)
-	return ThreadSummary{}
+	return f.listedAfter(q, func() string { return id })
 }
 
 // pauseRecords are the thread's debug-log records of pausing, "tag: content".

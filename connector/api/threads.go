@@ -211,14 +211,17 @@ func (s *server) running() (map[string]host.RunningThread, error) {
 	return out, err
 }
 
-// runningOrLog is running for routes that can still answer without it: an
-// engine that does not answer is logged and counts as running nothing.
-func (s *server) runningOrLog() map[string]host.RunningThread {
-	out, err := s.running()
-	if err != nil {
-		s.log.Warn("engine host did not say which threads run", "err", err)
-	}
-	return out
+// sight asks the engine which threads run, before a route that can still
+// answer without it reads thread records (host.Sighting): an engine that
+// does not answer is logged and counts as running nothing.
+func (s *server) sight() *host.Sighting {
+	return host.Sight(func() (map[string]host.RunningThread, error) {
+		out, err := s.running()
+		if err != nil {
+			s.log.Warn("engine host did not say which threads run", "err", err)
+		}
+		return out, err
+	})
 }
 
 // startedAt is when a thread started (ms): the time in its id, else its
@@ -318,6 +321,7 @@ func (s *server) listThreads(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	seen := s.sight() // before the records: see host.Sighting
 	var recs []threads.Record
 	var damaged []*threads.DamageError
 	if name := c.QueryParam("workflow"); name != "" {
@@ -340,9 +344,9 @@ func (s *server) listThreads(c echo.Context) error {
 	// judge sets a row's status; a thread whose head or start cannot back
 	// one is reported with the damaged files (after them, in list order).
 	var unsound []*threads.DamageError
-	judge := func(r *row, running map[string]host.RunningThread) {
+	judge := func(r *row, seen *host.Sighting) {
 		var d *threads.DamageError
-		if r.status, d = host.ThreadStatus(s.store, r.rec, running); d != nil {
+		if r.status, d = seen.Status(s.store, r.rec); d != nil {
 			s.log.Warn("a listed thread's head cannot back a status", "path", d.Path, "line", d.Line, "reason", d.Reason)
 			unsound = append(unsound, d)
 		}
@@ -357,11 +361,10 @@ func (s *server) listThreads(c echo.Context) error {
 		}
 		return rows[i].rec.ThreadID > rows[j].rec.ThreadID
 	})
-	running := s.runningOrLog()
 	if len(want) > 0 {
 		kept := rows[:0]
 		for _, r := range rows {
-			judge(&r, running)
+			judge(&r, seen)
 			if want[r.status] {
 				kept = append(kept, r)
 			}
@@ -378,7 +381,7 @@ func (s *server) listThreads(c echo.Context) error {
 	out := ThreadList{Threads: make([]ThreadSummary, 0, len(rows)), Total: total}
 	for _, r := range rows {
 		if r.status == "" {
-			judge(&r, running)
+			judge(&r, seen)
 		}
 		out.Threads = append(out.Threads, ThreadSummary{
 			ThreadID: r.rec.ThreadID, Workflow: optional(names[r.rec.BundleHash]), Hash: r.rec.BundleHash,
@@ -481,11 +484,12 @@ func (s *server) runningThreads(c echo.Context) error {
 }
 
 func (s *server) getThread(c echo.Context) error {
+	seen := s.sight() // before the records: see host.Sighting
 	rec, err := s.resolve(c, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	status, damage := host.ThreadStatus(s.store, rec, s.runningOrLog())
+	status, damage := seen.Status(s.store, rec)
 	start := s.threadStart(rec, status, damage)
 	records := []any{start}
 	if damage == nil {

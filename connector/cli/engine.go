@@ -92,23 +92,19 @@ func spawnEngine(l storage.Layout, extra ...string) func() error {
 	return host.SpawnSelf(l, args...)
 }
 
-// runningThreads asks a running host what it executes; with no host,
-// nothing is running.
-func runningThreads(l storage.Layout) map[string]host.RunningThread {
-	out := map[string]host.RunningThread{}
-	c, err := host.Dial(l)
-	if err != nil {
-		return out
-	}
-	defer c.Close()
-	list, err := c.List()
-	if err != nil {
-		return out
-	}
-	for _, r := range list {
-		out[r.ThreadID] = r
-	}
-	return out
+// sightThreads asks a running host what it executes, before the thread
+// records to judge are read (host.Sighting); with no host, or one that
+// does not answer, nothing is running.
+func sightThreads(l storage.Layout) *host.Sighting {
+	return host.Sight(func() (map[string]host.RunningThread, error) {
+		c, err := host.Dial(l)
+		if err != nil {
+			return nil, nil
+		}
+		defer c.Close()
+		running, _ := c.Running()
+		return running, nil
+	})
 }
 
 func (a *app) engineCmd() *cobra.Command {

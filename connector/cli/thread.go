@@ -156,11 +156,12 @@ func (a *app) threadShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			seen := sightThreads(l) // before the records: see host.Sighting
 			rec, err := resolveThread(l, args[0])
 			if err != nil {
 				return err
 			}
-			status, damage := host.ThreadStatus(store, rec, runningThreads(l))
+			status, damage := seen.Status(store, rec)
 			view := threadView{
 				ThreadID: rec.ThreadID, BundleHash: rec.BundleHash, Head: rec.Head, Start: rec.Start,
 				Source: rec.Source, Status: status, UpdatedAt: rec.UpdatedAt, Steps: []stepView{},

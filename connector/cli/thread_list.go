@@ -75,6 +75,7 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 			if err != nil {
 				return err
 			}
+			seen := sightThreads(l) // before the records: see host.Sighting
 			var recs []threads.Record
 			var damaged []*threads.DamageError
 			if len(args) == 1 {
@@ -88,7 +89,7 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 				// Only threads of that status: every thread's status is read
 				// (its damage said once, here), then the page is cut.
 				all := newestFirst(store, recs)
-				damaged = append(damaged, fillStatuses(store, all, runningThreads(l))...)
+				damaged = append(damaged, fillStatuses(store, all, seen)...)
 				recs = recs[:0]
 				for _, r := range all {
 					if string(r.Status) == status {
@@ -97,7 +98,7 @@ by bundle hash then id, no header. -o table keeps the table in a pipe.`,
 				}
 			}
 			refill := func(rows []threadRow) []*threads.DamageError {
-				d := fillStatuses(store, rows, runningThreads(l))
+				d := fillStatuses(store, rows, seen)
 				if status != "" {
 					return nil // said above
 				}
@@ -283,10 +284,10 @@ func eachConcurrently(n int, f func(i int)) {
 // fillStatuses sets each row's status, and returns, in row order, the
 // damage of the threads whose head or start cannot back one (their status
 // is threads.StatusDamaged).
-func fillStatuses(store *cas.Store, rows []threadRow, running map[string]host.RunningThread) []*threads.DamageError {
+func fillStatuses(store *cas.Store, rows []threadRow, seen *host.Sighting) []*threads.DamageError {
 	damage := make([]*threads.DamageError, len(rows))
 	eachConcurrently(len(rows), func(i int) {
-		rows[i].Status, damage[i] = host.ThreadStatus(store, rows[i].rec, running)
+		rows[i].Status, damage[i] = seen.Status(store, rows[i].rec)
 	})
 	return slices.DeleteFunc(damage, func(d *threads.DamageError) bool { return d == nil })
 }

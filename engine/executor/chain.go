@@ -90,8 +90,9 @@ func (e *Executor) ResumeThread(rec threads.Record) (Thread, error) {
 // PrepareFork makes newID a fork of the thread rec: it shares rec's start
 // node and replays its steps up to and including the first step of
 // fromRole — or, with fromRole "", all but the last step, so the last role
-// runs again. A __fork__ marker links the new chain to the fork point and the
-// new thread is listed in threads.json. The returned Thread is ready to Run.
+// runs again. A __fork__ marker links the new chain to the fork point. The
+// new thread is not listed yet: List lists it, once whoever runs it says so
+// (a thread listed before its runner knows it would read as interrupted).
 func (e *Executor) PrepareFork(rec threads.Record, newID, fromRole string) (Thread, error) {
 	return e.prepareFork(rec, newID, func(meaningful []threads.Frame) (int, error) {
 		if fromRole == "" {
@@ -173,6 +174,15 @@ func (e *Executor) prepareFork(rec threads.Record, newID string, pick func(meani
 		}
 		t.Resume.Head, t.Resume.HeadAncestors = marker, ancestors
 	}
-	err = threads.Upsert(e.Layout.BundleDir(rec.BundleHash), newID, threads.Entry{Head: t.Resume.Head, Start: rec.Start, UpdatedAt: e.now().UnixMilli()})
-	return t, err
+	return t, nil
+}
+
+// List names t, a thread PrepareFork or PrepareForkAt made, in its
+// workflow's threads.json, at the head it resumes from.
+func (e *Executor) List(t Thread) error {
+	head := t.StartHash
+	if t.Resume != nil {
+		head = t.Resume.Head
+	}
+	return threads.Upsert(e.Layout.BundleDir(t.BundleHash), t.ID, threads.Entry{Head: head, Start: t.StartHash, UpdatedAt: e.now().UnixMilli()})
 }

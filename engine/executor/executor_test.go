@@ -496,6 +496,16 @@ func TestForkFromRoleAndRetryLast(t *testing.T) {
 	if f1.StartHash != src.Start || len(f1.Resume.Steps) != 1 {
 		t.Fatalf("fork from planner = %+v", f1)
 	}
+	// A prepared fork is listed by List only: whoever runs it says so first.
+	if _, err := threads.Resolve(e.Layout, "F1"); !errors.Is(err, threads.ErrNotFound) {
+		t.Fatalf("a prepared fork is listed before List: %v", err)
+	}
+	if err := e.List(f1); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := threads.Resolve(e.Layout, "F1"); err != nil || rec.Head != f1.Resume.Head || rec.Start != src.Start || rec.Source != threads.SourceActive {
+		t.Fatalf("listed fork: %+v %v", rec, err)
+	}
 	res, err := e.Run(context.Background(), wf, f1, Env{})
 	if err != nil {
 		t.Fatal(err)

@@ -172,6 +172,9 @@ func buildDamageTemplate(t *testing.T) damageTemplate {
 			case 3:
 				// A fork of the finished thread, from its last role.
 				forked, err := e.PrepareFork(finished, id, "")
+				if err == nil {
+					err = e.List(forked)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}

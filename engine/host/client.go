@@ -126,6 +126,16 @@ func (c *Client) List() ([]RunningThread, error) {
 	return out, c.do(http.MethodGet, "/v1/threads", nil, &out)
 }
 
+// Running is List by thread id: what a Sighting asks.
+func (c *Client) Running() (map[string]RunningThread, error) {
+	list, err := c.List()
+	out := make(map[string]RunningThread, len(list))
+	for _, r := range list {
+		out[r.ThreadID] = r
+	}
+	return out, err
+}
+
 // Run starts a thread and returns its id (RunOnce, for a caller that
 // need not know whether a key had started it already).
 func (c *Client) Run(req RunRequest) (string, error) {

@@ -188,8 +188,7 @@ func (h *Host) Resume(id string, req ResumeRequest) error {
 	if err != nil {
 		return err
 	}
-	h.start(wf, t, env, true)
-	return nil
+	return h.start(wf, t, env, true, nil)
 }
 
 // resumable loads an unfinished thread that no host of this engine runs,

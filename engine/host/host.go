@@ -380,11 +380,7 @@ func (h *Host) planRun(req RunRequest) (runPlan, error) {
 // launch lists the thread id of req and runs it in the background.
 func (h *Host) launch(p runPlan, req RunRequest, id string) error {
 	t := executor.Thread{ID: id, BundleHash: p.bundle, WorkflowName: req.Workflow, Prompt: req.Prompt}
-	if err := h.exec.Begin(&t); err != nil {
-		return err
-	}
-	h.start(p.wf, t, p.env, false)
-	return nil
+	return h.start(p.wf, t, p.env, false, h.exec.Begin)
 }
 
 // Fork starts a fork of thread id (see executor.PrepareFork).
@@ -419,17 +415,29 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h.start(wf, t, env, false)
+	if err := h.start(wf, t, env, false, func(t *executor.Thread) error { return h.exec.List(*t) }); err != nil {
+		return "", err
+	}
 	return t.ID, nil
 }
 
 // start runs t, a top-level thread, in the background under the
-// concurrency cap; resumed says a resume starts it.
-func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env, resumed bool) {
+// concurrency cap; resumed says a resume starts it. list, for a new
+// thread, writes its records (its start node, its line in threads.json):
+// it is called once the host lists t as running, and an error from it
+// unlists t again.
+func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env, resumed bool, list func(*executor.Thread) error) error {
 	ctx, cancel := context.WithCancelCause(h.baseCtx)
 	shared := new(atomic.Pointer[threadenv.Env])
 	shared.Store(env)
 	hd := h.register(t, "", cancel, shared, resumed)
+	if list != nil {
+		if err := list(&t); err != nil {
+			cancel(err)
+			h.unregister(t.ID, hd)
+			return err
+		}
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -449,6 +457,7 @@ func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env
 		res, err := h.exec.Run(ctx, wf, t, h.env(hd))
 		h.logOutcome(t, res, err)
 	}()
+	return nil
 }
 
 func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
@@ -462,6 +471,10 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 	}
 }
 
+// register lists t as running. A new thread is registered before its
+// records are written (start, runChild): a reader that reads a thread's
+// records and then asks the host which threads run (Sighting) is never
+// told that nobody runs a thread that has just begun.
 func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed bool) *handle {
 	// The gate writes the pause records to the thread's debug log (its
 	// own writer of the file, which serialises writes with the run's).
@@ -562,13 +575,13 @@ func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, 
 		return workflow.ChildResult{}, err
 	}
 	t := executor.Thread{ID: ids.NewThreadID(time.Now()), BundleHash: e.Hash, WorkflowName: name, Depth: next, ParentState: parent.Head, Prompt: prompt}
-	if err := h.exec.Begin(&t); err != nil {
-		return workflow.ChildResult{}, err
-	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID), false)
 	defer h.unregister(t.ID, hd)
+	if err := h.exec.Begin(&t); err != nil {
+		return workflow.ChildResult{}, err
+	}
 	res, err := h.exec.Run(cctx, wf, t, h.env(hd))
 	if err != nil {
 		return workflow.ChildResult{}, err

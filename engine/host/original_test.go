@@ -115,7 +115,7 @@ func TestOriginalsRunningThread(t *testing.T) {
 	pid := worker.Process.Pid
 	writeOriginalFiles(t, f.l, bundle, id, fmt.Sprintf(`{"pid":%d,"port":%d}`+"\n", pid, 45678))
 
-	if got, _ := ThreadStatus(store, rec, nil); got != threads.StatusRunning {
+	if got, _ := Sight(nil).Status(store, rec); got != threads.StatusRunning {
 		t.Fatalf("status of the original's running thread = %s, want running", got)
 	}
 	named := fmt.Sprintf("the original engine's worker (pid %d) is running it", pid)
@@ -155,7 +155,7 @@ func TestOriginalsRunningThread(t *testing.T) {
 	// The worker dies: its marker and record stay, and mean nothing.
 	_ = worker.Process.Kill()
 	_ = worker.Wait()
-	if got, _ := ThreadStatus(store, rec, nil); got != threads.StatusInterrupted {
+	if got, _ := Sight(nil).Status(store, rec); got != threads.StatusInterrupted {
 		t.Fatalf("status once the worker died = %s, want interrupted", got)
 	}
 	if err := f.client.Resume(id); err != nil {
@@ -222,7 +222,7 @@ func TestRunningElsewhereNeedsTheMarkerAndALiveWorker(t *testing.T) {
 				id = rec.ThreadID
 			}
 			writeOriginalFiles(t, l, rec.BundleHash, id, worker)
-			got, damage := ThreadStatus(cas.Open(l.CASDir()), rec, nil)
+			got, damage := Sight(nil).Status(cas.Open(l.CASDir()), rec)
 			if damage != nil || got != tc.want {
 				t.Fatalf("status = %s (%v), want %s", got, damage, tc.want)
 			}

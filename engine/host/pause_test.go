@@ -38,27 +38,23 @@ func (f *fixture) pauseRecords(id string) []string {
 	return out
 }
 
-// status is thread id's status as every view derives it (ThreadStatus,
-// from the host's list), beside what the list itself says.
+// status is thread id's status as every view derives it (a Sighting of
+// the host's list), beside what the list itself says.
 func (f *fixture) status(id string) (view, listed threads.Status) {
 	f.t.Helper()
-	list, err := f.client.List()
-	if err != nil {
+	seen := Sight(f.client.Running)
+	if err := seen.Err(); err != nil {
 		f.t.Fatal(err)
-	}
-	running := map[string]RunningThread{}
-	for _, r := range list {
-		running[r.ThreadID] = r
 	}
 	rec, err := threads.Resolve(f.l, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	view, damage := ThreadStatus(cas.Open(f.l.CASDir()), rec, running)
+	view, damage := seen.Status(cas.Open(f.l.CASDir()), rec)
 	if damage != nil {
 		f.t.Fatal(damage)
 	}
-	return view, running[id].Status
+	return view, seen.Running()[id].Status
 }
 
 func (f *fixture) expectStatus(id string, want threads.Status) {

@@ -273,8 +273,7 @@ func (h *Host) resumeAnswered(id string, env *threadenv.Env) error {
 	if err != nil {
 		return err
 	}
-	h.start(wf, t, env, true)
-	return nil
+	return h.start(wf, t, env, true, nil)
 }
 
 // resumeWaits runs when the host opens: a thread that was answered while

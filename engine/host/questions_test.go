@@ -73,18 +73,15 @@ func newWaitFixture(t *testing.T, src string) *waitFixture {
 
 // status is the thread's status as the CLI and the API derive it.
 func (f *waitFixture) status(id string) threads.Status {
+	seen := Sight(nil)
+	if f.cancel != nil {
+		seen = Sight(f.client.Running)
+	}
 	rec, err := threads.Resolve(f.l, id)
 	if err != nil {
 		return ""
 	}
-	running := map[string]RunningThread{}
-	if f.cancel != nil {
-		list, _ := f.client.List()
-		for _, r := range list {
-			running[r.ThreadID] = r
-		}
-	}
-	st, _ := ThreadStatus(f.host.exec.CAS, rec, running)
+	st, _ := seen.Status(f.host.exec.CAS, rec)
 	return st
 }
 
