@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +103,6 @@ func TestAuditRecordsProxiedChanges(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	f := newStoreFixture(t, st, testRegistrationKey, func(o *Options) { o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
 	f.connector("laptop", connectorAnswers())
-	// The connection's entry is queued just after the connector is let
-	// on: the requests below wait for it, so it is the oldest.
-	f.waitAudit(1)
 	dashP, err := f.auth.Verify(f.dash, auth.RoleDashboard, "")
 	if err != nil {
 		t.Fatal(err)
@@ -508,5 +506,38 @@ func TestAuditRecordsAnswer(t *testing.T) {
 	}
 	if action, _, _ := proxiedAction("GET", "threads/T9/question"); action != "" {
 		t.Errorf("reading a question is %q", action)
+	}
+}
+
+// A connection is audited before any request it carries, however soon
+// the request comes: the connection's entry is dated before the connector
+// is reachable. Here every request is made and audited between the
+// connector's attach and its connection's audit — for a first
+// connection and for the ones that replace it.
+func TestAConnectionIsAuditedBeforeTheRequestsItCarries(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, t.TempDir())
+	t.Cleanup(func() { _ = st.Close() })
+	f := newStoreFixture(t, st, testRegistrationKey)
+	attached, proceed := make(chan struct{}), make(chan struct{})
+	hook := func(string) { attached <- struct{}{}; <-proceed }
+	f.gw.afterAttach.Store(&hook)
+	var want []string
+	for i, action := range []string{ActionConnect, ActionReplace, ActionReplace} {
+		f.connector("laptop", connectorAnswers())
+		<-attached
+		if resp, body := f.do("POST", "/api/clients/laptop/threads/T1/kill", f.dash, strings.NewReader(`{}`)); resp.StatusCode != 200 {
+			t.Fatalf("a request through the connector just let on: %d %s", resp.StatusCode, body)
+		}
+		f.waitAudit(len(want) + 1) // the request's entry, queued first
+		proceed <- struct{}{}
+		want = append(want, action, ActionKill)
+		var got []string
+		for _, e := range slices.Backward(f.waitAudit(len(want)).Entries) { // oldest first
+			got = append(got, e.Action)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("connection %d: the audit log lists %v, oldest first; want %v", i+1, got, want)
+		}
 	}
 }

@@ -253,6 +253,9 @@ type Gateway struct {
 	// beforeForward, set by tests only, runs between a request's look
 	// at the cluster and its forward: where a connector moves under it.
 	beforeForward atomic.Pointer[func(name string)]
+	// afterAttach, set by tests only, runs between a connector's attach
+	// (it is reachable) and the audit of its connection.
+	afterAttach atomic.Pointer[func(name string)]
 	// machineHints and threadHints feed the dashboard's change streams
 	// (changes.go).
 	machineHints changeSignal
@@ -628,6 +631,9 @@ func (g *Gateway) connect(c echo.Context) error {
 	if client != nil {
 		t.streams = g.streams.Sub() // ended when it moves (move.go)
 	}
+	// Stamped before the connector is reachable: every request it carries
+	// is audited after its connection.
+	attachedAt := time.Now()
 	replaced, err := g.presence.Attach(name, t, info)
 	if err != nil {
 		// Another instance, or a token-bound connector, took the name
@@ -638,7 +644,10 @@ func (g *Gateway) connect(c echo.Context) error {
 		return nil
 	}
 	g.endTunnelWithCredential(p, name, t)
-	g.connected(c, name, p, info, replaced, remote)
+	if hook := g.afterAttach.Load(); hook != nil {
+		(*hook)(name)
+	}
+	g.connected(c, attachedAt, name, p, info, replaced, remote)
 	g.metrics.Connected(info.Protocol)
 	g.tunnels.add()
 	go func() {

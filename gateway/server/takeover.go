@@ -130,7 +130,7 @@ func (g *Gateway) admit(c echo.Context, name string, p auth.Principal, info pres
 				reason = "name bindings not loaded yet"
 			}
 			g.opts.Logger.Warn("connector refused", "connector", name, "reason", reason, "address", c.RealIP(), "shared_secret", true)
-			g.auditConnection(c, ActionConnectRefused, name, p, info, errorStatus(err), "refused: "+reason)
+			g.auditConnection(c, time.Now(), ActionConnectRefused, name, p, info, errorStatus(err), "refused: "+reason)
 			return nil, err
 		}
 	}
@@ -138,7 +138,7 @@ func (g *Gateway) admit(c echo.Context, name string, p auth.Principal, info pres
 		return nil, g.refuseConflict(c, conflict, info, p)
 	}
 	if err := g.bindName(c.Request().Context(), name, p); err != nil {
-		g.auditConnection(c, ActionConnectRefused, name, p, info, errorStatus(err), "refused: the name's binding was not saved")
+		g.auditConnection(c, time.Now(), ActionConnectRefused, name, p, info, errorStatus(err), "refused: the name's binding was not saved")
 		return nil, err
 	}
 	remote, _ = g.remoteHolder(name)
@@ -147,14 +147,16 @@ func (g *Gateway) admit(c echo.Context, name string, p auth.Principal, info pres
 
 // connected logs and audits a connection that has the name now: a new
 // holder, a replacement of the same instance, or a takeover. replaced is
-// the connection it closed here or, failing that, on another replica.
-func (g *Gateway) connected(c echo.Context, name string, p auth.Principal, info presence.Info, replaced, remote *presence.Info) {
+// the connection it closed here or, failing that, on another replica. at
+// is a moment before the connection was let on: a request it carries is
+// audited later, and the audit log lists the connection before it.
+func (g *Gateway) connected(c echo.Context, at time.Time, name string, p auth.Principal, info presence.Info, replaced, remote *presence.Info) {
 	if replaced == nil {
 		replaced = remote
 	}
 	what := fmt.Sprintf("%s, instance %s", info.Protocol, instanceLabel(info.Instance))
 	if replaced == nil {
-		g.auditConnection(c, ActionConnect, name, p, info, http.StatusSwitchingProtocols, what)
+		g.auditConnection(c, at, ActionConnect, name, p, info, http.StatusSwitchingProtocols, what)
 		return
 	}
 	g.logReplacement(name, info, replaced)
@@ -162,7 +164,7 @@ func (g *Gateway) connected(c echo.Context, name string, p auth.Principal, info 
 	if presence.Differs(replaced.Instance, info.Instance) {
 		action, how = ActionTakeover, "took the name from instance "+instanceLabel(replaced.Instance)
 	}
-	g.auditConnection(c, action, name, p, info, http.StatusSwitchingProtocols,
+	g.auditConnection(c, at, action, name, p, info, http.StatusSwitchingProtocols,
 		fmt.Sprintf("%s %s (%s) at %s", what, how, replaced.Credential, replaced.Address))
 }
 
@@ -172,11 +174,11 @@ func (g *Gateway) connected(c echo.Context, name string, p auth.Principal, info 
 func (g *Gateway) refusedLate(c echo.Context, name string, p auth.Principal, info presence.Info, err error) string {
 	if conflict, ok := errors.AsType[*presence.ConflictError](err); ok {
 		g.logConflict(conflict, info)
-		g.auditConnection(c, ActionConnectRefused, name, p, info, http.StatusConflict, conflictTarget(conflict, info))
+		g.auditConnection(c, time.Now(), ActionConnectRefused, name, p, info, http.StatusConflict, conflictTarget(conflict, info))
 		return conflict.Error()
 	}
 	g.opts.Logger.Warn("connector refused", "connector", name, "reason", err.Error(), "address", c.RealIP(), "shared_secret", true)
-	g.auditConnection(c, ActionConnectRefused, name, p, info, http.StatusConflict, "refused: "+presence.ErrTokenBound.Error())
+	g.auditConnection(c, time.Now(), ActionConnectRefused, name, p, info, http.StatusConflict, "refused: "+presence.ErrTokenBound.Error())
 	return "name " + presence.ErrTokenBound.Error()
 }
 
@@ -194,13 +196,15 @@ func conflictTarget(conflict *presence.ConflictError, info presence.Info) string
 		instanceLabel(conflict.Holder.Instance), conflict.Holder.Address)
 }
 
-// auditConnection records a connection event for name; a storm of them
-// (two roots sharing one key replace each other at every reconnection)
-// is coalesced per name and action.
-func (g *Gateway) auditConnection(c echo.Context, action, name string, p auth.Principal, info presence.Info, status int, target string) {
+// auditConnection records a connection event for name, which happened
+// at at; a storm of them (two roots sharing one key replace each other at
+// every reconnection) is coalesced per name and action.
+func (g *Gateway) auditConnection(c echo.Context, at time.Time, action, name string, p auth.Principal, info presence.Info, status int, target string) {
 	tokenID, actor := principalActor(p)
 	markAudited(c)
-	g.audit.addCoalesced(action+"|"+name, auditEntry(tokenID, actor, info.Address, action, name, target, status))
+	e := auditEntry(tokenID, actor, info.Address, action, name, target, status)
+	e.Time = at
+	g.audit.addCoalesced(action+"|"+name, e)
 }
 
 // conflictHolder is the holder part of a 409's body, for programs.
@@ -217,7 +221,7 @@ type conflictHolder struct {
 // {...}}.
 func (g *Gateway) refuseConflict(c echo.Context, conflict *presence.ConflictError, info presence.Info, p auth.Principal) error {
 	g.logConflict(conflict, info)
-	g.auditConnection(c, ActionConnectRefused, conflict.Name, p, info, http.StatusConflict, conflictTarget(conflict, info))
+	g.auditConnection(c, time.Now(), ActionConnectRefused, conflict.Name, p, info, http.StatusConflict, conflictTarget(conflict, info))
 	return c.JSON(http.StatusConflict, struct {
 		Error  string         `json:"error"`
 		Reason string         `json:"reason"`
