@@ -466,6 +466,9 @@ func (s *server) runningThreads(c echo.Context) error {
 			return fail(http.StatusBadGateway, "engine host: %s", err.Error())
 		}
 		for _, r := range list {
+			if r.Starting {
+				continue // not to be found yet: its first records are being written
+			}
 			started := r.StartedAt
 			if t, ok := ids.ThreadIDTime(r.ThreadID); ok {
 				started = t.UnixMilli()

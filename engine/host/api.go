@@ -119,6 +119,10 @@ type RunningThread struct {
 	StartedAt  int64          `json:"startedAt"`
 	Depth      int            `json:"depth"`
 	Parent     string         `json:"parent,omitempty"` // parent thread id of a child
+	// Starting is set while the host writes a new thread's first records:
+	// it runs the thread, whose line is not in the index yet, so a list of
+	// running threads to look up leaves it out.
+	Starting bool `json:"starting,omitempty"`
 }
 
 // Status describes the host.

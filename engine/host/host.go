@@ -430,13 +430,14 @@ func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env
 	ctx, cancel := context.WithCancelCause(h.baseCtx)
 	shared := new(atomic.Pointer[threadenv.Env])
 	shared.Store(env)
-	hd := h.register(t, "", cancel, shared, resumed)
+	hd := h.register(t, "", cancel, shared, resumed, list != nil)
 	if list != nil {
 		if err := list(&t); err != nil {
 			cancel(err)
 			h.unregister(t.ID, hd)
 			return err
 		}
+		h.started(hd)
 	}
 	h.wg.Add(1)
 	go func() {
@@ -471,18 +472,19 @@ func (h *Host) logOutcome(t executor.Thread, res executor.Result, err error) {
 	}
 }
 
-// register lists t as running. A new thread is registered before its
-// records are written (start, runChild): a reader that reads a thread's
-// records and then asks the host which threads run (Sighting) is never
-// told that nobody runs a thread that has just begun.
-func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed bool) *handle {
+// register lists t as running. A new thread (starting) is registered
+// before its records are written (start, runChild), and marked Starting
+// until they are (started): a reader that reads a thread's records and
+// then asks the host which threads run (Sighting) is never told that
+// nobody runs a thread that has just begun.
+func (h *Host) register(t executor.Thread, parent string, cancel context.CancelCauseFunc, env *atomic.Pointer[threadenv.Env], resumed, starting bool) *handle {
 	// The gate writes the pause records to the thread's debug log (its
 	// own writer of the file, which serialises writes with the run's).
 	// Each pause record is a status change too (gateLog).
 	gate := &executor.PauseGate{Log: h.gateLog(t)}
 	hd := &handle{
 		info: RunningThread{ThreadID: t.ID, BundleHash: t.BundleHash, Workflow: t.WorkflowName, Status: threads.StatusRunning,
-			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent},
+			StartedAt: time.Now().UnixMilli(), Depth: t.Depth, Parent: parent, Starting: starting},
 		cancel: cancel, gate: gate, done: make(chan struct{}),
 		unbind: h.procs.Bind(t.ID), env: env, resumed: resumed,
 	}
@@ -493,8 +495,24 @@ func (h *Host) register(t executor.Thread, parent string, cancel context.CancelC
 	h.mu.Lock()
 	h.running[t.ID] = hd
 	h.mu.Unlock()
-	h.publish(Change{Kind: ChangeStarted, ThreadID: t.ID, BundleHash: t.BundleHash, Status: threads.StatusRunning})
+	if !starting {
+		h.publishStarted(hd)
+	}
 	return hd
+}
+
+// publishStarted tells subscribers that hd's thread runs, once its
+// records are there to read.
+func (h *Host) publishStarted(hd *handle) {
+	h.publish(Change{Kind: ChangeStarted, ThreadID: hd.info.ThreadID, BundleHash: hd.info.BundleHash, Status: threads.StatusRunning})
+}
+
+// started notes that the first records of hd's thread are written.
+func (h *Host) started(hd *handle) {
+	h.mu.Lock()
+	hd.info.Starting = false
+	h.mu.Unlock()
+	h.publishStarted(hd)
 }
 
 func (h *Host) unregister(id string, hd *handle) {
@@ -577,11 +595,12 @@ func (h *Host) runChild(ctx context.Context, parent executor.ChildParent, name, 
 	t := executor.Thread{ID: ids.NewThreadID(time.Now()), BundleHash: e.Hash, WorkflowName: name, Depth: next, ParentState: parent.Head, Prompt: prompt}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID), false)
+	hd := h.register(t, parent.ThreadID, cancel, h.parentEnv(parent.ThreadID), false, true)
 	defer h.unregister(t.ID, hd)
 	if err := h.exec.Begin(&t); err != nil {
 		return workflow.ChildResult{}, err
 	}
+	h.started(hd)
 	res, err := h.exec.Run(cctx, wf, t, h.env(hd))
 	if err != nil {
 		return workflow.ChildResult{}, err

@@ -84,10 +84,13 @@ func TestASightingJudgesARecordByTheAnswerBeforeIt(t *testing.T) {
 // in the index, whichever way the thread begins (a run, a fork, a child):
 // a view that asks the host first and then finds the line never finds a
 // thread nobody runs. The executor stamps the line with its clock: each
-// such reading finds a thread running that no earlier reading found.
+// such reading finds a thread running that no earlier reading found,
+// marked starting (a list of threads to look up leaves it out until the
+// line is there), and the mark is gone once the thread's records are.
 func TestAThreadIsListedRunningBeforeItsIndexLine(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 0, map[string]goFlow{"steps": {roles: []string{"a", "b"}}, "parent": {roles: []string{"child:steps"}}})
+	release := make(chan struct{})
+	f := newFixture(t, 0, map[string]goFlow{"steps": {roles: []string{"a", "b"}}, "parent": {roles: []string{"child:steps"}}, "held": {roles: []string{"wait"}, release: release}})
 	var (
 		mu        sync.Mutex
 		known     = map[string]bool{}
@@ -102,6 +105,9 @@ func TestAThreadIsListedRunningBeforeItsIndexLine(t *testing.T) {
 			for _, r := range f.host.List() {
 				if !known[r.ThreadID] {
 					known[r.ThreadID], fresh = true, true
+					if !r.Starting && violation == "" {
+						violation = fmt.Sprintf("thread %s is not marked starting while its index line is written", r.ThreadID)
+					}
 				}
 			}
 			if !fresh && violation == "" {
@@ -138,6 +144,16 @@ func TestAThreadIsListedRunningBeforeItsIndexLine(t *testing.T) {
 	}
 	f.finished(fork)
 	check("a fork", 1)
+	held, err := f.host.Run(RunRequest{Workflow: "held", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := f.host.List(); len(l) != 1 || l[0].ThreadID != held || l[0].Starting {
+		t.Fatalf("a thread whose records are written: %+v", l)
+	}
+	close(release)
+	f.finished(held)
+	check("a held run", 1)
 	parent, err := f.host.Run(RunRequest{Workflow: "parent", Prompt: "p"})
 	if err != nil {
 		t.Fatal(err)
