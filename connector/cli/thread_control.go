@@ -66,8 +66,9 @@ func (a *app) threadPsCmd() *cobra.Command {
 				return err // a host runs these threads, but not for this user
 			}
 			// Running means a role is at work: a paused thread waits (thread
-			// list shows it); one still pausing finishes its role first.
-			list = slices.DeleteFunc(list, func(r host.RunningThread) bool { return r.Status == threads.StatusPaused })
+			// list shows it); one still pausing finishes its role first. One
+			// starting is not to be found yet (host.RunningThread.Starting).
+			list = slices.DeleteFunc(list, func(r host.RunningThread) bool { return r.Status == threads.StatusPaused || r.Starting })
 			list = api.Window(list, lf.offset, lf.limit)
 			if lf.json {
 				if list == nil {
