@@ -141,6 +141,12 @@ type Registry struct {
 	// OnChange, when set, hears every transition: Online, Offline, and
 	// Moved for a connection Release took off.
 	OnChange func(name, status string)
+	// OnEnd, when set, is told once of each connection Attach took, when
+	// the connection has ended (its Done is closed), whether it was
+	// replaced, released or dropped before: what ends with a connection is
+	// done there, on the one goroutine the registry keeps per connection,
+	// rather than on another that only waits. Set it before Attach.
+	OnEnd func(name string, c Conn)
 }
 
 type entry struct {
@@ -238,8 +244,15 @@ func (r *Registry) HeldByToken(name string) bool {
 	return ok && e.online && takesFromToken(e.info, Info{Credential: CredentialSecret})
 }
 
-// watch pings e until it goes away.
+// watch pings e until it goes away, then waits for its connection to end
+// and tells OnEnd.
 func (r *Registry) watch(ctx context.Context, name string, e *entry) {
+	if r.OnEnd != nil {
+		defer func() {
+			<-e.conn.Done()
+			r.OnEnd(name, e.conn)
+		}()
+	}
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	misses := 0

@@ -346,3 +346,54 @@ func TestReleaseTakesOffWithoutClosing(t *testing.T) {
 		t.Fatalf("changes: %s", got)
 	}
 }
+
+// OnEnd hears of every connection Attach took exactly once, when it has
+// ended, whichever way it ends: its connector leaves, a newer connection
+// replaces it, Release takes it off (its caller closes it later), it
+// misses its heartbeats, or CloseAll ends it. Never before it has ended.
+func TestOnEndHearsOfEachConnectionOnceItHasEnded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, r *Registry, c *fakeConn)
+	}{
+		{"its connector leaves", func(_ *testing.T, _ *Registry, c *fakeConn) { _ = c.Close("bye") }},
+		{"a newer connection replaces it", func(t *testing.T, r *Registry, _ *fakeConn) { attach(t, r, "laptop", newFake(), Info{}) }},
+		{"it is released, then closed", func(t *testing.T, r *Registry, c *fakeConn) {
+			if !r.Release("laptop", c) {
+				t.Error("not released")
+			}
+			_ = c.Close("moved")
+		}},
+		{"it misses its heartbeats", func(_ *testing.T, _ *Registry, c *fakeConn) { c.failing.Store(true) }},
+		{"the gateway stops", func(_ *testing.T, r *Registry, _ *fakeConn) { r.CloseAll("stopping") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := New(10 * time.Millisecond)
+			c := newFake()
+			var ends atomic.Int32
+			r.OnEnd = func(name string, got Conn) {
+				select {
+				case <-got.Done():
+				default:
+					t.Error("OnEnd heard of a connection that has not ended")
+				}
+				if name != "laptop" || got != c {
+					t.Errorf("OnEnd(%s, %v)", name, got)
+				}
+				ends.Add(1)
+			}
+			attach(t, r, "laptop", c, Info{})
+			testkit.WaitUntil(t, "a ping", func() bool { return c.pings.Load() > 0 })
+			if n := ends.Load(); n != 0 {
+				t.Fatalf("OnEnd heard %d times of a live connection", n)
+			}
+			tc.end(t, r, c)
+			testkit.WaitUntil(t, "OnEnd to hear", func() bool { return ends.Load() > 0 })
+			if n := ends.Load(); n != 1 {
+				t.Fatalf("OnEnd heard %d times", n)
+			}
+		})
+	}
+}

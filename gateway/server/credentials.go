@@ -91,17 +91,14 @@ func isEventStream(contentType string) bool {
 // name, when p's credential ends, with a reason the connector logs
 // ("token revoked", "token expired at ..."); its next attempt is then
 // refused for that reason and it stops (connector/link). A revocation
-// between the check of p and now closes it at once.
-func (g *Gateway) endTunnelWithCredential(p auth.Principal, name string, t *tracked) {
-	release := g.opts.Auth.Hold(p, func(why *auth.Refusal) {
+// between the check of p and now closes it at once. Call release once the
+// tunnel has ended.
+func (g *Gateway) endTunnelWithCredential(p auth.Principal, name string, t *tracked) (release func()) {
+	return g.opts.Auth.Hold(p, func(why *auth.Refusal) {
 		if g.presence.CloseConn(name, t, why.Message) {
 			g.opts.Logger.Info("connector disconnected: "+why.Message, "connector", name, "reason", why.Reason)
 		}
 	})
-	go func() {
-		<-t.Done()
-		release()
-	}()
 }
 
 // registrationHolds are the credentials the original clients' current

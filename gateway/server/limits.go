@@ -130,6 +130,36 @@ type tracked struct {
 	// streams are the event streams relayed from this tunnel (nil: the
 	// gateway's), which end when it is retired.
 	streams *eventstream.Set
+
+	// What is to be done once the tunnel has ended (whenEnded, end).
+	endMu  sync.Mutex
+	ended  bool
+	onEnds []func()
+}
+
+// whenEnded has f called once the tunnel has ended (end): at once if it
+// has.
+func (t *tracked) whenEnded(f func()) {
+	t.endMu.Lock()
+	if !t.ended {
+		t.onEnds = append(t.onEnds, f)
+		t.endMu.Unlock()
+		return
+	}
+	t.endMu.Unlock()
+	f()
+}
+
+// end calls what whenEnded was given: the tunnel has ended.
+func (t *tracked) end() {
+	t.endMu.Lock()
+	t.ended = true
+	fs := t.onEnds
+	t.onEnds = nil
+	t.endMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 func newTracked(c presence.Conn, protocol string, maxConcurrent int) *tracked {

@@ -326,6 +326,7 @@ func New(opts Options) *Gateway {
 	g.initBounds()
 	g.cors, g.urlClients = newCORSPolicy(opts.AllowOrigins), newURLClients(opts)
 	g.presence.OnChange = func(name, status string) { opts.Logger.Info("connector "+status, "connector", name) }
+	g.presence.OnEnd = g.tunnelEnded
 	g.hookHints() // changes.go
 	g.threadHints = &threadHints{g: g}
 	if opts.Cluster != nil {
@@ -634,39 +635,47 @@ func (g *Gateway) connect(c echo.Context) error {
 	// Stamped before the connector is reachable: every request it carries
 	// is audited after its connection.
 	attachedAt := time.Now()
+	g.tunnels.add() // done when it ends (tunnelEnded)
 	replaced, err := g.presence.Attach(name, t, info)
 	if err != nil {
 		// Another instance, or a token-bound connector, took the name
 		// since admit.
+		g.tunnels.done()
 		reason := g.refusedLate(c, name, p, info, err)
 		t.forgetStreams()
 		go func() { _ = conn.Close(reason) }() // dropped either way
 		return nil
 	}
-	g.endTunnelWithCredential(p, name, t)
+	t.whenEnded(g.endTunnelWithCredential(p, name, t))
 	if hook := g.afterAttach.Load(); hook != nil {
 		(*hook)(name)
 	}
 	g.connected(c, attachedAt, name, p, info, replaced, remote)
 	g.metrics.Connected(info.Protocol)
-	g.tunnels.add()
-	go func() {
-		defer g.tunnels.done()
-		<-t.Done()
-		t.forgetStreams()
-		if client != nil {
-			if err := client.Err(); err != nil {
-				g.opts.Logger.Warn("connector dropped", "connector", name, "reason", err.Error())
-			}
-		}
-		reason := t.disconnectReason()
-		if reason == metrics.DisconnectRemote && g.shuttingDown.Load() {
-			reason = metrics.DisconnectShutdown
-		}
-		g.metrics.Disconnected(reason)
-	}()
 	g.opts.Logger.Info("connector connected", "connector", name, "protocol", info.Protocol, "address", c.RealIP(), "shared_secret", p.Shared, "instance", info.Instance)
 	return nil
+}
+
+// tunnelEnded is told by the presence registry that name's tunnel c has
+// ended (presence.Registry.OnEnd): what ends with a tunnel is done here.
+func (g *Gateway) tunnelEnded(name string, c presence.Conn) {
+	t, ok := c.(*tracked)
+	if !ok {
+		return
+	}
+	defer g.tunnels.done()
+	t.end()
+	t.forgetStreams()
+	if client, ok := t.Conn.(*tunnel.Client); ok {
+		if err := client.Err(); err != nil {
+			g.opts.Logger.Warn("connector dropped", "connector", name, "reason", err.Error())
+		}
+	}
+	reason := t.disconnectReason()
+	if reason == metrics.DisconnectRemote && g.shuttingDown.Load() {
+		reason = metrics.DisconnectShutdown
+	}
+	g.metrics.Disconnected(reason)
 }
 
 // forward proxies /api/clients/<name>/<rest> to the connector's /api/<rest>.

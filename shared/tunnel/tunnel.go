@@ -388,7 +388,7 @@ type Client struct {
 	cc      *http2.ClientConn //lint:ignore SA1019 kept until net/http's ClientConn can Ping (the heartbeat): the standard library's HTTP/2 is the same code; see docs/architecture.md
 	conn    *coalescingConn
 	watched *watchedConn
-	done    chan struct{}
+	done    <-chan struct{} // closed by stop
 	stop    context.CancelFunc
 }
 
@@ -422,12 +422,10 @@ func newClient(ws *websocket.Conn, writeTimeout time.Duration) (*Client, error) 
 		stop()
 		return nil, err
 	}
-	c := &Client{ws: ws, wc: wc, cc: cc, conn: conn, watched: watched, done: make(chan struct{}), stop: stop}
-	go func() {
-		<-ctx.Done()
-		close(c.done)
-	}()
-	return c, nil
+	// Done is the context's: no goroutine waits for the end, and an idle
+	// tunnel costs the gateway only what it must (memory per connector,
+	// docs/performance.md).
+	return &Client{ws: ws, wc: wc, cc: cc, conn: conn, watched: watched, done: ctx.Done(), stop: stop}, nil
 }
 
 // closeWhenDeadAndIdle is the pool of the one connection a Client has:

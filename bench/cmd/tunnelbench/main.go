@@ -509,7 +509,7 @@ const idleSecret = "tunnelbench-shared-secret"
 // connection.
 func idleMemory(pid int, gwAddr string, n int) {
 	fmt.Printf("gateway memory per idle connector (%d connectors)\n", n)
-	before := rss(pid)
+	before, goBefore := rss(pid), goMemory(gwAddr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -539,6 +539,33 @@ func idleMemory(pid int, gwAddr string, n int) {
 	per := float64(after-before) / float64(max(connected.Load(), 1))
 	fmt.Printf("  %d connected; gateway RSS %d MB -> %d MB: %.1f KiB per connector (target <= 64 KiB)\n",
 		connected.Load(), before>>20, after>>20, per/1024)
+	goAfter := goMemory(gwAddr)
+	n64 := float64(max(connected.Load(), 1))
+	fmt.Printf("  of which, by the gateway's runtime: heap in use %.1f KiB, goroutine stacks %.1f KiB, %.2f goroutines per connector\n",
+		(goAfter["go_memstats_heap_inuse_bytes"]-goBefore["go_memstats_heap_inuse_bytes"])/n64/1024,
+		(goAfter["go_memstats_stack_inuse_bytes"]-goBefore["go_memstats_stack_inuse_bytes"])/n64/1024,
+		(goAfter["go_goroutines"]-goBefore["go_goroutines"])/n64)
+}
+
+// goMemory reads the gateway's own account of its memory and goroutines
+// from its /metrics: what RSS is made of, steadier than RSS.
+func goMemory(gwAddr string) map[string]float64 {
+	resp, err := http.Get("http://" + gwAddr + "/metrics")
+	check(err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	check(err)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		switch name {
+		case "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines":
+			if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
+				out[name] = v
+			}
+		}
+	}
+	return out
 }
 
 // serveFloor answers every request as floorHandler does, with nothing else

@@ -38,8 +38,11 @@ func Is(h http.Header) bool {
 // Set is the event streams one gateway relays. Its methods are safe for
 // concurrent use; the zero value is not usable (NewSet).
 type Set struct {
-	ending  chan struct{} // closed by End
-	endOnce sync.Once
+	// ending is closed by End, or by the parent's end: the Done of a
+	// context derived from the parent's, which a Sub costs no goroutine.
+	ending <-chan struct{}
+	end    context.CancelFunc
+	ctx    context.Context // whose Done is ending: a Sub's parent
 	// parent, for a set made by Sub, counts this set's streams too.
 	parent *Set
 
@@ -52,25 +55,21 @@ type Set struct {
 
 // NewSet returns an empty set.
 func NewSet() *Set {
-	return &Set{ending: make(chan struct{}), closed: make(chan struct{})}
+	return newSet(context.Background(), nil)
+}
+
+func newSet(parentEnding context.Context, parent *Set) *Set {
+	ctx, end := context.WithCancel(parentEnding)
+	return &Set{ending: ctx.Done(), end: end, parent: parent, closed: make(chan struct{}), ctx: ctx}
 }
 
 // Sub returns a set within s: the streams of one connector's tunnel, which
 // end on their own when that tunnel moves to another replica, and with
 // every other stream when s ends. Its streams are counted in s as well.
 // End the sub-set once its streams are no longer wanted (when the tunnel
-// has gone): until then it keeps a goroutine waiting for s to end.
+// has gone): until then s keeps a reference to it.
 func (s *Set) Sub() *Set {
-	sub := NewSet()
-	sub.parent = s
-	go func() {
-		select {
-		case <-s.ending:
-			sub.endOnce.Do(func() { close(sub.ending) })
-		case <-sub.ending:
-		}
-	}()
-	return sub
+	return newSet(s.ctx, s)
 }
 
 // Wrap returns the upstream body rc of an event stream as the relay is
@@ -108,7 +107,7 @@ func (s *Set) Own() (ending <-chan struct{}, done func()) {
 // next event's end, and waits until each open one has been closed or ctx
 // ends. It returns how many are still open then (0 when all ended).
 func (s *Set) End(ctx context.Context) (open int) {
-	s.endOnce.Do(func() { close(s.ending) })
+	s.end()
 	for {
 		s.mu.Lock()
 		open, closed := s.open, s.closed
