@@ -79,7 +79,7 @@ type Host struct {
 	// two requests must never both find a thread idle and both run it
 	// (control.go).
 	admitting map[string]*claim
-	// stopping is set once Stop agreed: no thread starts after that.
+	// stopping is set once Stop agreed, or Close began: no thread starts after that.
 	stopping bool
 	// quit is closed by Stop to end Serve.
 	quit     chan struct{}
@@ -263,6 +263,9 @@ func (h *Host) idleFor() time.Duration {
 // Close stops every running thread without ending it (a later host can
 // resume it), waits for them and releases the root.
 func (h *Host) Close() {
+	h.mu.Lock()
+	h.stopping = true // no thread starts that the wait below would miss
+	h.mu.Unlock()
 	h.stop(executor.ErrShutdown)
 	h.wg.Wait()
 	h.endStreams()
@@ -427,6 +430,15 @@ func (h *Host) Fork(id string, req ForkRequest) (string, error) {
 // it is called once the host lists t as running, and an error from it
 // unlists t again.
 func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env, resumed bool, list func(*executor.Thread) error) error {
+	// Counted under the lock the host is marked stopping under: a thread
+	// starts only if Close will wait for it.
+	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return ErrStopping
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(h.baseCtx)
 	shared := new(atomic.Pointer[threadenv.Env])
 	shared.Store(env)
@@ -435,11 +447,11 @@ func (h *Host) start(wf workflow.Workflow, t executor.Thread, env *threadenv.Env
 		if err := list(&t); err != nil {
 			cancel(err)
 			h.unregister(t.ID, hd)
+			h.wg.Done()
 			return err
 		}
 		h.started(hd)
 	}
-	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer h.unregister(t.ID, hd)
