@@ -200,15 +200,11 @@ func (s *server) resolve(c echo.Context, id string) (threads.Record, error) {
 // running asks the engine which threads it executes, by id. Without an
 // engine nothing runs.
 func (s *server) running() (map[string]host.RunningThread, error) {
-	out := map[string]host.RunningThread{}
 	if s.opts.Engine == nil {
-		return out, nil
+		return map[string]host.RunningThread{}, nil
 	}
 	list, err := s.opts.Engine.Running()
-	for _, r := range list {
-		out[r.ThreadID] = r
-	}
-	return out, err
+	return host.ByThread(list), err
 }
 
 // sight asks the engine which threads run, before a route that can still

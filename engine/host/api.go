@@ -125,6 +125,15 @@ type RunningThread struct {
 	Starting bool `json:"starting,omitempty"`
 }
 
+// ByThread keys a list of running threads by thread id.
+func ByThread(list []RunningThread) map[string]RunningThread {
+	out := make(map[string]RunningThread, len(list))
+	for _, r := range list {
+		out[r.ThreadID] = r
+	}
+	return out
+}
+
 // Status describes the host.
 type Status struct {
 	PID        int    `json:"pid"`

@@ -111,13 +111,7 @@ func (o *observer) seeStep(c Change) {
 // the files.
 func (o *observer) seeOther(c Change) {
 	f := o.f
-	listed := func() map[string]RunningThread {
-		out := map[string]RunningThread{}
-		for _, r := range f.host.List() {
-			out[r.ThreadID] = r
-		}
-		return out
-	}
+	listed := func() map[string]RunningThread { return ByThread(f.host.List()) }
 	switch c.Kind {
 	case ChangeStarted:
 		if _, ok := listed()[c.ThreadID]; !ok {

@@ -129,11 +129,7 @@ func (c *Client) List() ([]RunningThread, error) {
 // Running is List by thread id: what a Sighting asks.
 func (c *Client) Running() (map[string]RunningThread, error) {
 	list, err := c.List()
-	out := make(map[string]RunningThread, len(list))
-	for _, r := range list {
-		out[r.ThreadID] = r
-	}
-	return out, err
+	return ByThread(list), err
 }
 
 // Run starts a thread and returns its id (RunOnce, for a caller that
