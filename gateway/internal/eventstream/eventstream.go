@@ -38,11 +38,10 @@ func Is(h http.Header) bool {
 // Set is the event streams one gateway relays. Its methods are safe for
 // concurrent use; the zero value is not usable (NewSet).
 type Set struct {
-	// ending is closed by End, or by the parent's end: the Done of a
-	// context derived from the parent's, which a Sub costs no goroutine.
-	ending <-chan struct{}
-	end    context.CancelFunc
-	ctx    context.Context // whose Done is ending: a Sub's parent
+	// ctx is done once End is called, or the parent's end: derived from
+	// the parent's, so a Sub costs no goroutine.
+	ctx context.Context
+	end context.CancelFunc
 	// parent, for a set made by Sub, counts this set's streams too.
 	parent *Set
 
@@ -60,7 +59,7 @@ func NewSet() *Set {
 
 func newSet(parentEnding context.Context, parent *Set) *Set {
 	ctx, end := context.WithCancel(parentEnding)
-	return &Set{ending: ctx.Done(), end: end, parent: parent, closed: make(chan struct{}), ctx: ctx}
+	return &Set{ctx: ctx, end: end, parent: parent, closed: make(chan struct{})}
 }
 
 // Sub returns a set within s: the streams of one connector's tunnel, which
@@ -100,7 +99,7 @@ func (s *Set) Own() (ending <-chan struct{}, done func()) {
 		set.mu.Unlock()
 	}
 	var once sync.Once
-	return s.ending, func() { once.Do(s.closeOne) }
+	return s.ctx.Done(), func() { once.Do(s.closeOne) }
 }
 
 // End makes every stream, those open and those wrapped later, end at its
@@ -194,7 +193,7 @@ func (b *body) pump() {
 // Read implements io.Reader.
 func (b *body) Read(p []byte) (int, error) {
 	for {
-		ending := b.set.ending
+		ending := b.set.ctx.Done()
 		select {
 		case <-ending:
 			if b.atEnd {
@@ -212,7 +211,7 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		var wake <-chan struct{} // the end of the set, when it ends this stream
 		if b.atEnd {
-			wake = b.set.ending
+			wake = b.set.ctx.Done()
 		}
 		select {
 		case c := <-b.chunks:

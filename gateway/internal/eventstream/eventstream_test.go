@@ -139,7 +139,7 @@ func TestAStreamEndsWhereItsClientHasEveryEventWhole(t *testing.T) {
 		if at != want {
 			// In the middle of an event: the rest comes, and more, once
 			// the set has ended.
-			<-s.ending
+			<-s.ctx.Done()
 			go x.write(rand.New(rand.NewPCG(seed, 8)), stream[at:])
 		}
 		if open := <-ended; open != 0 {
