@@ -287,7 +287,7 @@ func (st *liveStream) step() (done bool, err error) {
 	shown := fmt.Sprintf("%s %d", rec.Head, live)
 	if st.pos.records == 0 || st.sent != shown {
 		// Also on a reconnect's first poll: the client's copy may be old.
-		status, damage := seen.Status(st.s.store, rec)
+		status, damage := threads.ReadStatus(st.s.store, rec, live) // the liveness just judged
 		start := st.s.threadStart(rec, status, damage)
 		if st.pos.records == 0 {
 			err = st.record(start)
